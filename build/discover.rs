@@ -1,0 +1,382 @@
+//! Finding a usable CUDA for the build: pure logic over a `Probe` of the environment, so that
+//! `tests/discovery.rs` can drive it against fake roots made in temporary directories.
+//!
+//! A place counts only if it has `cuda_runtime.h`, `crt/host_config.h` and the library the chosen
+//! link mode needs. A place may be a toolkit root (`include/`, `lib64/`, `lib/`,
+//! `targets/x86_64-linux/`), the CUDA 13 PyPI layout (`nvidia/cu13`), the CUDA 12 PyPI layout
+//! (`nvidia/cuda_runtime` with `crt/` from `nvidia/cuda_nvcc`), or a site-packages folder holding
+//! either.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The CUDA root variables, in the order they are read. When any is set, only these are searched.
+pub const ROOT_VARS: [&str; 4] = [
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "CUDA_TOOLKIT_ROOT_DIR",
+];
+
+/// The pip packages that give a usable CUDA 13.0 (the GPU machine's driver is CUDA 13.0).
+pub const PIP_CUDA13: &str = "nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88";
+/// The pip packages that give a usable CUDA 12.9.
+#[allow(dead_code)] // used by tests/discovery.rs and the README
+pub const PIP_CUDA12: &str = "nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86";
+
+/// How libcudart is linked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkMode {
+    /// `libcudart_static.a`.
+    Static,
+    /// The shared `libcudart.so` or, when only that exists, a versioned `libcudart.so.N`.
+    Dynamic,
+}
+
+impl LinkMode {
+    /// The feature name, as the user spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkMode::Static => "static",
+            LinkMode::Dynamic => "dynamic",
+        }
+    }
+
+    fn library_wanted(self) -> &'static str {
+        match self {
+            LinkMode::Static => "libcudart_static.a",
+            LinkMode::Dynamic => "libcudart.so or libcudart.so.N",
+        }
+    }
+}
+
+/// What the environment looks like to the search. `main()` of build.rs fills it from the real
+/// environment; tests fill it with fake roots.
+#[derive(Clone, Debug, Default)]
+pub struct Probe {
+    /// The values of `ROOT_VARS`, in order (None when unset or empty).
+    pub root_vars: Vec<(String, Option<String>)>,
+    /// The project-local folders the bootstrap fills (`.deps/cuda13`, `.deps/cuda12`).
+    pub project_local: Vec<PathBuf>,
+    /// The directory holding `nvcc` on PATH, if any.
+    pub nvcc_dir: Option<PathBuf>,
+    /// site-packages folders of the active python3.
+    pub site_packages: Vec<PathBuf>,
+    /// Where `cuda-X.Y` and `cuda` are looked for (`/usr/local` outside tests).
+    pub usr_local: PathBuf,
+}
+
+/// A usable CUDA: the include folders to give the compiler and the library to link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaRoot {
+    /// Where it was found, in words (`CUDA_HOME=/opt/cuda`, `python3 wheels /x/site-packages`).
+    pub origin: String,
+    /// The folder that holds the headers and libraries (what `doctor` reports as the root).
+    pub root: PathBuf,
+    /// Include folders: the one with `cuda_runtime.h` first, then the one with `crt/` if different.
+    pub include_dirs: Vec<PathBuf>,
+    /// The folder holding the library.
+    pub lib_dir: PathBuf,
+    /// The file name of the library to link (`libcudart_static.a`, `libcudart.so`, `libcudart.so.13`).
+    pub lib_name: String,
+    /// `CUDART_VERSION` from `cuda_runtime_api.h` (13000 for 13.0).
+    pub cudart_version: u32,
+}
+
+/// One place the search looked at and why it was not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// Where it was found, in words.
+    pub origin: String,
+    /// Why it is unusable.
+    pub reason: String,
+}
+
+/// The search failed: every place it looked, and why each was rejected.
+#[derive(Clone, Debug)]
+pub struct NotFound {
+    /// The link mode the search was for.
+    pub mode: LinkMode,
+    /// The places, in search order.
+    pub rejected: Vec<Rejected>,
+    /// Names of root variables that were set (then nothing else was searched).
+    pub vars_set: Vec<String>,
+}
+
+impl fmt::Display for NotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "llaisys-nvidia: no usable CUDA for the `{}` link mode (a root needs cuda_runtime.h, \
+             crt/host_config.h and {}).",
+            self.mode.name(),
+            self.mode.library_wanted()
+        )?;
+        if !self.vars_set.is_empty() {
+            writeln!(
+                f,
+                "{} set, so only the CUDA root variables were searched:",
+                self.vars_set.join(", ")
+            )?;
+        } else {
+            writeln!(f, "Looked in, in this order:")?;
+        }
+        if self.rejected.is_empty() {
+            writeln!(f, "  (nowhere: no variable, no .deps/, no nvcc, no python3 wheels, no /usr/local/cuda*)")?;
+        }
+        for r in &self.rejected {
+            writeln!(f, "  - {}: {}", r.origin, r.reason)?;
+        }
+        writeln!(f, "Fix, one of:")?;
+        if !self.vars_set.is_empty() {
+            writeln!(
+                f,
+                "  - point {} at a CUDA toolkit root or a folder holding the PyPI CUDA wheels, or unset it",
+                self.vars_set.join("/")
+            )?;
+        }
+        writeln!(f, "  - bash scripts/bootstrap.sh            (installs CUDA 13.0 from PyPI into .deps/, no GPU needed)")?;
+        writeln!(f, "  - python3 -m pip install {PIP_CUDA13}")?;
+        write!(
+            f,
+            "  - export CUDA_HOME=/usr/local/cuda      (an installed CUDA toolkit)"
+        )
+    }
+}
+
+/// Searches in the documented order and returns the first usable root.
+pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
+    let mut rejected = Vec::new();
+    let vars_set: Vec<String> = probe
+        .root_vars
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut candidates: Vec<(String, PathBuf)> = Vec::new();
+    if !vars_set.is_empty() {
+        for (k, v) in &probe.root_vars {
+            if let Some(v) = v {
+                candidates.push((format!("{k}={v}"), PathBuf::from(v)));
+            }
+        }
+    } else {
+        for p in &probe.project_local {
+            candidates.push((format!("project-local {}", p.display()), p.clone()));
+        }
+        if let Some(bin) = &probe.nvcc_dir {
+            let root = bin.parent().unwrap_or(bin).to_path_buf();
+            candidates.push((format!("nvcc on PATH ({})", bin.display()), root));
+        }
+        for sp in &probe.site_packages {
+            candidates.push((format!("python3 wheels {}", sp.display()), sp.clone()));
+        }
+        for v in versioned_roots(&probe.usr_local) {
+            candidates.push((v.display().to_string(), v));
+        }
+        let plain = probe.usr_local.join("cuda");
+        candidates.push((plain.display().to_string(), plain));
+    }
+    for (origin, path) in candidates {
+        match inspect(&path, mode) {
+            Ok(mut root) => {
+                root.origin = origin;
+                return Ok(root);
+            }
+            Err(reason) => rejected.push(Rejected { origin, reason }),
+        }
+    }
+    Err(NotFound {
+        mode,
+        rejected,
+        vars_set,
+    })
+}
+
+/// `cuda-X.Y` folders under `usr_local`, newest first.
+fn versioned_roots(usr_local: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<(Vec<u32>, PathBuf)> = Vec::new();
+    if let Ok(entries) = fs::read_dir(usr_local) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(ver) = name.strip_prefix("cuda-") {
+                let parts: Option<Vec<u32>> = ver.split('.').map(|p| p.parse().ok()).collect();
+                if let Some(parts) = parts {
+                    found.push((parts, e.path()));
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Checks one place; `Err` says why it is unusable.
+pub fn inspect(path: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
+    if !path.is_dir() {
+        return Err(format!(
+            "{} does not exist or is not a folder",
+            path.display()
+        ));
+    }
+    // The layouts a place may have, most specific first.
+    let cu13 = path.join("nvidia").join("cu13");
+    let cu12 = path.join("nvidia").join("cuda_runtime");
+    if cu13.is_dir() {
+        return inspect_layout(&cu13, &cu13, mode);
+    }
+    if cu12.is_dir() {
+        return inspect_layout(&cu12, &path.join("nvidia").join("cuda_nvcc"), mode);
+    }
+    if path.file_name().is_some_and(|n| n == "cuda_runtime") {
+        let nvcc = path
+            .parent()
+            .map(|p| p.join("cuda_nvcc"))
+            .unwrap_or_default();
+        return inspect_layout(path, &nvcc, mode);
+    }
+    inspect_layout(path, path, mode)
+}
+
+/// Checks a root whose headers are in `root` and whose `crt/` may be in `crt_root` (the CUDA 12
+/// wheels split them).
+fn inspect_layout(root: &Path, crt_root: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
+    let include_candidates = |r: &Path| {
+        vec![
+            r.join("include"),
+            r.join("targets").join("x86_64-linux").join("include"),
+        ]
+    };
+    let main_inc = include_candidates(root)
+        .into_iter()
+        .find(|d| d.join("cuda_runtime.h").is_file())
+        .ok_or_else(|| format!("no cuda_runtime.h in {}/include", root.display()))?;
+    let mut crt_dirs = vec![main_inc.clone()];
+    crt_dirs.extend(include_candidates(crt_root));
+    let crt_inc = crt_dirs
+        .into_iter()
+        .find(|d| d.join("crt").join("host_config.h").is_file())
+        .ok_or_else(|| {
+            format!(
+                "{} has cuda_runtime.h but no crt/host_config.h (the CUDA 13 runtime wheel needs \
+                 nvidia-cuda-crt beside it; CUDA 12 needs nvidia-cuda-nvcc-cu12)",
+                main_inc.display()
+            )
+        })?;
+    let cudart_version = read_cudart_version(&main_inc.join("cuda_runtime_api.h"))?;
+    let (lib_dir, lib_name) = find_library(root, mode)?;
+    let mut include_dirs = vec![main_inc.clone()];
+    if crt_inc != main_inc {
+        include_dirs.push(crt_inc);
+    }
+    Ok(CudaRoot {
+        origin: String::new(),
+        root: root.to_path_buf(),
+        include_dirs,
+        lib_dir,
+        lib_name,
+        cudart_version,
+    })
+}
+
+/// Reads `#define CUDART_VERSION N` from the header.
+pub fn read_cudart_version(header: &Path) -> Result<u32, String> {
+    let text =
+        fs::read_to_string(header).map_err(|e| format!("cannot read {}: {e}", header.display()))?;
+    text.lines()
+        .filter_map(|l| {
+            let mut t = l.split_whitespace();
+            match (t.next(), t.next(), t.next()) {
+                (Some("#define"), Some("CUDART_VERSION"), Some(v)) => v.parse().ok(),
+                _ => None,
+            }
+        })
+        .next()
+        .ok_or_else(|| format!("{} defines no CUDART_VERSION", header.display()))
+}
+
+/// The library the mode needs, in `lib64`, `lib` or `targets/x86_64-linux/lib`.
+fn find_library(root: &Path, mode: LinkMode) -> Result<(PathBuf, String), String> {
+    let dirs = [
+        root.join("lib64"),
+        root.join("lib"),
+        root.join("targets").join("x86_64-linux").join("lib"),
+    ];
+    for d in dirs.iter().filter(|d| d.is_dir()) {
+        match mode {
+            LinkMode::Static => {
+                if d.join("libcudart_static.a").is_file() {
+                    return Ok((d.clone(), "libcudart_static.a".into()));
+                }
+            }
+            LinkMode::Dynamic => {
+                if d.join("libcudart.so").exists() {
+                    return Ok((d.clone(), "libcudart.so".into()));
+                }
+                if let Some(name) = newest_versioned(d) {
+                    return Ok((d.clone(), name));
+                }
+            }
+        }
+    }
+    let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Err(format!(
+        "headers found but no {} in {}",
+        mode.library_wanted(),
+        shown.join(", ")
+    ))
+}
+
+/// The `libcudart.so.N` with the highest N (PyPI wheels ship only versioned names).
+fn newest_versioned(dir: &Path) -> Option<String> {
+    let mut best: Option<(Vec<u32>, String)> = None;
+    for e in fs::read_dir(dir).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(ver) = name.strip_prefix("libcudart.so.") else {
+            continue;
+        };
+        let Some(parts) = ver
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect::<Option<Vec<u32>>>()
+        else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, _)| parts > *b) {
+            best = Some((parts, name));
+        }
+    }
+    best.map(|(_, n)| n)
+}
+
+/// The `#define cudaX cudaX_vN` renames of a header (also inside `__CUDART_API_PTSZ(...)`), as
+/// (versioned, plain) pairs: bindgen sees the versioned name, the crate uses the plain one.
+pub fn define_renames(header_text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in header_text.lines() {
+        let mut t = line.split_whitespace();
+        if t.next() != Some("#define") {
+            continue;
+        }
+        let (Some(name), Some(value)) = (t.next(), t.next()) else {
+            continue;
+        };
+        if !name.starts_with("cuda") || name.contains('(') {
+            continue;
+        }
+        let inner = value
+            .rsplit('(')
+            .next()
+            .unwrap_or(value)
+            .trim_end_matches(')');
+        if let Some(suffix) = inner.strip_prefix(name).and_then(|s| s.strip_prefix("_v")) {
+            if !suffix.is_empty() && suffix.chars().all(|c| c.is_ascii_digit()) {
+                out.push((inner.to_string(), name.to_string()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}

@@ -1,0 +1,210 @@
+/*
+ * llaisys_runtime.h: the C ABI of llaisys-nvidia, the NVIDIA CUDA backend of llaisys.
+ *
+ * Compiles as C99 and as C++17. It declares llaisys's own runtime types (llaisysStream_t,
+ * llaisysMemcpyKind_t, the function-pointer typedefs, struct LlaisysRuntimeAPI) under llaisys's
+ * own include guards (__LLAISYS_H__, LLAISYS_RUNTIME_H), so it coexists with llaisys's
+ * include/llaisys.h and include/llaisys/runtime.h in one translation unit, in either order:
+ * when those headers are reachable on the include path (<llaisys.h>, <llaisys/runtime.h>) this
+ * header includes them first and uses their definitions. Everything of our own is prefixed
+ * llaisysNvidia / LLAISYS_NVIDIA.
+ *
+ * Devices. As in CUDA, the current device is per host thread: set_device(i) affects only the
+ * calling thread; streams and allocations belong to the device current when they are made.
+ *
+ * Errors. The table's functions cannot return a status. Every CUDA error is reported, never
+ * dropped: it becomes the calling thread's last error (llaisysNvidiaLastError*) and is handed to
+ * the error handler. The default handler prints one line to stderr (our function, the device,
+ * the CUDA call, the error's name, code and description, the arguments that matter) and aborts
+ * the process, so nothing continues with broken state. A host may install its own handler with
+ * llaisysNvidiaSetErrorHandler; when it returns, the failing function returns its failure value
+ * (NULL for pointers and streams, nothing for void functions). A C++ handler may throw: every
+ * table function unwinds C++ exceptions (Rust "C-unwind"); llaisys_nvidia_exceptions.hpp
+ * installs one that throws std::runtime_error. A panic inside the library never crosses this
+ * boundary: it is reported as LLAISYS_NVIDIA_ERROR_INTERNAL under the same policy.
+ *
+ * An error caused by earlier asynchronous work (a kernel or copy that faulted; CUDA reports it
+ * at a later call and the context stays broken) is reported with status
+ * LLAISYS_NVIDIA_ERROR_DEFERRED_CUDA and a message saying so, not blamed on the innocent call.
+ */
+#ifndef LLAISYS_NVIDIA_RUNTIME_H
+#define LLAISYS_NVIDIA_RUNTIME_H
+
+/* Prefer llaisys's own headers when they are on the include path. */
+#if defined(__has_include)
+#if __has_include(<llaisys/runtime.h>) && defined(__cplusplus)
+#include <llaisys/runtime.h>
+#elif __has_include(<llaisys.h>)
+#include <llaisys.h>
+#endif
+#endif
+
+/* ---- llaisys's shared types, under llaisys's include guard ------------------------------ */
+#ifndef __LLAISYS_H__
+#define __LLAISYS_H__
+#if defined(_WIN32)
+#define __export __declspec(dllexport)
+#elif defined(__GNUC__) && ((__GNUC__ >= 4) || (__GNUC__ == 3 && __GNUC_MINOR__ >= 3))
+#define __export __attribute__((visibility("default")))
+#else
+#define __export
+#endif
+#ifdef __cplusplus
+#define __C extern "C"
+#include <cstddef>
+#include <cstdint>
+#else
+#define __C
+#include <stddef.h>
+#include <stdint.h>
+#endif
+typedef enum {
+    LLAISYS_DEVICE_CPU = 0,
+    LLAISYS_DEVICE_NVIDIA = 1,
+    LLAISYS_DEVICE_TYPE_COUNT
+} llaisysDeviceType_t;
+typedef void *llaisysStream_t;
+typedef enum {
+    LLAISYS_MEMCPY_H2H = 0,
+    LLAISYS_MEMCPY_H2D = 1,
+    LLAISYS_MEMCPY_D2H = 2,
+    LLAISYS_MEMCPY_D2D = 3
+} llaisysMemcpyKind_t;
+#endif /* __LLAISYS_H__ */
+
+/* ---- llaisys's runtime table, under llaisys's include guard ----------------------------- */
+#ifndef LLAISYS_RUNTIME_H
+#define LLAISYS_RUNTIME_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef int (*get_device_count_api)(void);
+typedef void (*set_device_api)(int);
+typedef void (*device_synchronize_api)(void);
+typedef llaisysStream_t (*create_stream_api)(void);
+typedef void (*destroy_stream_api)(llaisysStream_t);
+typedef void (*stream_synchronize_api)(llaisysStream_t);
+typedef void *(*malloc_device_api)(size_t);
+typedef void (*free_device_api)(void *);
+typedef void *(*malloc_host_api)(size_t);
+typedef void (*free_host_api)(void *);
+typedef void (*memcpy_sync_api)(void *, const void *, size_t, llaisysMemcpyKind_t);
+typedef void (*memcpy_async_api)(void *, const void *, size_t, llaisysMemcpyKind_t, llaisysStream_t);
+/* The field order is the ABI. */
+typedef struct LlaisysRuntimeAPI {
+    get_device_count_api get_device_count;
+    set_device_api set_device;
+    device_synchronize_api device_synchronize;
+    create_stream_api create_stream;
+    destroy_stream_api destroy_stream;
+    stream_synchronize_api stream_synchronize;
+    malloc_device_api malloc_device;
+    free_device_api free_device;
+    malloc_host_api malloc_host;
+    free_host_api free_host;
+    memcpy_sync_api memcpy_sync;
+    memcpy_async_api memcpy_async;
+} LlaisysRuntimeAPI;
+/* The llaisys core's own exports (not defined by this library). */
+__export const struct LlaisysRuntimeAPI *llaisysGetRuntimeAPI(llaisysDeviceType_t);
+__export void llaisysSetContextRuntime(llaisysDeviceType_t, int);
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLAISYS_RUNTIME_H */
+
+/* ---- llaisys-nvidia ------------------------------------------------------------------------ */
+#if defined(_WIN32)
+#define LLAISYS_NVIDIA_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define LLAISYS_NVIDIA_API __attribute__((visibility("default")))
+#else
+#define LLAISYS_NVIDIA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Returns this backend's llaisys runtime table; never NULL, never fails, callable from any
+ * thread. What each function does (all use the calling thread's current device):
+ *
+ * get_device_count()   The number of CUDA devices. Without a driver or without a GPU it returns
+ *                      0 quickly and silently (no handler call, nothing printed); the reason
+ *                      (cudaErrorInsufficientDriver 35, cudaErrorNoDevice 100) becomes the thread's
+ *                      last error. Any other failure also answers 0, prints one line once per
+ *                      process and is kept as the last error. Read once per process and cached.
+ * set_device(id)       cudaSetDevice(id) for the calling thread. id outside 0..count-1 (including
+ *                      -1) is an error (cudaErrorInvalidDevice) whose message names the count.
+ * device_synchronize() Waits for all work on the current device.
+ * create_stream()      A new ordinary blocking stream (cudaStreamCreate) on the current device;
+ *                      NULL on error.
+ * destroy_stream(s)    Destroys s (pending work still completes). NULL does nothing.
+ * stream_synchronize(s) Waits for s; NULL means the legacy default stream.
+ * malloc_device(n)     n bytes of device memory (cudaMalloc). n == 0 returns NULL and is not an
+ *                      error. NULL on error (out of memory, no device).
+ * free_device(p)       Frees p from malloc_device. NULL does nothing.
+ * malloc_host(n)       n bytes of pinned (page-locked) host memory (cudaMallocHost). n == 0
+ *                      returns NULL and is not an error. NULL on error.
+ * free_host(p)         Frees p from malloc_host. NULL does nothing.
+ * memcpy_sync(d,s,n,k) Copies n bytes; returns with the copy complete (also for D2D and for H2D
+ *                      from pageable memory, which cudaMemcpy alone lets return early). n == 0
+ *                      does nothing. H2H works without a driver or GPU (a host copy). A kind
+ *                      outside 0..3 or a NULL pointer with n > 0 is LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT.
+ * memcpy_async(d,s,n,k,st) Queues the copy on stream st (NULL: legacy default stream). n == 0
+ *                      does nothing. Bad kind / NULL pointer as memcpy_sync. From pageable memory
+ *                      CUDA copies synchronously with respect to the host.
+ *
+ * Passing a pointer or stream that this library did not hand out, or one already freed, is
+ * undefined (CUDA's own rules apply).
+ */
+LLAISYS_NVIDIA_API const struct LlaisysRuntimeAPI *llaisysNvidiaGetRuntimeAPI(void);
+
+/* Status values; stable, never reused. */
+typedef enum {
+    LLAISYS_NVIDIA_SUCCESS = 0,
+    /* A CUDA call failed; cuda_error holds its cudaError_t. */
+    LLAISYS_NVIDIA_ERROR_CUDA = 1,
+    /* A CUDA call reported an error left by earlier asynchronous work (sticky/deferred). */
+    LLAISYS_NVIDIA_ERROR_DEFERRED_CUDA = 2,
+    /* Bad input, refused before any CUDA call (bad memcpy kind, NULL with a size). */
+    LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT = 3,
+    /* A bug inside this library (a caught panic). */
+    LLAISYS_NVIDIA_ERROR_INTERNAL = 4
+} llaisysNvidiaStatus_t;
+
+/* What an error handler receives. The strings are valid until the handler returns or throws. */
+typedef struct llaisysNvidiaError {
+    int status;            /* llaisysNvidiaStatus_t */
+    int cuda_error;        /* cudaError_t, 0 when no CUDA call failed */
+    int device;            /* the calling thread's current device, -1 when unknown */
+    const char *function;  /* our function, e.g. "malloc_device" */
+    const char *cuda_call; /* the CUDA call, e.g. "cudaMalloc"; "" when none */
+    const char *message;   /* the whole one-line message */
+} llaisysNvidiaError;
+
+/* An error handler. It may return (the failing call then returns its failure value) or, in
+ * C++, throw (the exception propagates out of the failing table function). */
+typedef void (*llaisysNvidiaErrorHandler)(const llaisysNvidiaError *error, void *user_data);
+
+/* Installs the process-wide error handler; NULL restores the default (print, abort). */
+LLAISYS_NVIDIA_API void llaisysNvidiaSetErrorHandler(llaisysNvidiaErrorHandler handler, void *user_data);
+/* Reads the installed handler (NULL: the default) and its user data; either pointer may be NULL. */
+LLAISYS_NVIDIA_API void llaisysNvidiaGetErrorHandler(llaisysNvidiaErrorHandler *handler, void **user_data);
+
+/* The calling thread's last error: it stays until a later failure replaces it or it is
+ * cleared; successful calls do not clear it (like errno). */
+LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorStatus(void); /* 0 when none */
+LLAISYS_NVIDIA_API int llaisysNvidiaLastCudaError(void);   /* cudaError_t, 0 when none */
+LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorDevice(void); /* -1 when none or unknown */
+/* Copies the message into buf (NUL-terminated, truncated to len bytes; buf may be NULL when len
+ * is 0) and returns its full length without the NUL, 0 when there is no last error. */
+LLAISYS_NVIDIA_API size_t llaisysNvidiaLastErrorMessage(char *buf, size_t len);
+LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLAISYS_NVIDIA_RUNTIME_H */

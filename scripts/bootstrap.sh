@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what building this crate needs and is missing, into .deps/ (ignored by git):
+#   .deps/cuda13   CUDA 13.0 runtime headers + libcudart (PyPI: nvidia-cuda-runtime, nvidia-cuda-crt)
+#   .deps/cuda12   CUDA 12.9 runtime headers + libcudart (PyPI: nvidia-cuda-runtime-cu12, nvidia-cuda-nvcc-cu12),
+#                  only with --cuda12
+#   .deps/libclang libclang for bindgen (PyPI: libclang), only when the system has none
+# Never needs a GPU or a driver. Idempotent: a second run only checks stamps.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+deps="$here/.deps"
+want12=0
+for a in "$@"; do
+  case "$a" in
+    --cuda12) want12=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown argument '$a' (known: --cuda12)" >&2; exit 2 ;;
+  esac
+done
+
+CUDA13_PKGS="nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88"
+CUDA12_PKGS="nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86"
+LIBCLANG_PKGS="libclang==18.1.1"
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "bootstrap: '$1' is required: $2" >&2; exit 1; }; }
+need python3 "install Python 3 (apt-get install -y python3 python3-pip)"
+need cargo "install Rust (https://rustup.rs)"
+need cc "install a C compiler (apt-get install -y build-essential)"
+python3 -m pip --version >/dev/null 2>&1 || { echo "bootstrap: python3 has no pip (apt-get install -y python3-pip)" >&2; exit 1; }
+
+# pip_into DIR PKGS...: installs PKGS into DIR unless DIR/.stamp already names exactly PKGS.
+pip_into() {
+  local dir=$1; shift
+  local stamp="$dir/.stamp"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$*" ]; then
+    echo "bootstrap: $(basename "$dir") up to date ($*)"
+    return
+  fi
+  echo "bootstrap: installing $* into ${dir#"$here"/}"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  # --no-deps: these wheels depend on nothing we need; --target keeps everything project-local.
+  PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip install -q --no-deps --no-compile --target "$dir" "$@" \
+    2> >(grep -v "Running pip as the 'root' user" >&2)
+  echo "$*" >"$stamp"
+}
+
+pip_into "$deps/cuda13" $CUDA13_PKGS
+[ "$want12" = 1 ] && pip_into "$deps/cuda12" $CUDA12_PKGS
+
+system_libclang() {
+  [ -n "${LIBCLANG_PATH:-}" ] && return 0
+  ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so' && return 0
+  compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null && return 0
+  compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null && return 0
+  return 1
+}
+if system_libclang; then
+  echo "bootstrap: using the system's libclang"
+else
+  pip_into "$deps/libclang" $LIBCLANG_PKGS
+fi
+echo "bootstrap: done; 'cargo build' and 'cargo test' now find CUDA in .deps/"

@@ -1,0 +1,72 @@
+//! The exported C symbols (all prefixed `llaisysNvidia`); `csrc/llaisys_runtime.h` declares them.
+
+use super::policy::{self, ErrorHandler};
+use super::table::{LlaisysRuntimeAPI, TABLE};
+use std::os::raw::{c_char, c_int, c_void};
+
+/// Returns the llaisys runtime table of this backend. Never NULL; never fails.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGetRuntimeAPI() -> *const LlaisysRuntimeAPI {
+    &TABLE
+}
+
+/// Installs the process-wide error handler; NULL restores the default (print one line, abort).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaSetErrorHandler(handler: ErrorHandler, user_data: *mut c_void) {
+    policy::set_handler(handler, user_data);
+}
+
+/// Reads the installed handler and its user data (either out-pointer may be NULL).
+///
+/// # Safety
+/// Non-NULL pointers are valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGetErrorHandler(
+    handler: *mut ErrorHandler,
+    user_data: *mut *mut c_void,
+) {
+    let (h, u) = policy::handler();
+    if !handler.is_null() {
+        *handler = h;
+    }
+    if !user_data.is_null() {
+        *user_data = u;
+    }
+}
+
+/// The status of the calling thread's last error (0 when none).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaLastErrorStatus() -> c_int {
+    policy::last().map_or(0, |r| r.status)
+}
+
+/// The `cudaError_t` of the calling thread's last error (0 when none, or when no CUDA call failed).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaLastCudaError() -> c_int {
+    policy::last().map_or(0, |r| r.cuda_error)
+}
+
+/// The device of the calling thread's last error (-1 when none or unknown).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaLastErrorDevice() -> c_int {
+    policy::last().map_or(-1, |r| r.device)
+}
+
+/// Copies the last error's message into `buf` (NUL-terminated, truncated to `len`); returns the
+/// message's full length without the NUL (0 when there is no last error).
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: usize) -> usize {
+    match policy::last() {
+        Some(r) => policy::copy_out(&r.message, buf, len),
+        None => policy::copy_out(c"", buf, len),
+    }
+}
+
+/// Forgets the calling thread's last error.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaClearLastError() {
+    policy::set_last(None);
+}

@@ -1,0 +1,194 @@
+//! The 12 functions of the llaisys runtime table (`LlaisysRuntimeAPI`) and the static table.
+//! Each is `extern "C-unwind"` so that a C++ error handler may throw through it; each body runs
+//! inside `policy::run`, so no Rust panic leaves it.
+
+use super::policy::{self, run};
+use crate::copy::{self, MemcpyKind};
+use crate::error::{CudaError, Error};
+use crate::stream::Stream;
+use crate::{device, memory, raw, runtime};
+use std::io::Write;
+use std::os::raw::{c_int, c_void};
+use std::sync::{Arc, OnceLock};
+
+/// llaisys's `llaisysStream_t`.
+pub type LlaisysStream = *mut c_void;
+
+/// The table, field order and signatures exactly as llaisys's `struct LlaisysRuntimeAPI`.
+#[repr(C)]
+pub struct LlaisysRuntimeAPI {
+    /// `int get_device_count(void)`
+    pub get_device_count: unsafe extern "C-unwind" fn() -> c_int,
+    /// `void set_device(int)`
+    pub set_device: unsafe extern "C-unwind" fn(c_int),
+    /// `void device_synchronize(void)`
+    pub device_synchronize: unsafe extern "C-unwind" fn(),
+    /// `llaisysStream_t create_stream(void)`
+    pub create_stream: unsafe extern "C-unwind" fn() -> LlaisysStream,
+    /// `void destroy_stream(llaisysStream_t)`
+    pub destroy_stream: unsafe extern "C-unwind" fn(LlaisysStream),
+    /// `void stream_synchronize(llaisysStream_t)`
+    pub stream_synchronize: unsafe extern "C-unwind" fn(LlaisysStream),
+    /// `void *malloc_device(size_t)`
+    pub malloc_device: unsafe extern "C-unwind" fn(usize) -> *mut c_void,
+    /// `void free_device(void *)`
+    pub free_device: unsafe extern "C-unwind" fn(*mut c_void),
+    /// `void *malloc_host(size_t)`
+    pub malloc_host: unsafe extern "C-unwind" fn(usize) -> *mut c_void,
+    /// `void free_host(void *)`
+    pub free_host: unsafe extern "C-unwind" fn(*mut c_void),
+    /// `void memcpy_sync(void *, const void *, size_t, llaisysMemcpyKind_t)`
+    pub memcpy_sync: unsafe extern "C-unwind" fn(*mut c_void, *const c_void, usize, c_int),
+    /// `void memcpy_async(void *, const void *, size_t, llaisysMemcpyKind_t, llaisysStream_t)`
+    pub memcpy_async:
+        unsafe extern "C-unwind" fn(*mut c_void, *const c_void, usize, c_int, LlaisysStream),
+}
+
+/// The one table this crate exports.
+pub static TABLE: LlaisysRuntimeAPI = LlaisysRuntimeAPI {
+    get_device_count,
+    set_device,
+    device_synchronize,
+    create_stream,
+    destroy_stream,
+    stream_synchronize,
+    malloc_device,
+    free_device,
+    malloc_host,
+    free_host,
+    memcpy_sync,
+    memcpy_async,
+};
+
+/// The device count of this process and, when it is 0 because of an error, that error.
+struct Count {
+    count: c_int,
+    reason: Option<Arc<policy::Record>>,
+}
+
+static COUNT: OnceLock<Count> = OnceLock::new();
+
+fn count_once() -> Count {
+    match policy::catch_panic("get_device_count", runtime::device_count) {
+        Ok(n) => Count {
+            count: n,
+            reason: None,
+        },
+        Err(e) => {
+            let record = Arc::new(policy::Record::new("get_device_count", &e));
+            // No driver or no GPU is an ordinary answer (0) on a CPU machine: silent. Anything
+            // else is a broken setup: say so once, still answer 0.
+            let ordinary =
+                [CudaError::INSUFFICIENT_DRIVER, CudaError::NO_DEVICE].contains(&e.cuda_error());
+            if !ordinary {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{} (answering 0 devices; run `llaisys-nvidia doctor`)",
+                    record.message()
+                );
+            }
+            Count {
+                count: 0,
+                reason: Some(record),
+            }
+        }
+    }
+}
+
+/// The number of CUDA devices; 0 without a driver or a GPU, silently, with the reason kept as
+/// the thread's last error. The count is read once per process (CUDA fixes it at init too).
+unsafe extern "C-unwind" fn get_device_count() -> c_int {
+    let c = COUNT.get_or_init(count_once);
+    if let Some(reason) = &c.reason {
+        policy::set_last(Some(reason.clone()));
+    }
+    c.count
+}
+
+unsafe extern "C-unwind" fn set_device(id: c_int) {
+    run("set_device", (), || {
+        device::set(id).map_err(|e| {
+            let count = COUNT.get_or_init(count_once).count;
+            Error::cuda(
+                e.call(),
+                e.cuda_error(),
+                format!("device={id}, device count {count}"),
+            )
+        })
+    })
+}
+
+unsafe extern "C-unwind" fn device_synchronize() {
+    run("device_synchronize", (), device::synchronize)
+}
+
+unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
+    run("create_stream", std::ptr::null_mut(), || {
+        Ok(Stream::new()?.into_raw().cast())
+    })
+}
+
+unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: a non-NULL llaisys stream is one create_stream returned (header contract).
+    run("destroy_stream", (), || {
+        unsafe { Stream::from_raw(s.cast()) }.destroy()
+    })
+}
+
+unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
+    run("stream_synchronize", (), || {
+        crate::stream::synchronize(s.cast::<raw::CUstream_st>())
+    })
+}
+
+unsafe extern "C-unwind" fn malloc_device(size: usize) -> *mut c_void {
+    run("malloc_device", std::ptr::null_mut(), || {
+        memory::alloc_device(size)
+    })
+}
+
+unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
+    // SAFETY: header contract: `p` is NULL or from malloc_device.
+    run("free_device", (), || unsafe { memory::free_device(p) })
+}
+
+unsafe extern "C-unwind" fn malloc_host(size: usize) -> *mut c_void {
+    run("malloc_host", std::ptr::null_mut(), || {
+        memory::alloc_host(size)
+    })
+}
+
+unsafe extern "C-unwind" fn free_host(p: *mut c_void) {
+    // SAFETY: header contract: `p` is NULL or from malloc_host.
+    run("free_host", (), || unsafe { memory::free_host(p) })
+}
+
+unsafe extern "C-unwind" fn memcpy_sync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) {
+    run("memcpy_sync", (), || {
+        let kind = MemcpyKind::from_raw(kind)?;
+        // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+        unsafe { copy::copy_sync(dst, src, size, kind) }
+    })
+}
+
+unsafe extern "C-unwind" fn memcpy_async(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    s: LlaisysStream,
+) {
+    run("memcpy_async", (), || {
+        let kind = MemcpyKind::from_raw(kind)?;
+        // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
+        unsafe { copy::copy_async(dst, src, size, kind, s.cast()) }
+    })
+}

@@ -1,0 +1,269 @@
+//! Errors: `CudaError`, a newtype over `cudaError_t` (any integer is a valid value, so a code the
+//! headers did not know is never undefined behaviour), and `Error`, which adds which CUDA call
+//! failed, where, and why.
+
+use crate::raw;
+use std::ffi::CStr;
+use std::fmt;
+use std::panic::Location;
+
+/// A `cudaError_t` value.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CudaError(raw::cudaError_t);
+
+impl CudaError {
+    /// `cudaSuccess`.
+    pub const SUCCESS: CudaError = CudaError(raw::cudaError::cudaSuccess);
+    /// `cudaErrorInsufficientDriver` (35): no driver, or one older than the runtime.
+    pub const INSUFFICIENT_DRIVER: CudaError =
+        CudaError(raw::cudaError::cudaErrorInsufficientDriver);
+    /// `cudaErrorNoDevice` (100): a driver but no device.
+    pub const NO_DEVICE: CudaError = CudaError(raw::cudaError::cudaErrorNoDevice);
+
+    /// Wraps a raw code, known to the headers or not.
+    pub const fn from_code(code: i32) -> CudaError {
+        CudaError(raw::cudaError(code as u32))
+    }
+
+    /// Wraps a value returned by cudart.
+    pub const fn from_raw(raw: raw::cudaError_t) -> CudaError {
+        CudaError(raw)
+    }
+
+    /// The integer code (`cudaErrorInsufficientDriver` is 35).
+    pub const fn code(self) -> i32 {
+        self.0 .0 as i32
+    }
+
+    /// The raw value.
+    pub const fn raw(self) -> raw::cudaError_t {
+        self.0
+    }
+
+    /// True for `cudaSuccess`.
+    pub const fn is_success(self) -> bool {
+        self.0 .0 == 0
+    }
+
+    /// The enumerator's name from `cudaGetErrorName` (`cudaErrorInsufficientDriver`). For a code
+    /// cudart does not know it answers "unrecognized error code".
+    pub fn name(self) -> &'static str {
+        // SAFETY: cudaGetErrorName accepts any value and returns a static NUL-terminated string
+        // (or NULL on some versions for unknown codes, handled).
+        unsafe { static_str(raw::cudaGetErrorName(self.0)) }
+    }
+
+    /// The human description from `cudaGetErrorString`.
+    pub fn description(self) -> &'static str {
+        // SAFETY: as for `name`.
+        unsafe { static_str(raw::cudaGetErrorString(self.0)) }
+    }
+
+    /// True for the errors that come from earlier asynchronous work (a kernel or copy that
+    /// faulted) and then stick to the context: any later call may report them.
+    pub fn is_sticky(self) -> bool {
+        // ECC uncorrectable, illegal address, launch timeout, device assert, hardware stack
+        // error .. launch failure: the documentation's "the context cannot be used" family.
+        matches!(self.code(), 214 | 700 | 702 | 710 | 714..=719)
+    }
+
+    /// Turns a raw return value into a `Result`.
+    pub fn check(raw: raw::cudaError_t) -> std::result::Result<(), CudaError> {
+        let e = CudaError(raw);
+        if e.is_success() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+}
+
+/// # Safety
+/// `p` is NULL or a static NUL-terminated string.
+unsafe fn static_str(p: *const std::os::raw::c_char) -> &'static str {
+    if p.is_null() {
+        return "unrecognized error code";
+    }
+    CStr::from_ptr(p)
+        .to_str()
+        .unwrap_or("(non-UTF-8 error text)")
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.name(),
+            self.code(),
+            self.description()
+        )
+    }
+}
+
+impl fmt::Debug for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CudaError({}, {})", self.code(), self.name())
+    }
+}
+
+impl std::error::Error for CudaError {}
+
+/// What kind of failure an `Error` is. The values are the C ABI's status codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ErrorKind {
+    /// A CUDA call failed because of this call.
+    Cuda = 1,
+    /// A CUDA call reported an error caused by earlier asynchronous work (sticky/deferred).
+    DeferredCuda = 2,
+    /// Bad input, caught before any CUDA call.
+    InvalidArgument = 3,
+    /// A bug inside this crate (a caught panic).
+    Internal = 4,
+}
+
+/// A failure with its context: which CUDA call, from where, with which arguments.
+#[derive(Clone)]
+pub struct Error {
+    kind: ErrorKind,
+    cuda: CudaError,
+    call: &'static str,
+    detail: String,
+    location: &'static Location<'static>,
+}
+
+/// `Result` with this crate's `Error`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// A failed CUDA call. `detail` names the arguments that matter (`size=1048576`).
+    #[track_caller]
+    pub fn cuda(call: &'static str, cuda: CudaError, detail: impl Into<String>) -> Error {
+        let kind = if cuda.is_sticky() {
+            ErrorKind::DeferredCuda
+        } else {
+            ErrorKind::Cuda
+        };
+        Error {
+            kind,
+            cuda,
+            call,
+            detail: detail.into(),
+            location: Location::caller(),
+        }
+    }
+
+    /// Bad input, refused before CUDA saw it.
+    #[track_caller]
+    pub fn invalid_argument(detail: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::InvalidArgument,
+            cuda: CudaError::SUCCESS,
+            call: "",
+            detail: detail.into(),
+            location: Location::caller(),
+        }
+    }
+
+    /// An internal failure (a caught panic).
+    #[track_caller]
+    pub fn internal(detail: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Internal,
+            cuda: CudaError::SUCCESS,
+            call: "",
+            detail: detail.into(),
+            location: Location::caller(),
+        }
+    }
+
+    /// Marks the error as surfaced now but caused by earlier asynchronous work.
+    pub fn deferred(mut self) -> Error {
+        if self.kind == ErrorKind::Cuda {
+            self.kind = ErrorKind::DeferredCuda;
+        }
+        self
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The CUDA error (`cudaSuccess` when none was involved).
+    pub fn cuda_error(&self) -> CudaError {
+        self.cuda
+    }
+
+    /// The CUDA call that failed (`""` when none).
+    pub fn call(&self) -> &'static str {
+        self.call
+    }
+
+    /// The arguments that matter, in words.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// Where in this crate the error was raised.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ErrorKind::Cuda => write!(f, "{} failed: {}", self.call, self.cuda)?,
+            ErrorKind::DeferredCuda => write!(
+                f,
+                "{} reported {}, an error left by earlier asynchronous work (a kernel or copy \
+                 queued before), not caused by this call; the CUDA context is unusable",
+                self.call, self.cuda
+            )?,
+            ErrorKind::InvalidArgument => write!(f, "invalid argument")?,
+            ErrorKind::Internal => write!(f, "internal error")?,
+        }
+        if !self.detail.is_empty() {
+            write!(f, " [{}]", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self} (at {})", self.location)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        if self.cuda.is_success() {
+            None
+        } else {
+            Some(&self.cuda)
+        }
+    }
+}
+
+/// Calls a cudart function and turns a failure into an `Error` naming the call and arguments.
+///
+/// `cuda!(cudaMalloc(&mut p, n); "size={n}")`
+macro_rules! cuda {
+    ($f:ident ( $($arg:expr),* $(,)? ) $(; $($detail:tt)+)?) => {{
+        // SAFETY: the caller passes arguments valid for this cudart function.
+        let rc = unsafe { $crate::raw::$f($($arg),*) };
+        match $crate::error::CudaError::check(rc) {
+            Ok(()) => Ok(()),
+            Err(e) => Err($crate::error::Error::cuda(
+                stringify!($f),
+                e,
+                cuda!(@detail $($($detail)+)?),
+            )),
+        }
+    }};
+    (@detail) => { String::new() };
+    (@detail $($detail:tt)+) => { format!($($detail)+) };
+}

@@ -1,0 +1,29 @@
+//! llaisys-nvidia: the NVIDIA CUDA backend of llaisys-style C/C++ AI frameworks.
+//!
+//! Module map, one direction of dependency (each layer calls only the one below):
+//! - [`raw`]: the bindgen output over `wrapper.h` (`cuda_runtime.h`), nothing else.
+//! - [`error`]: [`CudaError`] (newtype over `cudaError_t`) and [`Error`] (which call, which
+//!   arguments, where).
+//! - safe layer: [`runtime`] (versions, device count, build facts), [`device`], [`stream`],
+//!   [`memory`], [`copy`].
+//! - [`capi`]: the llaisys runtime table, its error policy and the exported C symbols declared in
+//!   `csrc/llaisys_runtime.h`.
+//! - `src/bin/llaisys-nvidia.rs`: the command-line program.
+#![warn(missing_docs)]
+
+#[cfg(all(feature = "static", feature = "dynamic"))]
+compile_error!("features `static` and `dynamic` are both on: pick one (`--no-default-features --features dynamic` for the shared libcudart)");
+#[cfg(not(any(feature = "static", feature = "dynamic")))]
+compile_error!("enable one of the features `static` (libcudart_static.a, the default) or `dynamic` (shared libcudart)");
+
+#[macro_use]
+pub mod error;
+pub mod capi;
+pub mod copy;
+pub mod device;
+pub mod memory;
+pub mod raw;
+pub mod runtime;
+pub mod stream;
+
+pub use error::{CudaError, Error, ErrorKind, Result};

@@ -1,0 +1,124 @@
+//! Device memory (`cudaMalloc`) and pinned host memory (`cudaMallocHost`), as owned buffers and
+//! as the raw alloc/free pairs the C layer hands out.
+
+use crate::error::Result;
+use std::os::raw::c_void;
+use std::ptr::null_mut;
+
+/// Allocates `size` bytes on the current device. Size 0 gives NULL and no error (as cudaMalloc).
+pub fn alloc_device(size: usize) -> Result<*mut c_void> {
+    let mut p: *mut c_void = null_mut();
+    if size == 0 {
+        return Ok(p);
+    }
+    cuda!(cudaMalloc(&mut p, size); "size={size}")?;
+    Ok(p)
+}
+
+/// Frees memory from `alloc_device`; NULL does nothing.
+///
+/// # Safety
+/// `p` is NULL or came from `alloc_device` and was not freed.
+pub unsafe fn free_device(p: *mut c_void) -> Result<()> {
+    if p.is_null() {
+        return Ok(());
+    }
+    cuda!(cudaFree(p); "ptr={p:p}")
+}
+
+/// Allocates `size` bytes of pinned (page-locked) host memory. Size 0 gives NULL and no error.
+pub fn alloc_host(size: usize) -> Result<*mut c_void> {
+    let mut p: *mut c_void = null_mut();
+    if size == 0 {
+        return Ok(p);
+    }
+    cuda!(cudaMallocHost(&mut p, size); "size={size}")?;
+    Ok(p)
+}
+
+/// Frees memory from `alloc_host`; NULL does nothing.
+///
+/// # Safety
+/// `p` is NULL or came from `alloc_host` and was not freed.
+pub unsafe fn free_host(p: *mut c_void) -> Result<()> {
+    if p.is_null() {
+        return Ok(());
+    }
+    cuda!(cudaFreeHost(p); "ptr={p:p}")
+}
+
+/// An owned device allocation, freed on drop.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    ptr: *mut c_void,
+    len: usize,
+}
+
+/// An owned pinned host allocation, freed on drop.
+#[derive(Debug)]
+pub struct PinnedBuffer {
+    ptr: *mut c_void,
+    len: usize,
+}
+
+macro_rules! owned_buffer {
+    ($t:ident, $alloc:ident, $free:ident) => {
+        // SAFETY: the buffer is plain memory owned by this value; CUDA allows use from any thread.
+        unsafe impl Send for $t {}
+
+        impl $t {
+            /// Allocates `len` bytes.
+            pub fn new(len: usize) -> Result<$t> {
+                Ok($t {
+                    ptr: $alloc(len)?,
+                    len,
+                })
+            }
+
+            /// The address.
+            pub fn as_ptr(&self) -> *mut c_void {
+                self.ptr
+            }
+
+            /// The size in bytes.
+            pub fn len(&self) -> usize {
+                self.len
+            }
+
+            /// True for a zero-size buffer.
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+        }
+
+        impl Drop for $t {
+            fn drop(&mut self) {
+                // SAFETY: we own the allocation. Failures have nowhere to go in drop.
+                let _ = unsafe { $free(self.ptr) };
+            }
+        }
+    };
+}
+
+owned_buffer!(DeviceBuffer, alloc_device, free_device);
+owned_buffer!(PinnedBuffer, alloc_host, free_host);
+
+impl PinnedBuffer {
+    /// The buffer as bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` points to `len` bytes we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len) }
+    }
+
+    /// The buffer as mutable bytes.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `ptr` points to `len` bytes we own exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast(), self.len) }
+    }
+}
