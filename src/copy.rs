@@ -48,6 +48,8 @@ fn check_pointers(dst: *mut c_void, src: *const c_void, size: usize) -> Result<(
 
 /// True when `p` is host memory the CUDA driver does not know (pageable). Pinned and device
 /// memory answer false.
+// cudaPointerGetAttributes only looks the address up; any value is safe to pass.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn is_pageable(p: *const c_void) -> Result<bool> {
     // SAFETY: plain data.
     let mut a: raw::cudaPointerAttributes = unsafe { std::mem::zeroed() };

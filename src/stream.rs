@@ -44,7 +44,8 @@ impl Stream {
 
     /// Waits for the work queued on this stream.
     pub fn synchronize(&self) -> Result<()> {
-        synchronize(self.0)
+        // SAFETY: we own a live stream.
+        unsafe { synchronize(self.0) }
     }
 
     /// Destroys the stream, reporting a failure (dropping cannot).
@@ -62,6 +63,9 @@ impl Drop for Stream {
 }
 
 /// Waits for the work queued on `s` (NULL: the legacy default stream).
-pub fn synchronize(s: raw::cudaStream_t) -> Result<()> {
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+pub unsafe fn synchronize(s: raw::cudaStream_t) -> Result<()> {
     cuda!(cudaStreamSynchronize(s); "stream={s:p}")
 }
