@@ -223,11 +223,25 @@ pub fn inspect(path: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
     // The layouts a place may have, most specific first.
     let cu13 = path.join("nvidia").join("cu13");
     let cu12 = path.join("nvidia").join("cuda_runtime");
+    // A site-packages folder may hold both wheel sets; an incomplete CUDA 13 must not hide a
+    // complete CUDA 12.
+    let mut cu13_err = None;
     if cu13.is_dir() {
-        return inspect_layout(&cu13, &cu13, mode);
+        match inspect_layout(&cu13, &cu13, mode) {
+            Ok(r) => return Ok(r),
+            Err(e) => cu13_err = Some(e),
+        }
     }
     if cu12.is_dir() {
-        return inspect_layout(&cu12, &path.join("nvidia").join("cuda_nvcc"), mode);
+        return inspect_layout(&cu12, &path.join("nvidia").join("cuda_nvcc"), mode).map_err(|e| {
+            match cu13_err {
+                Some(first) => format!("{first}; {e}"),
+                None => e,
+            }
+        });
+    }
+    if let Some(e) = cu13_err {
+        return Err(e);
     }
     if path.file_name().is_some_and(|n| n == "cuda_runtime") {
         let nvcc = path

@@ -1,0 +1,232 @@
+//! Host-only tests of how hosts link and include us: the documented link line equals rustc's
+//! `--print native-static-libs`, the header coexists with llaisys's own headers in either
+//! order, the llaisys drop-in adapter builds against a fixture of the llaisys core and answers
+//! through it, and the dynamic feature finds libcudart at run time through its rpath.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use support::{compile, csrc, documented_static_flags, run_ok, scratch, target_dir, tests_dir};
+
+fn fixture() -> std::path::PathBuf {
+    tests_dir().join("fixtures").join("llaisys")
+}
+
+#[test]
+fn documented_link_line_is_rustc_native_static_libs() {
+    let dynamic = llaisys_nvidia::runtime::build::LINK_MODE == "dynamic";
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "rustc",
+            "--lib",
+            "--crate-type",
+            "staticlib",
+            "--target-dir",
+        ])
+        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "native-libs-{}",
+            llaisys_nvidia::runtime::build::LINK_MODE
+        )));
+    if dynamic {
+        cmd.args(["--no-default-features", "--features", "dynamic"]);
+    }
+    cmd.args(["--", "--print", "native-static-libs"]);
+    let out = cmd.output().expect("cargo rustc");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let printed = stderr
+        .lines()
+        .find_map(|l| l.split_once("native-static-libs:").map(|(_, v)| v.trim()))
+        .unwrap_or_else(|| panic!("no native-static-libs note in:\n{stderr}"));
+    let set = |it: &mut dyn Iterator<Item = String>| {
+        let mut v: Vec<String> = it.filter(|t| t.starts_with("-l")).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let rustc = set(&mut printed.split_whitespace().map(String::from));
+    let documented = set(&mut documented_static_flags().into_iter());
+    assert_eq!(
+        documented, rustc,
+        "README link line differs from rustc's native-static-libs"
+    );
+}
+
+/// Compiles one translation unit that includes the given headers in order.
+fn compile_tu(name: &str, cpp: bool, includes: &[&str], fixture_on_path: bool) {
+    let dir = scratch("headers");
+    let src = dir.join(format!("{name}.{}", if cpp { "cpp" } else { "c" }));
+    let mut text: String = includes.iter().map(|h| format!("#include {h}\n")).collect();
+    // Use every shared name so a missing or conflicting definition fails to compile.
+    text.push_str(
+        "static const struct LlaisysRuntimeAPI *use(llaisysMemcpyKind_t k, llaisysStream_t s) {\n\
+         (void)k; (void)s; return llaisysNvidiaGetRuntimeAPI(); }\n\
+         int main(void) { get_device_count_api f = use(LLAISYS_MEMCPY_D2D, 0)->get_device_count;\n\
+         llaisysDeviceType_t d = LLAISYS_DEVICE_NVIDIA; (void)d; return f == 0; }\n",
+    );
+    if includes.iter().any(|h| h.contains("llaisys.h")) || fixture_on_path {
+        text.push_str("llaisysDataType_t only_in_llaisys = LLAISYS_DTYPE_F32;\n");
+    }
+    std::fs::write(&src, text).unwrap();
+    let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
+    cmd.args(if cpp {
+        [
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-fsyntax-only",
+        ]
+    } else {
+        [
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-fsyntax-only",
+        ]
+    })
+    .arg(format!("-I{}", csrc().display()));
+    if fixture_on_path {
+        cmd.arg(format!("-I{}", fixture().join("include").display()));
+    }
+    cmd.arg(&src);
+    compile(cmd);
+}
+
+#[test]
+fn header_compiles_alone_as_c99_and_cpp17() {
+    compile_tu("alone_c", false, &["\"llaisys_runtime.h\""], false);
+    compile_tu("alone_cpp", true, &["\"llaisys_runtime.h\""], false);
+}
+
+#[test]
+fn header_coexists_with_llaisys_headers_in_either_order() {
+    // C++: llaisys.h and llaisys/runtime.h before and after ours.
+    let theirs_first = [
+        "<llaisys.h>",
+        "<llaisys/runtime.h>",
+        "\"llaisys_runtime.h\"",
+    ];
+    let ours_first = [
+        "\"llaisys_runtime.h\"",
+        "<llaisys.h>",
+        "<llaisys/runtime.h>",
+    ];
+    let ours_between = [
+        "<llaisys.h>",
+        "\"llaisys_runtime.h\"",
+        "<llaisys/runtime.h>",
+    ];
+    compile_tu("cpp_theirs_first", true, &theirs_first, true);
+    compile_tu("cpp_ours_first", true, &ours_first, true);
+    compile_tu("cpp_ours_between", true, &ours_between, true);
+    // C: llaisys.h (their runtime.h is C++ only) before and after ours.
+    compile_tu(
+        "c_theirs_first",
+        false,
+        &["<llaisys.h>", "\"llaisys_runtime.h\""],
+        true,
+    );
+    compile_tu(
+        "c_ours_first",
+        false,
+        &["\"llaisys_runtime.h\"", "<llaisys.h>"],
+        true,
+    );
+}
+
+#[test]
+fn llaisys_adapter_builds_against_core_fixture_and_answers() {
+    // Lay out a llaisys tree: the fixture plus our adapter at src/device/nvidia/.
+    let tree = scratch("llaisys-tree");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    };
+    for rel in [
+        "include/llaisys.h",
+        "include/llaisys/runtime.h",
+        "src/device/runtime_api.hpp",
+        "src/device/runtime_api.cpp",
+    ] {
+        copy(&fixture().join(rel), &tree.join(rel));
+    }
+    copy(
+        &csrc().join("nvidia_runtime_api.cpp"),
+        &tree.join("src/device/nvidia/nvidia_runtime_api.cpp"),
+    );
+    let main = tree.join("main.cpp");
+    std::fs::write(
+        &main,
+        "#include \"llaisys/runtime.h\"\n#include <cstdio>\n\
+         int main() {\n\
+           const LlaisysRuntimeAPI *api = llaisysGetRuntimeAPI(LLAISYS_DEVICE_NVIDIA);\n\
+           int n = api->get_device_count();\n\
+           std::printf(\"nvidia devices through the core: %d\\n\", n);\n\
+           return api->memcpy_async == nullptr;\n}\n",
+    )
+    .unwrap();
+    let exe = tree.join("core");
+    let mut cmd = Command::new("c++");
+    cmd.args([
+        "-std=c++17",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-fPIC",
+        "-DENABLE_NVIDIA_API",
+    ])
+    .arg(format!("-I{}", tree.join("include").display()))
+    .arg(format!("-I{}", csrc().display()))
+    .arg(tree.join("src/device/runtime_api.cpp"))
+    .arg(tree.join("src/device/nvidia/nvidia_runtime_api.cpp"))
+    .arg(&main)
+    .arg("-o")
+    .arg(&exe)
+    .arg(target_dir().join("libllaisys_nvidia.a"))
+    .args(documented_static_flags());
+    compile(cmd);
+    let out = run_ok(&exe, &[]);
+    let expected = llaisys_nvidia::runtime::device_count().unwrap_or(0);
+    assert!(
+        out.contains(&format!("nvidia devices through the core: {expected}")),
+        "{out}"
+    );
+}
+
+#[test]
+fn dynamic_feature_finds_libcudart_through_rpath() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_llaisys-nvidia"));
+    let lib = target_dir().join("libllaisys_nvidia.so");
+    for file in [bin, lib.as_path()] {
+        let dynamic = run_ok(Path::new("readelf"), &["-d", file.to_str().unwrap()]);
+        let needs_cudart = dynamic
+            .lines()
+            .any(|l| l.contains("NEEDED") && l.contains("libcudart"));
+        if llaisys_nvidia::runtime::build::LINK_MODE == "static" {
+            assert!(
+                !needs_cudart,
+                "static build needs a shared libcudart:\n{dynamic}"
+            );
+            continue;
+        }
+        assert!(needs_cudart, "{dynamic}");
+        let runpath = dynamic
+            .lines()
+            .find(|l| l.contains("RUNPATH") || l.contains("RPATH"))
+            .unwrap_or_else(|| panic!("no RUNPATH in {}:\n{dynamic}", file.display()));
+        assert!(runpath.contains("$ORIGIN"), "{runpath}");
+        assert!(
+            runpath.contains(llaisys_nvidia::runtime::build::LIB_DIR),
+            "{runpath}"
+        );
+    }
+    // It runs with no LD_LIBRARY_PATH (support::run clears it) and reports the runtime.
+    let out = run_ok(bin, &["--help"]);
+    assert!(out.contains("llaisys-nvidia"), "{out}");
+}
