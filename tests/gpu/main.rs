@@ -3,3 +3,4 @@
 //! passes; with LLAISYS_TEST_REQUIRE_GPU=1 (set on the GPU machine) it fails instead.
 
 mod common;
+mod table;

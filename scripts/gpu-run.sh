@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU suite, run on the GPU machine from the folder scripts/stage-gpu.sh made:
+#   bash gpu-stage/run.sh [filter]
+# Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping. Ends with "N passed, M failed".
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+export LLAISYS_TEST_REQUIRE_GPU=1
+out=${OUT:-$work}
+pass=0
+fail=0
+failed=()
+step() {
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then
+    pass=$((pass + 1))
+    echo "--- PASS: $name"
+  else
+    fail=$((fail + 1))
+    failed+=("$name")
+    echo "--- FAIL: $name"
+  fi
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+link_static() { # the README's documented line for each feature
+  if [ "$1" = static ]; then echo "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"; else
+    echo "-L$here/dynamic -l:$(cd "$here/dynamic" && ls libcudart.so.* | head -n 1) -Xlinker -rpath,$here/dynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"; fi
+}
+for mode in static dynamic; do
+  d=$here/$mode
+  step "$mode: rust GPU tests" "$d/gpu" --test-threads=1 ${1:+"$1"}
+  step "$mode: doctor" "$d/llaisys-nvidia" doctor
+  # A C++ host with its own shared cudart, linked against our staticlib, then our cdylib.
+  step "$mode: nvcc host + staticlib builds" nvcc -std=c++17 -O2 --cudart shared -I"$here/csrc" \
+    "$here/clients/llaisys_core.cu" -o "$work/core-$mode-a" "$d/libllaisys_nvidia.a" $(link_static $mode)
+  step "$mode: nvcc host + staticlib runs" "$work/core-$mode-a" core
+  step "$mode: nvcc host + staticlib deferred error" "$work/core-$mode-a" deferred
+  step "$mode: nvcc host + cdylib builds" nvcc -std=c++17 -O2 --cudart shared -I"$here/csrc" \
+    "$here/clients/llaisys_core.cu" -o "$work/core-$mode-so" -L"$d" -lllaisys_nvidia -Xlinker -rpath,"$d"
+  step "$mode: nvcc host + cdylib runs" "$work/core-$mode-so" core
+  step "$mode: nvcc host + cdylib deferred error" "$work/core-$mode-so" deferred
+done
+echo
+[ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Stages everything the GPU suite needs into gpu-stage/ (ignored by git), for one `device` call:
+#   bash scripts/stage-gpu.sh
+#   device run: command "bash gpu-stage/run.sh", carry ["gpu-stage"]
+# Builds here (release, debug info stripped) for both link modes: the GPU test binary, the
+# llaisys-nvidia binary, the cdylib and staticlib; adds libcudart.so.N for the dynamic mode, the
+# C/C++ headers, the GPU C++ clients and the reference backend (compiled there with nvcc).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+bash scripts/bootstrap.sh
+stage=gpu-stage
+rm -rf "$stage"
+mkdir -p "$stage/csrc" "$stage/clients" "$stage/reference"
+
+# test_exe FEATURE_ARGS...: builds the GPU test binary and prints its path.
+test_exe() {
+  cargo test --release --no-run --test gpu --message-format=json "$@" |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
+        print(m["executable"])'
+}
+
+for mode in static dynamic; do
+  if [ "$mode" = static ]; then
+    args=(); tdir=target
+  else
+    args=(--no-default-features --features dynamic); tdir=target/dynamic
+  fi
+  echo "stage-gpu: building $mode"
+  exe=$(CARGO_TARGET_DIR=$tdir test_exe "${args[@]}" | tail -n 1)
+  [ -x "$exe" ] || { echo "stage-gpu: no GPU test binary for $mode" >&2; exit 1; }
+  CARGO_TARGET_DIR=$tdir cargo build --release --lib --bins "${args[@]}"
+  mkdir -p "$stage/$mode"
+  cp "$exe" "$stage/$mode/gpu"
+  cp "$tdir/release/llaisys-nvidia" "$tdir/release/libllaisys_nvidia.so" "$tdir/release/libllaisys_nvidia.a" "$stage/$mode/"
+  strip --strip-debug "$stage/$mode/gpu" "$stage/$mode/llaisys-nvidia" "$stage/$mode/libllaisys_nvidia.so" "$stage/$mode/libllaisys_nvidia.a"
+  if [ "$mode" = dynamic ]; then
+    lib=$(ls .deps/cuda13/nvidia/cu13/lib/libcudart.so.* | head -n 1)
+    cp "$lib" "$stage/$mode/"
+  fi
+done
+
+cp csrc/*.h csrc/*.hpp "$stage/csrc/"
+cp tests/gpu_clients/*.cu "$stage/clients/"
+shared="$here/../shared/reference"
+[ -d "$shared" ] && cp "$shared"/seed_runtime.cu "$shared"/llaisys_abi.h "$stage/reference/"
+cp scripts/gpu-run.sh "$stage/run.sh"
+du -sh "$stage"
+echo "stage-gpu: done; run it with one device call: command 'bash gpu-stage/run.sh', carry ['gpu-stage']"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite on a machine without a GPU (what CI runs): formatting, lints, docs, and the
+# tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static. GPU tests print
+# "skipped: no CUDA device" here; scripts/stage-gpu.sh + the device machine run them for real.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+bash scripts/bootstrap.sh --cuda12
+command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+echo "== rustfmt"
+cargo fmt --check
+echo "== clippy (static, dynamic)"
+cargo clippy --all-targets -- -D warnings
+CARGO_TARGET_DIR=target/dynamic cargo clippy --all-targets --no-default-features --features dynamic -- -D warnings
+echo "== rustdoc"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
+echo "== tests: static cudart, CUDA 13"
+cargo test
+echo "== tests: dynamic cudart, CUDA 13"
+CARGO_TARGET_DIR=target/dynamic cargo test --no-default-features --features dynamic
+echo "== tests: static cudart, CUDA 12.9"
+CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test
+echo "== all test runs passed"
