@@ -8,6 +8,7 @@
 //!   [`memory`], [`copy`].
 //! - [`capi`]: the llaisys runtime table, its error policy and the exported C symbols declared in
 //!   `csrc/llaisys_runtime.h`.
+//! - [`event`]: CUDA events, for timing. [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
 //! - `src/bin/llaisys-nvidia.rs`: the command-line program.
 #![warn(missing_docs)]
 
@@ -21,6 +22,8 @@ pub mod error;
 pub mod capi;
 pub mod copy;
 pub mod device;
+pub mod doctor;
+pub mod event;
 pub mod memory;
 pub mod raw;
 pub mod runtime;

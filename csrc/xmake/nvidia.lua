@@ -13,6 +13,8 @@
 local crate = os.getenv("LLAISYS_NVIDIA_DIR") or path.join(os.projectdir(), "third_party", "llaisys-nvidia")
 local feature = os.getenv("LLAISYS_NVIDIA_FEATURE") or "static"
 local libdir = path.join(crate, "target", "release")
+-- Only the staticlib goes here, so -lllaisys_nvidia cannot pick the cdylib beside it.
+local linkdir = path.join(os.projectdir(), "build", "llaisys-nvidia")
 
 target("llaisys-device-nvidia")
     set_kind("static")
@@ -27,9 +29,11 @@ target("llaisys-device-nvidia")
             table.join2(args, {"--no-default-features", "--features", "dynamic"})
         end
         os.execv("cargo", args)
+        os.mkdir(linkdir)
+        os.cp(path.join(libdir, "libllaisys_nvidia.a"), linkdir)
     end)
     -- The staticlib, kept private inside libllaisys.so: its static cudart must not be re-exported.
-    add_linkdirs(libdir, {public = true})
+    add_linkdirs(linkdir, {public = true})
     add_links("llaisys_nvidia", {public = true})
     add_shflags("-Wl,--exclude-libs,libllaisys_nvidia.a", {public = true})
     add_ldflags("-Wl,--exclude-libs,libllaisys_nvidia.a", {public = true})
