@@ -8,6 +8,15 @@ cd "$here"
 bash scripts/bootstrap.sh --cuda12
 command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+# The C/C++ client tests compile with cc/c++ and check leaks with valgrind.
+missing=()
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v readelf >/dev/null 2>&1 || missing+=(binutils)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test: installing ${missing[*]}"
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${missing[@]}"; else sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}"; fi
+fi
 
 echo "== rustfmt"
 cargo fmt --check

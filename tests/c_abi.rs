@@ -218,3 +218,34 @@ fn staticlib_exports_are_as_documented() {
         assert_eq!(cuda, 0, "dynamic feature must not carry cudart");
     }
 }
+
+#[test]
+fn clients_leak_nothing_and_touch_no_bad_memory_under_valgrind() {
+    // valgrind is part of the test environment (scripts/test.sh installs it when missing).
+    let probe = std::process::Command::new("valgrind").arg("--version").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "valgrind not found: run scripts/test.sh, which installs it"
+    );
+    for (src, args) in [("client.c", &["checks"][..]), ("client.cpp", &[][..])] {
+        for linkage in [Linkage::Static, Linkage::Dynamic] {
+            let exe = build_c_client(src, linkage, &[]);
+            let mut cmd_args = vec![
+                "-q",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite,possible",
+                "--error-exitcode=97",
+            ];
+            let exe_s = exe.to_str().unwrap_or_default();
+            cmd_args.push(exe_s);
+            cmd_args.extend_from_slice(args);
+            let out = run(std::path::Path::new("valgrind"), &cmd_args);
+            assert!(
+                out.status.success(),
+                "{src} ({linkage:?}) under valgrind: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

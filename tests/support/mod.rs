@@ -14,14 +14,40 @@ pub enum Linkage {
     Dynamic,
 }
 
-/// The folder holding the libraries this `cargo test` built (target/<profile>).
+/// The folder holding the cdylib and staticlib (target/<profile>). `cargo test` builds only the
+/// rlib, so the first call builds the library's other crate types with the same features and
+/// profile (cargo reuses everything already compiled; a no-op when up to date).
 pub fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test binary>
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binary in target/<profile>/deps")
-        .to_path_buf()
+    use std::sync::OnceLock;
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("current_exe");
+            // target/<profile>/deps/<test binary>
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("test binary in target/<profile>/deps")
+                .to_path_buf();
+            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(["build", "--lib", "--target-dir"])
+                .arg(dir.parent().expect("target dir"));
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            if llaisys_nvidia::runtime::build::LINK_MODE == "dynamic" {
+                cmd.args(["--no-default-features", "--features", "dynamic"]);
+            }
+            let out = cmd.output().expect("cargo build --lib");
+            assert!(
+                out.status.success(),
+                "{cmd:?} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            dir
+        })
+        .clone()
 }
 
 /// The crate's csrc/ folder.
