@@ -140,10 +140,9 @@ fn header_coexists_with_llaisys_headers_in_either_order() {
     );
 }
 
-#[test]
-fn llaisys_adapter_builds_against_core_fixture_and_answers() {
-    // Lay out a llaisys tree: the fixture plus our adapter at src/device/nvidia/.
-    let tree = scratch("llaisys-tree");
+/// Lays out a llaisys tree: the fixture plus our adapter at src/device/nvidia/.
+fn llaisys_tree(name: &str) -> std::path::PathBuf {
+    let tree = scratch(name);
     let copy = |from: &Path, to: &Path| {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(from, to).unwrap();
@@ -160,6 +159,12 @@ fn llaisys_adapter_builds_against_core_fixture_and_answers() {
         &csrc().join("nvidia_runtime_api.cpp"),
         &tree.join("src/device/nvidia/nvidia_runtime_api.cpp"),
     );
+    tree
+}
+
+#[test]
+fn llaisys_adapter_builds_against_core_fixture_and_answers() {
+    let tree = llaisys_tree("llaisys-tree");
     let main = tree.join("main.cpp");
     std::fs::write(
         &main,
@@ -229,4 +234,64 @@ fn dynamic_feature_finds_libcudart_through_rpath() {
     // It runs with no LD_LIBRARY_PATH (support::run clears it) and reports the runtime.
     let out = run_ok(bin, &["--help"]);
     assert!(out.contains("llaisys-nvidia"), "{out}");
+}
+
+#[test]
+fn staticlib_inside_a_shared_core_exports_no_cudart() {
+    // The README's plain g++ line for a llaisys core: libllaisys.so with our staticlib inside,
+    // `--exclude-libs` keeping its cudart (and our symbols) private.
+    let dir = llaisys_tree("shared-core");
+    let lib = dir.join("libllaisys.so");
+    let mut cmd = Command::new("c++");
+    cmd.args([
+        "-std=c++17",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-fPIC",
+        "-shared",
+        "-DENABLE_NVIDIA_API",
+    ])
+    .arg(format!("-I{}", dir.join("include").display()))
+    .arg(format!("-I{}", csrc().display()))
+    .arg(dir.join("src/device/runtime_api.cpp"))
+    .arg(dir.join("src/device/nvidia/nvidia_runtime_api.cpp"))
+    .arg("-o")
+    .arg(&lib)
+    .arg(target_dir().join("libllaisys_nvidia.a"))
+    .arg("-Wl,--exclude-libs,libllaisys_nvidia.a")
+    .args(documented_static_flags());
+    compile(cmd);
+    let syms = run_ok(
+        Path::new("nm"),
+        &["-D", "--defined-only", lib.to_str().unwrap()],
+    );
+    let leaked: Vec<&str> = syms
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|s| s.starts_with("cuda") || s.starts_with("llaisysNvidia") || s.contains("rust"))
+        .collect();
+    assert!(leaked.is_empty(), "libllaisys.so re-exports: {leaked:?}");
+    assert!(syms.contains("llaisysGetRuntimeAPI"), "{syms}");
+    // A program using the core through its own export.
+    let main = dir.join("main.cpp");
+    std::fs::write(
+        &main,
+        "#include \"llaisys/runtime.h\"\n#include <cstdio>\nint main() {\n\
+         std::printf(\"%d\\n\", llaisysGetRuntimeAPI(LLAISYS_DEVICE_NVIDIA)->get_device_count());\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("main");
+    let mut cmd = Command::new("c++");
+    cmd.args(["-std=c++17"])
+        .arg(format!("-I{}", fixture().join("include").display()))
+        .arg(&main)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-lllaisys")
+        .arg(format!("-Wl,-rpath,{}", dir.display()));
+    compile(cmd);
+    let expected = llaisys_nvidia::runtime::device_count().unwrap_or(0);
+    assert_eq!(run_ok(&exe, &[]).trim(), expected.to_string());
 }
