@@ -222,7 +222,9 @@ fn staticlib_exports_are_as_documented() {
 #[test]
 fn clients_leak_nothing_and_touch_no_bad_memory_under_valgrind() {
     // valgrind is part of the test environment (scripts/test.sh installs it when missing).
-    let probe = std::process::Command::new("valgrind").arg("--version").output();
+    let probe = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output();
     assert!(
         probe.is_ok_and(|o| o.status.success()),
         "valgrind not found: run scripts/test.sh, which installs it"

@@ -31,7 +31,10 @@ fn upstream_runtime_test_sequence_every_device() {
             (api.memcpy_sync)(b.ptr, a.ptr, size, D2D);
             (api.memcpy_sync)(dst.as_mut_ptr().cast(), b.ptr, size, D2H);
         }
-        assert!(src == dst, "device {dev}: data differs after H2D -> D2D -> D2H");
+        assert!(
+            src == dst,
+            "device {dev}: data differs after H2D -> D2D -> D2H"
+        );
     }
     unsafe { (api.set_device)(0) };
 }
@@ -83,8 +86,14 @@ fn malloc_host_is_pinned_and_malloc_device_is_device() {
     let h = Pinned::new(4096);
     let d = Dev::new(4096);
     for (p, want) in [
-        (h.ptr as *const c_void, raw::cudaMemoryType::cudaMemoryTypeHost),
-        (d.ptr as *const c_void, raw::cudaMemoryType::cudaMemoryTypeDevice),
+        (
+            h.ptr as *const c_void,
+            raw::cudaMemoryType::cudaMemoryTypeHost,
+        ),
+        (
+            d.ptr as *const c_void,
+            raw::cudaMemoryType::cudaMemoryTypeDevice,
+        ),
     ] {
         let mut a: raw::cudaPointerAttributes = unsafe { std::mem::zeroed() };
         assert_eq!(unsafe { raw::cudaPointerGetAttributes(&mut a, p) }.0, 0);
@@ -161,7 +170,10 @@ fn memcpy_sync_d2d_returns_complete() {
         raw::cudaStreamSynchronize(s);
         raw::cudaStreamDestroy(s);
     }
-    assert!(out.as_ref() == src.as_ref(), "D2D was not complete when memcpy_sync returned");
+    assert!(
+        out.as_ref() == src.as_ref(),
+        "D2D was not complete when memcpy_sync returned"
+    );
 }
 
 /// llaisys creates its stream before set_device: the stream belongs to the device current then.
@@ -194,7 +206,10 @@ fn real_cuda_errors_reach_the_handler_and_return_failure_values() {
     assert!(p.is_null());
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!((errs[0].0, errs[0].1), (1, 2), "{errs:?}"); // CUDA, cudaErrorMemoryAllocation
-    assert!(errs[0].2.contains("cudaMalloc") && errs[0].2.contains("on device 0"), "{errs:?}");
+    assert!(
+        errs[0].2.contains("cudaMalloc") && errs[0].2.contains("on device 0"),
+        "{errs:?}"
+    );
     let errs = expect_errors(|| unsafe { (api.set_device)(n) });
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!(errs[0].1, 101, "{errs:?}"); // cudaErrorInvalidDevice
@@ -203,7 +218,10 @@ fn real_cuda_errors_reach_the_handler_and_return_failure_values() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     let errs = expect_errors(|| p = unsafe { (api.malloc_host)(usize::MAX / 2) });
     assert!(p.is_null() && errs.len() == 1, "{errs:?}");
-    assert_eq!(llaisys_nvidia::capi::exports::llaisysNvidiaLastErrorStatus(), 1);
+    assert_eq!(
+        llaisys_nvidia::capi::exports::llaisysNvidiaLastErrorStatus(),
+        1
+    );
     // Size 0 and NULL frees: no error, NULL back.
     let errs = expect_errors(|| unsafe {
         assert!((api.malloc_device)(0).is_null());
