@@ -142,12 +142,15 @@ extern "C" {
  *                      NULL on error.
  * destroy_stream(s)    Destroys s (pending work still completes). NULL does nothing.
  * stream_synchronize(s) Waits for s; NULL means the legacy default stream.
- * malloc_device(n)     n bytes of device memory (cudaMalloc). n == 0 returns NULL and is not an
- *                      error. NULL on error (out of memory, no device).
- * free_device(p)       Frees p from malloc_device. NULL does nothing.
- * malloc_host(n)       n bytes of pinned (page-locked) host memory (cudaMallocHost). n == 0
+ * malloc_device(n)     n bytes of device memory, from a cache (see "Memory caches" below).
+ *                      n == 0 returns NULL and is not an error. NULL on error (out of memory
+ *                      after releasing the caches, no device).
+ * free_device(p)       Frees p from malloc_device into the cache, in stream order; never blocks
+ *                      the host. NULL does nothing; a pointer not from malloc_device is an error.
+ * malloc_host(n)       n bytes of pinned (page-locked) host memory, from a cache. n == 0
  *                      returns NULL and is not an error. NULL on error.
- * free_host(p)         Frees p from malloc_host. NULL does nothing.
+ * free_host(p)         Frees p from malloc_host into the cache. NULL does nothing; a pointer
+ *                      not from malloc_host is an error.
  * memcpy_sync(d,s,n,k) Copies n bytes; returns with the copy complete (also for D2D and for H2D
  *                      from pageable memory, which cudaMemcpy alone lets return early). n == 0
  *                      does nothing. H2H works without a driver or GPU (a host copy). A kind
@@ -156,8 +159,8 @@ extern "C" {
  *                      does nothing. Bad kind / NULL pointer as memcpy_sync. From pageable memory
  *                      CUDA copies synchronously with respect to the host.
  *
- * Passing a pointer or stream that this library did not hand out, or one already freed, is
- * undefined (CUDA's own rules apply).
+ * Passing a stream this library did not hand out, or one already destroyed, is undefined (CUDA's
+ * own rules apply).
  */
 LLAISYS_NVIDIA_API const struct LlaisysRuntimeAPI *llaisysNvidiaGetRuntimeAPI(void);
 
@@ -202,6 +205,37 @@ LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorDevice(void); /* -1 when none or un
  * is 0) and returns its full length without the NUL, 0 when there is no last error. */
 LLAISYS_NVIDIA_API size_t llaisysNvidiaLastErrorMessage(char *buf, size_t len);
 LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
+
+/*
+ * Memory caches. malloc_device/free_device use a CUDA memory pool per device, ordered on the
+ * legacy default stream: a freed block is reused only after all work queued before the free on
+ * the legacy stream and on every blocking stream (all streams of create_stream) has run, and
+ * free_device never blocks the host. Work the host queued on its own NON-blocking streams must
+ * be synchronized before free_device. malloc_host/free_host cache pinned blocks in size classes;
+ * a block used by memcpy_async is reused only after events recorded at free_host on those streams
+ * complete. Out of memory releases every cache and retries once before reporting the error.
+ * free_device / free_host of a pointer this library did not hand out (or a double free) is an
+ * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT and frees nothing.
+ * Switches (read once per process): LLAISYS_NVIDIA_DEVICE_CACHE=0 (plain cudaMalloc/cudaFree),
+ * LLAISYS_NVIDIA_HOST_CACHE=0 (plain cudaMallocHost/cudaFreeHost).
+ * These functions return a status and set the thread's last error; they never call the handler.
+ */
+typedef struct llaisysNvidiaAllocatorStats {
+    uint64_t in_use_bytes;      /* handed out, not yet freed (requested sizes) */
+    uint64_t peak_in_use_bytes; /* highest in_use_bytes since start or the last reset */
+    uint64_t cached_bytes;      /* held by the cache, not handed out */
+    uint64_t alloc_count;       /* successful allocations */
+    uint64_t free_count;        /* frees of our pointers */
+    uint64_t cache_hits;        /* allocations served from cached memory */
+    uint64_t cache_misses;      /* allocations that took new memory from CUDA */
+    uint64_t oom_retries;       /* out-of-memory failures retried after releasing caches */
+} llaisysNvidiaAllocatorStats;
+/* Device allocator statistics of `device`, or of all devices summed when device is -1. */
+LLAISYS_NVIDIA_API int llaisysNvidiaDeviceMemoryStats(int device, llaisysNvidiaAllocatorStats *out);
+LLAISYS_NVIDIA_API int llaisysNvidiaHostMemoryStats(llaisysNvidiaAllocatorStats *out);
+/* Returns all cached device memory (every device) and pinned host memory to CUDA. */
+LLAISYS_NVIDIA_API int llaisysNvidiaReleaseCachedMemory(void);
+LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@ impl CudaError {
     /// `cudaErrorInsufficientDriver` (35): no driver, or one older than the runtime.
     pub const INSUFFICIENT_DRIVER: CudaError =
         CudaError(raw::cudaError::cudaErrorInsufficientDriver);
+    /// `cudaErrorMemoryAllocation` (2): out of memory.
+    pub const MEMORY_ALLOCATION: CudaError = CudaError(raw::cudaError::cudaErrorMemoryAllocation);
     /// `cudaErrorNoDevice` (100): a driver but no device.
     pub const NO_DEVICE: CudaError = CudaError(raw::cudaError::cudaErrorNoDevice);
 

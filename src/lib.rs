@@ -6,6 +6,8 @@
 //!   arguments, where).
 //! - safe layer: [`runtime`] (versions, device count, build facts), [`device`], [`stream`],
 //!   [`memory`], [`copy`].
+//! - [`cache`]: the caching allocators behind malloc/free of the table (device pool, pinned
+//!   host blocks reused after event completion), with statistics.
 //! - [`capi`]: the llaisys runtime table, its error policy and the exported C symbols declared in
 //!   `csrc/llaisys_runtime.h`.
 //! - [`event`]: CUDA events, for timing. [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
@@ -19,6 +21,7 @@ compile_error!("enable one of the features `static` (libcudart_static.a, the def
 
 #[macro_use]
 pub mod error;
+pub mod cache;
 pub mod capi;
 pub mod copy;
 pub mod device;

@@ -163,6 +163,10 @@ fn cdylib_exports_only_our_symbols() {
         .collect();
     let expected = [
         "llaisysNvidiaClearLastError",
+        "llaisysNvidiaDeviceMemoryStats",
+        "llaisysNvidiaHostMemoryStats",
+        "llaisysNvidiaReleaseCachedMemory",
+        "llaisysNvidiaResetPeakMemoryStats",
         "llaisysNvidiaGetErrorHandler",
         "llaisysNvidiaGetRuntimeAPI",
         "llaisysNvidiaLastCudaError",

@@ -2,6 +2,7 @@
 
 use super::policy::{self, ErrorHandler};
 use super::table::{LlaisysRuntimeAPI, TABLE};
+use crate::cache::AllocatorStats;
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Returns the llaisys runtime table of this backend. Never NULL; never fails.
@@ -69,4 +70,71 @@ pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: us
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaClearLastError() {
     policy::set_last(None);
+}
+
+/// Statistics of the device allocator of `device` (-1: all devices summed) into `*out`.
+/// Returns a status (0 success); does not call the error handler.
+///
+/// # Safety
+/// `out` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
+    device: c_int,
+    out: *mut AllocatorStats,
+) -> c_int {
+    status_of("llaisysNvidiaDeviceMemoryStats", || {
+        let s = crate::cache::device::stats(device)?;
+        write_out(out, s)
+    })
+}
+
+/// Statistics of the pinned host allocator into `*out`. Returns a status (0 success).
+///
+/// # Safety
+/// `out` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) -> c_int {
+    status_of("llaisysNvidiaHostMemoryStats", || {
+        write_out(out, crate::cache::host::stats())
+    })
+}
+
+/// Returns all cached device memory (every device) and cached pinned host memory to CUDA.
+/// Returns a status (0 success).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
+    status_of(
+        "llaisysNvidiaReleaseCachedMemory",
+        crate::cache::release_cached,
+    )
+}
+
+/// Resets the peak statistics of both allocators to their current use.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
+    crate::cache::device::reset_peak();
+    crate::cache::host::reset_peak();
+}
+
+fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::Result<()> {
+    if out.is_null() {
+        return Err(crate::Error::invalid_argument("out=NULL"));
+    }
+    // SAFETY: caller contract: non-NULL `out` is valid for writing.
+    unsafe { out.write(s) };
+    Ok(())
+}
+
+/// Runs a status-returning function: the status, with the thread's last error set on failure
+/// (no handler call: the status is how these report).
+fn status_of(function: &'static str, body: impl FnOnce() -> crate::Result<()>) -> c_int {
+    match policy::catch_panic(function, body) {
+        Ok(()) => 0,
+        Err(e) => {
+            let record = policy::Record::new(function, &e);
+            let status = record.status;
+            policy::set_last(Some(std::sync::Arc::new(record)));
+            status
+        }
+    }
 }

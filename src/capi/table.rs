@@ -3,10 +3,11 @@
 //! inside `policy::run`, so no Rust panic leaves it.
 
 use super::policy::{self, run};
+use crate::cache;
 use crate::copy::{self, MemcpyKind};
 use crate::error::{CudaError, Error};
 use crate::stream::Stream;
-use crate::{device, memory, raw, runtime};
+use crate::{device, raw, runtime};
 use std::io::Write;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
@@ -146,24 +147,22 @@ unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
 
 unsafe extern "C-unwind" fn malloc_device(size: usize) -> *mut c_void {
     run("malloc_device", std::ptr::null_mut(), || {
-        memory::alloc_device(size)
+        cache::device::alloc(size)
     })
 }
 
 unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
-    // SAFETY: header contract: `p` is NULL or from malloc_device.
-    run("free_device", (), || unsafe { memory::free_device(p) })
+    run("free_device", (), || cache::device::free(p))
 }
 
 unsafe extern "C-unwind" fn malloc_host(size: usize) -> *mut c_void {
     run("malloc_host", std::ptr::null_mut(), || {
-        memory::alloc_host(size)
+        cache::host::alloc(size)
     })
 }
 
 unsafe extern "C-unwind" fn free_host(p: *mut c_void) {
-    // SAFETY: header contract: `p` is NULL or from malloc_host.
-    run("free_host", (), || unsafe { memory::free_host(p) })
+    run("free_host", (), || cache::host::free(p))
 }
 
 unsafe extern "C-unwind" fn memcpy_sync(
@@ -189,6 +188,16 @@ unsafe extern "C-unwind" fn memcpy_async(
     run("memcpy_async", (), || {
         let kind = MemcpyKind::from_raw(kind)?;
         // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
-        unsafe { copy::copy_async(dst, src, size, kind, s.cast()) }
+        unsafe { copy::copy_async(dst, src, size, kind, s.cast()) }?;
+        // Pinned blocks this copy reads or writes stay out of reuse until it has run.
+        if size > 0 {
+            if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
+                cache::host::record_use(src, s.cast());
+            }
+            if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
+                cache::host::record_use(dst, s.cast());
+            }
+        }
+        Ok(())
     })
 }

@@ -113,7 +113,8 @@ static int run_checks(void) {
 
     before = seen.calls;
     CHECK(api->malloc_device(1 << 20) == NULL);
-    expect_cuda_failure("malloc_device", "cudaMalloc", before);
+    /* The first CUDA call of the allocator asks for the current device. */
+    expect_cuda_failure("malloc_device", "cudaGetDevice", before);
     CHECK(strstr(seen.message, "size=1048576") != NULL);
 
     before = seen.calls;
@@ -165,6 +166,33 @@ static int run_checks(void) {
     CHECK(seen.calls == before + 4 && seen.status == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT && strstr(seen.message, "NULL"));
     CHECK(dst[0] == 0 && dst[100] == 0);
     CHECK(llaisysNvidiaLastErrorStatus() == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT);
+
+    /* Pointers we never handed out: refused, nothing freed. */
+    {
+        static char not_ours[64];
+        before = seen.calls;
+        api->free_device(not_ours);
+        CHECK(seen.calls == before + 1 && seen.status == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(seen.message, "not returned by malloc_device") && strcmp(seen.function, "free_device") == 0);
+        api->free_host(not_ours + 8);
+        CHECK(seen.calls == before + 2 && seen.status == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(seen.message, "not returned by malloc_host") && strcmp(seen.function, "free_host") == 0);
+    }
+
+    /* Allocator statistics: status-returning, no handler call. */
+    {
+        llaisysNvidiaAllocatorStats st;
+        memset(&st, 0xff, sizeof st);
+        before = seen.calls;
+        CHECK(llaisysNvidiaDeviceMemoryStats(-1, &st) == LLAISYS_NVIDIA_SUCCESS);
+        CHECK(st.in_use_bytes == 0 && st.alloc_count == 0 && st.cached_bytes == 0);
+        CHECK(llaisysNvidiaHostMemoryStats(&st) == LLAISYS_NVIDIA_SUCCESS && st.alloc_count == 0);
+        CHECK(llaisysNvidiaDeviceMemoryStats(-1, NULL) == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT);
+        CHECK(llaisysNvidiaDeviceMemoryStats(1000, &st) == LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT);
+        CHECK(llaisysNvidiaReleaseCachedMemory() == LLAISYS_NVIDIA_SUCCESS);
+        llaisysNvidiaResetPeakMemoryStats();
+        CHECK(seen.calls == before);
+    }
 
     /* NULL restores the default handler. */
     llaisysNvidiaSetErrorHandler(NULL, NULL);

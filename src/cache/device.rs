@@ -1,0 +1,297 @@
+//! Device memory behind malloc_device/free_device: a CUDA memory pool per device (release
+//! threshold at the maximum, so freed memory stays cached), allocated with
+//! `cudaMallocFromPoolAsync` and freed with `cudaFreeAsync` on the legacy default stream.
+//!
+//! Why that is safe: an operation on the legacy stream waits for all work queued before it on
+//! the legacy stream and on every blocking stream of the device (create_stream makes blocking
+//! streams), and later work on those streams waits for it. A freed block therefore returns to
+//! the pool only after the work that could use it, and a new allocation is ordered after that.
+//! Unlike cudaFree, nothing blocks the host. Work on non-blocking streams the host made itself
+//! is not ordered with the legacy stream: the host must synchronize it before free_device.
+//!
+//! Every live pointer is recorded (size, device), so freeing a pointer we never handed out, or
+//! twice, is refused with a clear error instead of undefined behaviour.
+
+use super::{switch_on, AllocatorStats, Counters};
+use crate::error::{CudaError, Error, Result};
+use crate::raw;
+use std::collections::HashMap;
+use std::os::raw::{c_int, c_void};
+use std::sync::{Mutex, OnceLock};
+
+/// Devices supported by the per-device tables.
+const MAX_DEVICES: usize = 64;
+const SHARDS: usize = 16;
+
+#[derive(Clone, Copy)]
+struct Live {
+    size: usize,
+    device: i32,
+}
+
+struct Pool(raw::cudaMemPool_t);
+// SAFETY: a memory pool handle may be used from any thread.
+unsafe impl Send for Pool {}
+// SAFETY: as above.
+unsafe impl Sync for Pool {}
+
+static LIVE: [Mutex<Option<HashMap<usize, Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+static POOLS: [OnceLock<Option<Pool>>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
+static COUNTERS: [Counters; MAX_DEVICES] = [const { Counters::new() }; MAX_DEVICES];
+static RESERVED_SEEN: [std::sync::atomic::AtomicU64; MAX_DEVICES] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; MAX_DEVICES];
+
+fn cache_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| switch_on("LLAISYS_NVIDIA_DEVICE_CACHE"))
+}
+
+fn shard(p: usize) -> &'static Mutex<Option<HashMap<usize, Live>>> {
+    &LIVE[(p >> 8) % SHARDS]
+}
+
+fn device_index(device: i32) -> Result<usize> {
+    usize::try_from(device)
+        .ok()
+        .filter(|&d| d < MAX_DEVICES)
+        .ok_or_else(|| Error::internal(format!("device {device} outside 0..{MAX_DEVICES}")))
+}
+
+/// The pool of `device` (made on first use), or None where pools are unsupported or switched off.
+fn pool(device: i32) -> Result<Option<raw::cudaMemPool_t>> {
+    if !cache_on() {
+        return Ok(None);
+    }
+    let slot = &POOLS[device_index(device)?];
+    if let Some(p) = slot.get() {
+        return Ok(p.as_ref().map(|p| p.0));
+    }
+    let made = make_pool(device)?;
+    Ok(slot.get_or_init(|| made).as_ref().map(|p| p.0))
+}
+
+fn make_pool(device: i32) -> Result<Option<Pool>> {
+    let mut supported: c_int = 0;
+    cuda!(cudaDeviceGetAttribute(
+        &mut supported,
+        raw::cudaDeviceAttr::cudaDevAttrMemoryPoolsSupported,
+        device
+    ); "device={device}")?;
+    if supported == 0 {
+        return Ok(None);
+    }
+    // SAFETY: plain data; zero is the documented default for the fields we do not set.
+    let mut props: raw::cudaMemPoolProps = unsafe { std::mem::zeroed() };
+    props.allocType = raw::cudaMemAllocationType::cudaMemAllocationTypePinned;
+    props.handleTypes = raw::cudaMemAllocationHandleType::cudaMemHandleTypeNone;
+    props.location.type_ = raw::cudaMemLocationType::cudaMemLocationTypeDevice;
+    props.location.id = device;
+    let mut pool: raw::cudaMemPool_t = std::ptr::null_mut();
+    cuda!(cudaMemPoolCreate(&mut pool, &props); "device={device}")?;
+    let mut threshold: u64 = u64::MAX;
+    cuda!(cudaMemPoolSetAttribute(
+        pool,
+        raw::cudaMemPoolAttr::cudaMemPoolAttrReleaseThreshold,
+        (&mut threshold as *mut u64).cast()
+    ); "device={device}")?;
+    Ok(Some(Pool(pool)))
+}
+
+fn reserved(pool: raw::cudaMemPool_t) -> u64 {
+    let mut v: u64 = 0;
+    // SAFETY: the attribute is a u64; `pool` is live for the process.
+    let rc = unsafe {
+        raw::cudaMemPoolGetAttribute(
+            pool,
+            raw::cudaMemPoolAttr::cudaMemPoolAttrReservedMemCurrent,
+            (&mut v as *mut u64).cast(),
+        )
+    };
+    if CudaError::from_raw(rc).is_success() {
+        v
+    } else {
+        0
+    }
+}
+
+/// One attempt: the pool (stream-ordered on the legacy stream) or plain cudaMalloc.
+fn try_alloc(
+    size: usize,
+    device: i32,
+    pool: Option<raw::cudaMemPool_t>,
+) -> Result<(*mut c_void, bool)> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    match pool {
+        Some(pool) => {
+            cuda!(cudaMallocFromPoolAsync(&mut p, size, pool, std::ptr::null_mut()); "size={size}")?;
+            let now = reserved(pool);
+            let seen = &RESERVED_SEEN[device_index(device)?];
+            let hit = now <= seen.load(std::sync::atomic::Ordering::Relaxed);
+            seen.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+            Ok((p, hit))
+        }
+        None => {
+            cuda!(cudaMalloc(&mut p, size); "size={size}")?;
+            Ok((p, false))
+        }
+    }
+}
+
+/// Allocates `size` bytes on the current device. Size 0 gives NULL and no error. Out of memory
+/// releases every cache and retries once.
+pub fn alloc(size: usize) -> Result<*mut c_void> {
+    if size == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    let device = crate::device::current()
+        .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
+    let pool = pool(device)?;
+    let (p, hit) = match try_alloc(size, device, pool) {
+        Ok(r) => r,
+        Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
+            COUNTERS[device_index(device)?].oom_retry();
+            super::release_cached()?;
+            try_alloc(size, device, pool).map_err(|e| {
+                Error::cuda(
+                    e.call(),
+                    e.cuda_error(),
+                    format!("{}, after releasing all cached memory", e.detail()),
+                )
+            })?
+        }
+        Err(e) => return Err(e),
+    };
+    shard(p as usize)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(p as usize, Live { size, device });
+    COUNTERS[device_index(device)?].allocated(size, hit);
+    Ok(p)
+}
+
+/// Frees a pointer from `alloc`; NULL does nothing. A pointer we did not hand out (or already
+/// freed) is refused and nothing is freed.
+// `p` reaches CUDA only after it was found in our table of live allocations.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn free(p: *mut c_void) -> Result<()> {
+    if p.is_null() {
+        return Ok(());
+    }
+    let live = shard(p as usize)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|m| m.remove(&(p as usize)));
+    let Some(live) = live else {
+        return Err(Error::invalid_argument(format!(
+            "ptr={p:p} was not returned by malloc_device, or was already freed (a device \
+             pointer from malloc_host or elsewhere, or a double free); nothing was freed"
+        )));
+    };
+    let result = release(p, live);
+    if result.is_err() {
+        // Keep it recorded: the memory was not freed.
+        shard(p as usize)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(p as usize, live);
+    } else {
+        COUNTERS[device_index(live.device)?].freed(live.size);
+    }
+    result
+}
+
+fn release(p: *mut c_void, live: Live) -> Result<()> {
+    let pooled = POOLS[device_index(live.device)?]
+        .get()
+        .is_some_and(|p| p.is_some());
+    if !pooled {
+        return cuda!(cudaFree(p); "ptr={p:p} size={}", live.size);
+    }
+    // The free goes on the legacy stream of the block's device.
+    let current = crate::device::current()?;
+    if current != live.device {
+        crate::device::set(live.device)?;
+    }
+    let r = cuda!(cudaFreeAsync(p, std::ptr::null_mut()); "ptr={p:p} size={}", live.size);
+    if current != live.device {
+        crate::device::set(current)?;
+    }
+    r
+}
+
+/// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
+/// that frees queued on it have landed in the pool).
+pub fn release_cached() -> Result<()> {
+    let current = crate::device::current().ok();
+    for (device, slot) in POOLS.iter().enumerate() {
+        let Some(Some(pool)) = slot.get() else {
+            continue;
+        };
+        let device = device as i32;
+        crate::device::set(device)?;
+        cuda!(cudaStreamSynchronize(std::ptr::null_mut()); "device={device}")?;
+        cuda!(cudaMemPoolTrimTo(pool.0, 0); "device={device}")?;
+        RESERVED_SEEN[device as usize]
+            .store(reserved(pool.0), std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Some(d) = current {
+        crate::device::set(d)?;
+    }
+    Ok(())
+}
+
+/// Statistics of `device`, or of all devices summed when `device` is -1.
+pub fn stats(device: i32) -> Result<AllocatorStats> {
+    let one = |d: usize| {
+        let cached = match POOLS[d].get() {
+            Some(Some(pool)) => reserved(pool.0),
+            _ => 0,
+        };
+        let s = COUNTERS[d].snapshot(0);
+        AllocatorStats {
+            cached_bytes: cached.saturating_sub(s.in_use_bytes),
+            ..s
+        }
+    };
+    if device == -1 {
+        let mut total = AllocatorStats::default();
+        for d in 0..MAX_DEVICES {
+            let s = one(d);
+            total.in_use_bytes += s.in_use_bytes;
+            total.peak_in_use_bytes += s.peak_in_use_bytes;
+            total.cached_bytes += s.cached_bytes;
+            total.alloc_count += s.alloc_count;
+            total.free_count += s.free_count;
+            total.cache_hits += s.cache_hits;
+            total.cache_misses += s.cache_misses;
+            total.oom_retries += s.oom_retries;
+        }
+        return Ok(total);
+    }
+    let d = usize::try_from(device)
+        .ok()
+        .filter(|&d| d < MAX_DEVICES)
+        .ok_or_else(|| {
+            Error::invalid_argument(format!("device={device}: not a device id (or -1 for all)"))
+        })?;
+    Ok(one(d))
+}
+
+/// Resets the peak of every device to its current use.
+pub fn reset_peak() {
+    for c in &COUNTERS {
+        c.reset_peak();
+    }
+}
+
+/// The size of a live allocation containing exactly `p`, if it is ours.
+pub fn size_of(p: *const c_void) -> Option<usize> {
+    shard(p as usize)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(p as usize)).map(|l| l.size))
+}

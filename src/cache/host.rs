@@ -1,0 +1,333 @@
+//! Pinned host memory behind malloc_host/free_host, cached in size classes (powers of two from
+//! 4 KiB to 1 GiB, then multiples of 256 MiB).
+//!
+//! A pinned block may still be read or written by copies queued with memcpy_async when the
+//! host frees it. memcpy_async therefore notes, for each of our blocks it touches, the stream it
+//! was queued on (a map lookup, no CUDA call); free_host records one event on each of those
+//! streams and the block is reused only once they have all completed. A block no stream touched
+//! is reusable at once. memcpy_sync needs no note: it returns with the copy done.
+//! destroy_stream records the event before the stream goes away. Use of our pinned memory by the
+//! host's own kernels or copies (not through the table) is not seen: synchronize before freeing.
+
+use super::{switch_on, AllocatorStats, Counters};
+use crate::error::{CudaError, Error, Result};
+use crate::raw;
+use std::collections::{BTreeMap, HashMap};
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+
+type Stream = usize;
+
+struct Block {
+    /// The size class actually allocated.
+    class: usize,
+    /// What the caller asked for.
+    requested: usize,
+    /// Streams memcpy_async used this block on since it was handed out.
+    streams: Vec<Stream>,
+    /// Events already recorded for it (by destroy_stream).
+    events: Vec<Event>,
+}
+
+struct Event {
+    event: raw::cudaEvent_t,
+    device: i32,
+}
+
+struct Pending {
+    ptr: usize,
+    class: usize,
+    events: Vec<Event>,
+}
+
+#[derive(Default)]
+struct State {
+    live: BTreeMap<usize, Block>,
+    ready: HashMap<usize, Vec<usize>>,
+    pending: Vec<Pending>,
+    cached_bytes: usize,
+    spare_events: Vec<Event>,
+}
+
+// SAFETY: the raw event handles are only used under the mutex; CUDA events may be used from
+// any thread.
+unsafe impl Send for State {}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+static COUNTERS: Counters = Counters::new();
+/// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
+static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn cache_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| switch_on("LLAISYS_NVIDIA_HOST_CACHE"))
+}
+
+fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
+    let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(State::default))
+}
+
+/// The size class of a request.
+pub fn size_class(size: usize) -> usize {
+    const GIB: usize = 1 << 30;
+    const STEP: usize = 256 << 20;
+    if size <= GIB {
+        size.max(4096).next_power_of_two()
+    } else {
+        size.div_ceil(STEP).saturating_mul(STEP)
+    }
+}
+
+fn cuda_alloc(size: usize) -> Result<*mut c_void> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    cuda!(cudaMallocHost(&mut p, size); "size={size}")?;
+    Ok(p)
+}
+
+/// Allocates `size` bytes of pinned memory. Size 0 gives NULL and no error. Out of memory
+/// releases every cache and retries once.
+pub fn alloc(size: usize) -> Result<*mut c_void> {
+    if size == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    let class = if cache_on() { size_class(size) } else { size };
+    let reused = if cache_on() {
+        with_state(|s| {
+            s.take_ready(class).or_else(|| {
+                s.collect_completed();
+                s.take_ready(class)
+            })
+        })
+    } else {
+        None
+    };
+    let (p, hit) = match reused {
+        Some(p) => (p as *mut c_void, true),
+        None => {
+            let p = match cuda_alloc(class) {
+                Ok(p) => p,
+                Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
+                    COUNTERS.oom_retry();
+                    super::release_cached()?;
+                    cuda_alloc(class)?
+                }
+                Err(e) => return Err(e),
+            };
+            (p, false)
+        }
+    };
+    with_state(|s| {
+        s.live.insert(
+            p as usize,
+            Block {
+                class,
+                requested: size,
+                streams: Vec::new(),
+                events: Vec::new(),
+            },
+        )
+    });
+    LIVE_COUNT.fetch_add(1, Relaxed);
+    COUNTERS.allocated(size, hit);
+    Ok(p)
+}
+
+/// Frees a pointer from `alloc`; NULL does nothing. A pointer we did not hand out (or already
+/// freed) is refused and nothing is freed.
+// `p` reaches CUDA only after it was found in our table of live allocations.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn free(p: *mut c_void) -> Result<()> {
+    if p.is_null() {
+        return Ok(());
+    }
+    let Some(block) = with_state(|s| s.live.remove(&(p as usize))) else {
+        return Err(Error::invalid_argument(format!(
+            "ptr={p:p} was not returned by malloc_host, or was already freed (a device pointer, \
+             an interior pointer, or a double free); nothing was freed"
+        )));
+    };
+    LIVE_COUNT.fetch_sub(1, Relaxed);
+    COUNTERS.freed(block.requested);
+    if !cache_on() {
+        return cuda!(cudaFreeHost(p); "ptr={p:p}");
+    }
+    let mut events = block.events;
+    for &stream in &block.streams {
+        events.push(record_event(stream)?);
+    }
+    with_state(|s| {
+        s.cached_bytes += block.class;
+        if events.is_empty() {
+            s.ready.entry(block.class).or_default().push(p as usize);
+        } else {
+            s.pending.push(Pending {
+                ptr: p as usize,
+                class: block.class,
+                events,
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Notes that a copy on `stream` uses the host memory at `ptr` (any address inside one of our
+/// blocks). Cheap when `ptr` is not ours.
+pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t) {
+    if LIVE_COUNT.load(Relaxed) == 0 || !cache_on() {
+        return;
+    }
+    let addr = ptr as usize;
+    with_state(|s| {
+        if let Some((&start, block)) = s.live.range_mut(..=addr).next_back() {
+            if addr < start + block.class && !block.streams.contains(&(stream as usize)) {
+                block.streams.push(stream as usize);
+            }
+        }
+    });
+}
+
+/// Called before a stream is destroyed: blocks that used it get their event now.
+pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
+    if LIVE_COUNT.load(Relaxed) == 0 {
+        return Ok(());
+    }
+    let users: Vec<usize> = with_state(|s| {
+        s.live
+            .iter()
+            .filter(|(_, b)| b.streams.contains(&(stream as usize)))
+            .map(|(&p, _)| p)
+            .collect()
+    });
+    for p in users {
+        let ev = record_event(stream as usize)?;
+        with_state(|s| match s.live.get_mut(&p) {
+            Some(b) => {
+                b.streams.retain(|&x| x != stream as usize);
+                b.events.push(ev);
+            }
+            None => s.spare_events.push(ev),
+        });
+    }
+    Ok(())
+}
+
+/// Records an event (taken from the spares of the stream's device, or made) on `stream`.
+fn record_event(stream: Stream) -> Result<Event> {
+    let s = stream as raw::cudaStream_t;
+    let mut device: i32 = 0;
+    if s.is_null() {
+        device = crate::device::current()?;
+    } else {
+        cuda!(cudaStreamGetDevice(s, &mut device); "stream={s:p}")?;
+    }
+    let spare = with_state(|st| {
+        st.spare_events
+            .iter()
+            .position(|e| e.device == device)
+            .map(|i| st.spare_events.swap_remove(i))
+    });
+    let ev = match spare {
+        Some(e) => e,
+        None => {
+            let current = crate::device::current()?;
+            if current != device {
+                crate::device::set(device)?;
+            }
+            let mut e: raw::cudaEvent_t = std::ptr::null_mut();
+            let r = cuda!(cudaEventCreateWithFlags(
+                &mut e,
+                raw::cudaEventDisableTiming
+            ));
+            if current != device {
+                crate::device::set(current)?;
+            }
+            r?;
+            Event { event: e, device }
+        }
+    };
+    cuda!(cudaEventRecord(ev.event, s); "stream={s:p}")?;
+    Ok(ev)
+}
+
+impl State {
+    fn take_ready(&mut self, class: usize) -> Option<usize> {
+        let p = self.ready.get_mut(&class)?.pop()?;
+        self.cached_bytes -= class;
+        Some(p)
+    }
+
+    /// Moves pending blocks whose events have all completed to `ready`.
+    fn collect_completed(&mut self) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let done = self.pending[i].events.iter().all(|e| {
+                // SAFETY: a live event handle. NotReady means still pending; any other error is
+                // treated as not complete (kept, retried later, reported by release_cached).
+                unsafe { raw::cudaEventQuery(e.event) }.0 == 0
+            });
+            if done {
+                let p = self.pending.swap_remove(i);
+                self.spare_events.extend(p.events);
+                self.ready.entry(p.class).or_default().push(p.ptr);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Frees every cached block (waiting for the work pending blocks wait on).
+pub fn release_cached() -> Result<()> {
+    let (ready, pending) = with_state(|s| {
+        let ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
+        let pending = std::mem::take(&mut s.pending);
+        s.cached_bytes = 0;
+        (ready, pending)
+    });
+    let mut first_err = None;
+    for p in pending {
+        for e in p.events {
+            if let Err(err) = cuda!(cudaEventSynchronize(e.event)) {
+                first_err.get_or_insert(err);
+            }
+            // SAFETY: the event is ours and no longer referenced.
+            unsafe { raw::cudaEventDestroy(e.event) };
+        }
+        if let Err(err) = cuda!(cudaFreeHost(p.ptr as *mut c_void)) {
+            first_err.get_or_insert(err);
+        }
+    }
+    for p in ready {
+        if let Err(err) = cuda!(cudaFreeHost(p as *mut c_void)) {
+            first_err.get_or_insert(err);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Statistics of the pinned host allocator.
+pub fn stats() -> AllocatorStats {
+    let cached = with_state(|s| s.cached_bytes) as u64;
+    COUNTERS.snapshot(cached)
+}
+
+/// Resets the peak to the current use.
+pub fn reset_peak() {
+    COUNTERS.reset_peak();
+}
+
+/// True when `ptr` lies inside one of our live pinned blocks.
+pub fn is_ours(ptr: *const c_void) -> bool {
+    if LIVE_COUNT.load(Relaxed) == 0 {
+        return false;
+    }
+    let addr = ptr as usize;
+    with_state(|s| {
+        s.live
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&start, b)| addr < start + b.class)
+    })
+}

@@ -1,0 +1,115 @@
+//! Allocation caches behind the table's malloc/free, and their switches and statistics.
+//!
+//! - [`device`]: device memory from a CUDA stream-ordered memory pool per device, allocated and
+//!   freed in the order of the legacy default stream, so a block is reused only after all work
+//!   queued before its free (on the legacy stream and every blocking stream) has run.
+//! - [`host`]: pinned host memory kept in size classes; a freed block that copies queued with
+//!   memcpy_async may still read or write is reused only after events recorded on those streams
+//!   at free time have completed (PyTorch's CachingHostAllocator scheme).
+//!
+//! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
+//! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
+
+pub mod device;
+pub mod host;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Statistics of one allocator (`llaisysNvidiaAllocatorStats` in the header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    /// Bytes handed out and not yet freed (as requested by the callers).
+    pub in_use_bytes: u64,
+    /// The highest `in_use_bytes` seen.
+    pub peak_in_use_bytes: u64,
+    /// Bytes held by the cache and not handed out (reserved - in use), ready or waiting on work.
+    pub cached_bytes: u64,
+    /// Successful allocations.
+    pub alloc_count: u64,
+    /// Frees of our pointers.
+    pub free_count: u64,
+    /// Allocations served from cached memory.
+    pub cache_hits: u64,
+    /// Allocations that had to get new memory from CUDA.
+    pub cache_misses: u64,
+    /// Out-of-memory failures retried after releasing cached memory.
+    pub oom_retries: u64,
+}
+
+/// Lock-free counters behind `AllocatorStats`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    in_use: AtomicU64,
+    peak: AtomicU64,
+    allocs: AtomicU64,
+    frees: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    oom_retries: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) const fn new() -> Counters {
+        Counters {
+            in_use: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+            allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            oom_retries: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn allocated(&self, bytes: usize, hit: bool) {
+        let now = self.in_use.fetch_add(bytes as u64, Relaxed) + bytes as u64;
+        self.peak.fetch_max(now, Relaxed);
+        self.allocs.fetch_add(1, Relaxed);
+        if hit {
+            self.hits.fetch_add(1, Relaxed);
+        } else {
+            self.misses.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn freed(&self, bytes: usize) {
+        self.in_use.fetch_sub(bytes as u64, Relaxed);
+        self.frees.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn oom_retry(&self) {
+        self.oom_retries.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, cached_bytes: u64) -> AllocatorStats {
+        AllocatorStats {
+            in_use_bytes: self.in_use.load(Relaxed),
+            peak_in_use_bytes: self.peak.load(Relaxed),
+            cached_bytes,
+            alloc_count: self.allocs.load(Relaxed),
+            free_count: self.frees.load(Relaxed),
+            cache_hits: self.hits.load(Relaxed),
+            cache_misses: self.misses.load(Relaxed),
+            oom_retries: self.oom_retries.load(Relaxed),
+        }
+    }
+
+    pub(crate) fn reset_peak(&self) {
+        self.peak.store(self.in_use.load(Relaxed), Relaxed);
+    }
+}
+
+/// Reads a switch: unset or anything but `0`/`off`/`false` means on.
+pub(crate) fn switch_on(var: &str) -> bool {
+    !matches!(
+        std::env::var(var).as_deref().map(str::trim),
+        Ok("0") | Ok("off") | Ok("false") | Ok("OFF") | Ok("FALSE")
+    )
+}
+
+/// Returns every cache's unused memory to CUDA (device pools of every device, pinned blocks).
+pub fn release_cached() -> crate::Result<()> {
+    device::release_cached()?;
+    host::release_cached()
+}
