@@ -31,6 +31,9 @@ link_static() { # the README's documented line for each feature
 for mode in static dynamic; do
   d=$here/$mode
   step "$mode: rust GPU tests" "$d/gpu" --test-threads=1 ${1:+"$1"}
+  step "$mode: rust GPU tests, caches and pageable fast path switched off" \
+    env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0 \
+    "$d/gpu" --test-threads=1 caching table
   step "$mode: doctor" "$d/llaisys-nvidia" doctor
   # A C++ host with its own shared cudart, linked against our staticlib, then our cdylib.
   step "$mode: nvcc host + staticlib builds" nvcc -std=c++17 -O2 --cudart shared -I"$here/csrc" \

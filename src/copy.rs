@@ -1,6 +1,7 @@
 //! Copies between host and device memory, sync and async, with llaisys's kind numbering.
 
 use crate::error::{CudaError, Error, Result};
+use crate::pageable::{self, Direction};
 use crate::raw;
 use std::os::raw::c_void;
 
@@ -57,9 +58,10 @@ pub fn is_pageable(p: *const c_void) -> Result<bool> {
     Ok(a.type_ == raw::cudaMemoryType::cudaMemoryTypeUnregistered)
 }
 
-/// Copies `size` bytes and returns with the copy complete: after `cudaMemcpy`, copies that CUDA
-/// lets return early (device to device, and host to device from pageable memory, which returns
-/// once the data is staged) are waited for on the legacy default stream. Size 0 does nothing.
+/// Copies `size` bytes and returns with the copy complete: copies that CUDA lets return early
+/// (device to device, and host to device from pageable memory, which returns once the data is
+/// staged) are waited for on the legacy default stream. Large copies between pageable memory and
+/// the device take the staged fast path (`pageable`). Size 0 does nothing.
 ///
 /// # Safety
 /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
@@ -74,22 +76,45 @@ pub unsafe fn copy_sync(
     }
     check_pointers(dst, src, size)?;
     let detail = || format!("dst={dst:p} src={src:p} size={size} kind={kind:?}");
+    // Host-to-device from pageable memory: staged (fast path) or waited for (cudaMemcpy may
+    // return once the data is staged, before it reached the device).
+    let pageable_src = kind == MemcpyKind::H2D && is_pageable(src)?;
+    if let Some(direction) = staged(kind, dst, size, pageable_src)? {
+        let (device, host) = match direction {
+            Direction::HostToDevice => (dst, src.cast_mut()),
+            Direction::DeviceToHost => (src.cast_mut(), dst),
+        };
+        return pageable::copy(direction, device, host, size, std::ptr::null_mut(), true);
+    }
     let rc = CudaError::check(raw::cudaMemcpy(dst, src, size, kind.to_cuda()));
     if host_copy_without_device(kind, rc) {
         std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), size);
         return Ok(());
     }
     rc.map_err(|e| Error::cuda("cudaMemcpy", e, detail()))?;
-    let must_wait = match kind {
-        MemcpyKind::D2D => true,
-        MemcpyKind::H2D => is_pageable(src)?,
-        MemcpyKind::H2H | MemcpyKind::D2H => false,
-    };
-    if must_wait {
+    if kind == MemcpyKind::D2D || pageable_src {
         CudaError::check(raw::cudaStreamSynchronize(std::ptr::null_mut()))
             .map_err(|e| Error::cuda("cudaStreamSynchronize", e, detail()))?;
     }
     Ok(())
+}
+
+/// The staged direction when the copy should take the pageable fast path.
+fn staged(
+    kind: MemcpyKind,
+    dst: *mut c_void,
+    size: usize,
+    pageable_src: bool,
+) -> Result<Option<Direction>> {
+    let c = pageable::config();
+    if !c.enabled || size < c.min_bytes {
+        return Ok(None);
+    }
+    Ok(match kind {
+        MemcpyKind::H2D if pageable_src => Some(Direction::HostToDevice),
+        MemcpyKind::D2H if pageable::wanted(dst, size)? => Some(Direction::DeviceToHost),
+        _ => None,
+    })
 }
 
 /// Queues a copy of `size` bytes on `stream` (NULL: the legacy default stream). Size 0 does
@@ -108,6 +133,14 @@ pub unsafe fn copy_async(
         return Ok(());
     }
     check_pointers(dst, src, size)?;
+    let pageable_src = kind == MemcpyKind::H2D && pageable::wanted(src, size)?;
+    if let Some(direction) = staged(kind, dst, size, pageable_src)? {
+        let (device, host) = match direction {
+            Direction::HostToDevice => (dst, src.cast_mut()),
+            Direction::DeviceToHost => (src.cast_mut(), dst),
+        };
+        return pageable::copy(direction, device, host, size, stream, false);
+    }
     let rc = CudaError::check(raw::cudaMemcpyAsync(dst, src, size, kind.to_cuda(), stream));
     if host_copy_without_device(kind, rc) && stream.is_null() {
         std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), size);

@@ -7,7 +7,8 @@
 //! - safe layer: [`runtime`] (versions, device count, build facts), [`device`], [`stream`],
 //!   [`memory`], [`copy`].
 //! - [`cache`]: the caching allocators behind malloc/free of the table (device pool, pinned
-//!   host blocks reused after event completion), with statistics.
+//!   host blocks reused after event completion), with statistics; [`pageable`]: fast staged
+//!   copies between pageable host memory and the device.
 //! - [`capi`]: the llaisys runtime table, its error policy and the exported C symbols declared in
 //!   `csrc/llaisys_runtime.h`.
 //! - [`event`]: CUDA events, for timing. [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
@@ -28,6 +29,7 @@ pub mod device;
 pub mod doctor;
 pub mod event;
 pub mod memory;
+pub mod pageable;
 pub mod raw;
 pub mod runtime;
 pub mod stream;

@@ -1,0 +1,356 @@
+//! The caches and the pageable fast path must not change a single CUDA semantic: memory freed
+//! while queued work still uses it is not handed out before that work is done; streams keep
+//! overlapping; pageable copies keep their meaning; out of memory releases the caches.
+//! The same tests run with the switches off (gpu-run.sh runs the binary again with
+//! LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0).
+
+use crate::common::{api, expect_errors, fill, Dev, Pinned};
+use crate::require_gpu;
+use llaisys_nvidia::cache::{self, AllocatorStats};
+use llaisys_nvidia::raw;
+use std::os::raw::c_void;
+use std::time::Instant;
+
+const H2D: i32 = 1;
+const D2H: i32 = 2;
+const D2D: i32 = 3;
+
+/// Queues about `ms` milliseconds of copy-engine work on `stream` (1 GiB device-to-device
+/// copies back and forth), so that what is queued after it waits.
+fn busy(stream: *mut c_void, ms: f64) -> (Dev, Dev) {
+    let api = api();
+    let size = 1 << 30;
+    let (a, b) = (Dev::new(size), Dev::new(size));
+    // ~1 GiB per 0.5 ms at ~2 TB/s; measure once to size the chain.
+    let t = Instant::now();
+    unsafe { (api.memcpy_async)(b.ptr, a.ptr, size, D2D, stream) };
+    unsafe { (api.stream_synchronize)(stream) };
+    let one = t.elapsed().as_secs_f64() * 1e3;
+    let n = ((ms / one.max(0.05)) as usize).clamp(2, 400);
+    for i in 0..n {
+        let (d, s) = if i % 2 == 0 { (&b, &a) } else { (&a, &b) };
+        unsafe { (api.memcpy_async)(d.ptr, s.ptr, size, D2D, stream) };
+    }
+    (a, b)
+}
+
+fn device_stats() -> AllocatorStats {
+    cache::device::stats(-1).expect("device stats")
+}
+
+#[test]
+fn pinned_block_freed_behind_queued_copy_is_not_reused_early() {
+    require_gpu!();
+    let api = api();
+    let size = 8 << 20;
+    let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
+    let x = Dev::new(size);
+    let y = Dev::new(size);
+    let mut want_x = vec![0u8; size];
+    fill(&mut want_x, 101);
+    let _work = busy(s1, 40.0);
+    // Queue a copy out of a pinned block behind the busy work, then free the block at once.
+    let first = unsafe { (api.malloc_host)(size) } as *mut u8;
+    unsafe { std::ptr::copy_nonoverlapping(want_x.as_ptr(), first, size) };
+    unsafe { (api.memcpy_async)(x.ptr, first.cast(), size, H2D, s1) };
+    unsafe { (api.free_host)(first.cast()) };
+    // Allocate again and overwrite: the copy above must still see the old contents.
+    let mut again = Pinned::new(size);
+    fill(again.as_mut(), 202);
+    let want_y = again.as_ref().to_vec();
+    unsafe { (api.memcpy_async)(y.ptr, again.ptr.cast(), size, H2D, s2) };
+    unsafe {
+        (api.stream_synchronize)(s1);
+        (api.stream_synchronize)(s2);
+    }
+    let mut got = vec![0u8; size];
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), x.ptr, size, D2H) };
+    assert!(
+        got == want_x,
+        "the device received data written after free_host: block reused early"
+    );
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), y.ptr, size, D2H) };
+    assert!(got == want_y, "second stream's copy");
+    unsafe {
+        (api.destroy_stream)(s1);
+        (api.destroy_stream)(s2);
+    }
+}
+
+#[test]
+fn pinned_block_used_on_a_destroyed_stream_is_still_tracked() {
+    require_gpu!();
+    let api = api();
+    let size = 4 << 20;
+    let s = unsafe { (api.create_stream)() };
+    let x = Dev::new(size);
+    let mut want = vec![0u8; size];
+    fill(&mut want, 7);
+    let _work = busy(s, 30.0);
+    let p = unsafe { (api.malloc_host)(size) } as *mut u8;
+    unsafe { std::ptr::copy_nonoverlapping(want.as_ptr(), p, size) };
+    unsafe { (api.memcpy_async)(x.ptr, p.cast(), size, H2D, s) };
+    unsafe { (api.destroy_stream)(s) }; // pending work still completes
+    unsafe { (api.free_host)(p.cast()) };
+    let mut again = Pinned::new(size);
+    fill(again.as_mut(), 8);
+    unsafe { (api.device_synchronize)() };
+    let mut got = vec![0u8; size];
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), x.ptr, size, D2H) };
+    assert!(
+        got == want,
+        "block reused before the destroyed stream's copy ran"
+    );
+}
+
+#[test]
+fn device_block_freed_behind_queued_copy_is_not_reused_early_across_streams() {
+    require_gpu!();
+    let api = api();
+    let size = 64 << 20;
+    let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
+    let mut want = vec![0u8; size];
+    fill(&mut want, 303);
+    let x = unsafe { (api.malloc_device)(size) };
+    unsafe { (api.memcpy_sync)(x, want.as_ptr().cast(), size, H2D) };
+    let y = Dev::new(size);
+    let _work = busy(s1, 40.0);
+    // s1 reads x after the busy work; x is freed right away and its memory may be reused.
+    unsafe { (api.memcpy_async)(y.ptr, x, size, D2D, s1) };
+    unsafe { (api.free_device)(x) };
+    let z = Dev::new(size);
+    let mut other = Pinned::new(size);
+    fill(other.as_mut(), 404);
+    // s2 overwrites the new block (possibly x's memory) at once.
+    unsafe { (api.memcpy_async)(z.ptr, other.ptr.cast(), size, H2D, s2) };
+    unsafe {
+        (api.stream_synchronize)(s2);
+        (api.stream_synchronize)(s1);
+    }
+    let mut got = vec![0u8; size];
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), y.ptr, size, D2H) };
+    assert!(
+        got == want,
+        "s1 read memory another stream rewrote after free_device"
+    );
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), z.ptr, size, D2H) };
+    assert!(got == other.as_ref(), "s2's data");
+    unsafe {
+        (api.destroy_stream)(s1);
+        (api.destroy_stream)(s2);
+    }
+}
+
+#[test]
+fn two_streams_keep_overlapping_while_the_caches_work() {
+    require_gpu!();
+    let api = api();
+    let size = 256 << 20;
+    let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
+    let (up_src, mut down_dst) = (Pinned::new(size), Pinned::new(size));
+    let (d_up, d_down) = (Dev::new(size), Dev::new(size));
+    let _ = down_dst.as_mut();
+    let run = |h2d: bool, d2h: bool, churn: bool| {
+        let t = Instant::now();
+        unsafe {
+            if h2d {
+                (api.memcpy_async)(d_up.ptr, up_src.ptr.cast(), size, H2D, s1);
+            }
+            if d2h {
+                (api.memcpy_async)(down_dst.ptr.cast(), d_down.ptr, size, D2H, s2);
+            }
+            if churn {
+                for i in 0..50 {
+                    let d = (api.malloc_device)(4096 << (i % 8));
+                    let h = (api.malloc_host)(4096 << (i % 8));
+                    (api.free_device)(d);
+                    (api.free_host)(h);
+                }
+            }
+            (api.stream_synchronize)(s1);
+            (api.stream_synchronize)(s2);
+        }
+        t.elapsed().as_secs_f64()
+    };
+    run(true, true, false); // warm up
+    let best = |h, d, c| (0..3).map(|_| run(h, d, c)).fold(f64::MAX, f64::min);
+    let (t_up, t_down) = (best(true, false, false), best(false, true, false));
+    let t_both = best(true, true, true);
+    eprintln!(
+        "overlap: H2D {:.2} ms, D2H {:.2} ms, both with cache churn {:.2} ms",
+        t_up * 1e3,
+        t_down * 1e3,
+        t_both * 1e3
+    );
+    assert!(
+        t_both < 0.8 * (t_up + t_down),
+        "copies on two streams no longer overlap: {t_both} vs {t_up} + {t_down}"
+    );
+    unsafe {
+        (api.destroy_stream)(s1);
+        (api.destroy_stream)(s2);
+    }
+}
+
+#[test]
+fn pageable_copies_keep_their_meaning() {
+    require_gpu!();
+    let api = api();
+    let size = (96 << 20) + 12345;
+    let s = unsafe { (api.create_stream)() };
+    let d = Dev::new(size);
+    let mut src = vec![0u8; size];
+    fill(&mut src, 55);
+    let want = src.clone();
+    // Async H2D from pageable memory behind queued work: the caller's buffer may be reused as
+    // soon as the call returns; the device still gets the old contents, in stream order.
+    let _work = busy(s, 20.0);
+    unsafe { (api.memcpy_async)(d.ptr, src.as_ptr().cast(), size, H2D, s) };
+    fill(&mut src, 56);
+    // Async D2H to pageable memory: the data is there when the call returns (stream order).
+    let mut back = vec![0u8; size];
+    unsafe { (api.memcpy_async)(back.as_mut_ptr().cast(), d.ptr, size, D2H, s) };
+    assert!(back == want, "pageable async H2D -> D2H");
+    // Sync H2D from pageable memory is complete on return: a non-blocking stream sees it.
+    unsafe { (api.memcpy_sync)(d.ptr, src.as_ptr().cast(), size, H2D) };
+    let out = Pinned::new(size);
+    let mut nb: raw::cudaStream_t = std::ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            raw::cudaStreamCreateWithFlags(&mut nb, raw::cudaStreamNonBlocking).0,
+            0
+        );
+        raw::cudaMemcpyAsync(
+            out.ptr.cast(),
+            d.ptr,
+            size,
+            raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
+            nb,
+        );
+        raw::cudaStreamSynchronize(nb);
+        raw::cudaStreamDestroy(nb);
+    }
+    assert!(
+        out.as_ref() == &src[..],
+        "memcpy_sync pageable H2D was not complete on return"
+    );
+    // Unaligned sub-ranges through the fast path.
+    let mut part = vec![0u8; size - 3];
+    unsafe {
+        (api.memcpy_sync)(
+            part.as_mut_ptr().cast(),
+            d.ptr.cast::<u8>().add(3).cast(),
+            size - 3,
+            D2H,
+        )
+    };
+    assert!(part[..] == src[3..], "offset D2H");
+    unsafe { (api.destroy_stream)(s) };
+}
+
+#[test]
+fn device_cache_hits_statistics_and_release() {
+    require_gpu!();
+    let api = api();
+    unsafe { (api.device_synchronize)() };
+    let before = device_stats();
+    let size = 3 << 20;
+    let a = unsafe { (api.malloc_device)(size) };
+    unsafe { (api.free_device)(a) };
+    let mid = device_stats();
+    let b = unsafe { (api.malloc_device)(size) };
+    let during = device_stats();
+    unsafe { (api.free_device)(b) };
+    let after = device_stats();
+    assert_eq!(during.alloc_count, before.alloc_count + 2);
+    assert_eq!(after.free_count, before.free_count + 2);
+    assert!(during.in_use_bytes >= size as u64);
+    assert!(during.peak_in_use_bytes >= during.in_use_bytes);
+    let cache_on = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");
+    if cache_on {
+        assert_eq!(
+            during.cache_hits,
+            mid.cache_hits + 1,
+            "second allocation not served from the pool"
+        );
+        assert!(after.cached_bytes >= size as u64);
+    } else {
+        assert_eq!(
+            during.cache_hits, before.cache_hits,
+            "cache switched off but hits counted"
+        );
+    }
+    assert_eq!(
+        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
+        0
+    );
+    assert_eq!(
+        device_stats().cached_bytes,
+        0,
+        "release left cached device memory"
+    );
+    let h = cache::host::stats();
+    assert!(h.alloc_count >= h.free_count);
+}
+
+#[test]
+fn host_cache_hits_and_statistics() {
+    require_gpu!();
+    let api = api();
+    let before = cache::host::stats();
+    let p = unsafe { (api.malloc_host)(1 << 20) };
+    unsafe { (api.free_host)(p) };
+    let q = unsafe { (api.malloc_host)(1 << 20) };
+    let during = cache::host::stats();
+    unsafe { (api.free_host)(q) };
+    assert_eq!(during.alloc_count, before.alloc_count + 2);
+    if std::env::var("LLAISYS_NVIDIA_HOST_CACHE").as_deref() != Ok("0") {
+        assert_eq!(p, q, "a free block of the same class was not reused");
+        assert_eq!(during.cache_hits, before.cache_hits + 1);
+    }
+    // Not ours: refused, nothing freed, no crash.
+    let mut local = [0u8; 64];
+    let errs = expect_errors(|| unsafe { (api.free_host)(local.as_mut_ptr().cast()) });
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].0, 3, "{errs:?}");
+    let d = unsafe { (api.malloc_device)(4096) };
+    let errs = expect_errors(|| unsafe { (api.free_host)(d) });
+    assert_eq!(errs.len(), 1, "device pointer accepted by free_host");
+    let errs = expect_errors(|| unsafe {
+        (api.free_device)(d);
+        (api.free_device)(d);
+    });
+    assert_eq!(errs.len(), 1, "double free_device not refused: {errs:?}");
+}
+
+#[test]
+fn out_of_memory_releases_the_caches_and_retries() {
+    require_gpu!();
+    let api = api();
+    unsafe { (api.device_synchronize)() };
+    let (free, _total) = llaisys_nvidia::device::mem_info().expect("mem info");
+    // Cache a large block, then ask for more than fits next to it.
+    let a = unsafe { (api.malloc_device)(free / 100 * 55) };
+    assert!(!a.is_null());
+    unsafe { (api.free_device)(a) };
+    let b = unsafe { (api.malloc_device)(free / 100 * 75) };
+    assert!(
+        !b.is_null(),
+        "allocation failed although the cache held the memory"
+    );
+    unsafe { (api.free_device)(b) };
+    // More than the device has: a clear error after the retry, NULL back.
+    let mut p: *mut c_void = std::ptr::dangling_mut();
+    let errs = expect_errors(|| p = unsafe { (api.malloc_device)(free * 2) });
+    assert!(p.is_null());
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].1, 2, "{errs:?}");
+    assert!(
+        errs[0].2.contains("after releasing all cached memory"),
+        "{errs:?}"
+    );
+    assert_eq!(
+        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
+        0
+    );
+}
