@@ -1,0 +1,127 @@
+// bench_util.hpp: host clock, statistics, number formatting and Markdown tables for table_bench.
+// Knows nothing about CUDA or llaisys.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// Seconds on the monotonic host clock. Device work is asynchronous: every timed region in the
+// bench ends with a call that waits for its work (memcpy_sync, stream_synchronize).
+inline double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline std::string vformat(const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int len = std::vsnprintf(nullptr, 0, fmt, ap2);
+    va_end(ap2);
+    if (len <= 0) return std::string();
+    std::string s(static_cast<size_t>(len) + 1, '\0');
+    std::vsnprintf(&s[0], s.size(), fmt, ap);
+    s.resize(static_cast<size_t>(len));
+    return s;
+}
+
+__attribute__((format(printf, 1, 2))) inline std::string format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vformat(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+// Prints "table_bench: <message>" to stderr and exits with `code`.
+__attribute__((format(printf, 2, 3), noreturn)) inline void die(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vformat(fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "table_bench: %s\n", s.c_str());
+    std::exit(code);
+}
+
+// Quantile q in [0, 1] with linear interpolation; NaN for an empty sample.
+inline double quantile(std::vector<double> v, double q) {
+    if (v.empty()) return __builtin_nan("");
+    std::sort(v.begin(), v.end());
+    double pos = q * static_cast<double>(v.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, v.size() - 1);
+    double frac = pos - static_cast<double>(lo);
+    return v[lo] + (v[hi] - v[lo]) * frac;
+}
+
+inline double median(const std::vector<double> &v) { return quantile(v, 0.5); }
+
+// Interquartile range over the median: how noisy one cell is.
+inline double rel_iqr(const std::vector<double> &v) {
+    double m = median(v);
+    return m > 0 ? (quantile(v, 0.75) - quantile(v, 0.25)) / m : 0.0;
+}
+
+// Three significant digits, unit chosen by magnitude: "23.4 ns", "1.52 us", "744 us", "29.8 ms".
+inline std::string fmt_time(double s) {
+    if (!(s == s)) return "n/a";
+    const char *unit = "s";
+    double v = s;
+    if (s < 1e-6) { v = s * 1e9; unit = "ns"; }
+    else if (s < 1e-3) { v = s * 1e6; unit = "us"; }
+    else if (s < 1.0) { v = s * 1e3; unit = "ms"; }
+    if (v >= 100) return format("%.0f %s", v, unit);
+    if (v >= 10) return format("%.1f %s", v, unit);
+    return format("%.2f %s", v, unit);
+}
+
+// Decimal gigabytes per second (1 GB = 1e9 bytes), as nvidia and BASELINES.md count them.
+inline std::string fmt_gbs(double gbs) {
+    if (!(gbs == gbs)) return "n/a";
+    if (gbs >= 100) return format("%.0f GB/s", gbs);
+    if (gbs >= 10) return format("%.1f GB/s", gbs);
+    return format("%.2f GB/s", gbs);
+}
+
+inline std::string fmt_ratio(double r) {
+    if (!(r == r)) return "n/a";
+    if (r >= 100) return format("%.0fx", r);
+    if (r >= 10) return format("%.1fx", r);
+    return format("%.2fx", r);
+}
+
+// "4 KiB", "1 MiB", "1 GiB", or bytes.
+inline std::string fmt_size(size_t n) {
+    if (n >= (1ull << 30) && n % (1ull << 30) == 0) return format("%zu GiB", n >> 30);
+    if (n >= (1ull << 20) && n % (1ull << 20) == 0) return format("%zu MiB", n >> 20);
+    if (n >= (1ull << 10) && n % (1ull << 10) == 0) return format("%zu KiB", n >> 10);
+    return format("%zu B", n);
+}
+
+// A Markdown pipe table. The first `left` columns are left-aligned, the rest right-aligned.
+struct MdTable {
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    size_t left = 1;
+
+    std::string render() const {
+        std::string out = "|";
+        for (const auto &h : header) out += " " + h + " |";
+        out += "\n|";
+        for (size_t c = 0; c < header.size(); ++c) out += c < left ? "---|" : "--:|";
+        out += "\n";
+        for (const auto &r : rows) {
+            out += "|";
+            for (const auto &cell : r) out += " " + cell + " |";
+            out += "\n";
+        }
+        return out;
+    }
+};
+
+}  // namespace bench

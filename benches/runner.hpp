@@ -1,0 +1,221 @@
+// runner.hpp: how table_bench measures: calibration and warm-up, interleaved repetitions over the
+// four backends, medians, targets (PASS/MISS) and the Markdown/CSV report.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "backends.hpp"
+#include "bench_util.hpp"
+
+namespace bench {
+
+// Column order, which is also the interleaving order of every repetition.
+enum : int { kOursStatic = 0, kOursDynamic = 1, kReference = 2, kRaw = 3, kBackends = 4 };
+inline const char *backend_name(int i) {
+    static const char *const names[kBackends] = {"ours static", "ours dynamic", "reference", "raw"};
+    return names[i];
+}
+
+enum class Unit { Latency, Bandwidth };
+
+// A target of the issue, checked for ours in static mode.
+struct Target {
+    enum Kind { None, Overhead, MaxTime, MinRatio } kind = None;
+    double value = 0;  // MaxTime: seconds; MinRatio: reference time / our time
+    std::string text;
+
+    static Target none() { return Target(); }
+    // Within 5% of raw cudart, or within 20 ns of it.
+    static Target overhead() { return Target{Overhead, 0, "<= raw +5%/+20 ns"}; }
+    static Target max_time(double s, std::string text) { return Target{MaxTime, s, std::move(text)}; }
+    // "ours >= r x reference" in the row's own sense (bandwidth: faster; latency: less time).
+    static Target min_ratio(double r, std::string text) { return Target{MinRatio, r, std::move(text)}; }
+};
+
+struct Spec {
+    std::string name;
+    int order = 0;  // rows are printed sorted by this, measured in whatever order memory allows
+    Unit unit = Unit::Latency;
+    double bytes = 0;        // Bandwidth: bytes moved per operation
+    int reps = 11;           // interleaved repetitions after warm-up
+    double min_rep_s = 2e-3; // each repetition runs the operation n times, n chosen to last this long
+    long max_n = 1 << 20;
+    Target target;
+};
+
+struct Row {
+    Spec spec;
+    std::array<std::vector<double>, kBackends> per_op;  // seconds per operation, one per repetition
+    std::array<long, kBackends> n{};
+
+    double med(int i) const { return median(per_op[i]); }
+    std::string cell(int i) const {
+        double t = med(i);
+        return spec.unit == Unit::Latency ? fmt_time(t) : fmt_gbs(spec.bytes / t / 1e9);
+    }
+    // > 1: ours (static) better than the reference, in time for latency and in GB/s for bandwidth.
+    double ratio() const { return med(kReference) / med(kOursStatic); }
+    // "PASS", "MISS" or "-" when the issue sets no target for this row.
+    const char *result() const {
+        double s = med(kOursStatic), raw = med(kRaw);
+        switch (spec.target.kind) {
+        case Target::None: return "-";
+        case Target::Overhead: return (s <= raw * 1.05 || s - raw <= 20e-9) ? "PASS" : "MISS";
+        case Target::MaxTime: return s <= spec.target.value ? "PASS" : "MISS";
+        case Target::MinRatio: return ratio() >= spec.target.value ? "PASS" : "MISS";
+        }
+        return "-";
+    }
+    double spread() const {
+        double w = 0;
+        for (int i = 0; i < kBackends; ++i) w = std::max(w, rel_iqr(per_op[i]));
+        return w;
+    }
+};
+
+struct Options {
+    std::string paths[3];  // ours static, ours dynamic, reference
+    double rep_scale = 1.0;
+    bool quick = false;
+    std::string only;  // run only rows whose name contains this
+    double budget_s = 420;
+    std::string csv_path;
+};
+
+// Holds the backends and one context per backend; `with(i, f)` calls f(backend_i, ctx_i) with the
+// backend's own type, so each workload is compiled once per type and the raw path is direct.
+template <class Ctx>
+class Runner {
+public:
+    TableBackend tables[3];
+    RawBackend raw;
+    Ctx ctx[kBackends];
+    std::vector<Row> rows;
+    std::vector<std::string> skipped, failures, notes;
+
+    Runner(const Options &opt) : opt_(opt), start_s_(now_s()) {}
+
+    template <class F>
+    decltype(auto) with(int i, F &&f) {
+        if (i == kRaw) return f(raw, ctx[i]);
+        return f(tables[i], ctx[i]);
+    }
+    template <class F>
+    void for_each(F &&f) {
+        for (int i = 0; i < kBackends; ++i) with(i, f);
+    }
+
+    // Records a failed data check once, however often the same workload repeats it.
+    void fail(const std::string &what) {
+        if (std::find(failures.begin(), failures.end(), what) == failures.end()) failures.push_back(what);
+    }
+
+    bool wanted(const std::string &name) const { return opt_.only.empty() || name.find(opt_.only) != std::string::npos; }
+    double elapsed_s() const { return now_s() - start_s_; }
+    bool out_of_time() const { return elapsed_s() > opt_.budget_s; }
+    const Options &options() const { return opt_; }
+
+    // Measures one row. f(backend, ctx, n) runs the operation n times and returns the seconds it
+    // took (only the part that is the operation: setup and checks stay outside its clock).
+    template <class F>
+    void measure(Spec spec, F &&f) {
+        if (!wanted(spec.name)) return;
+        if (out_of_time()) {
+            skipped.push_back(spec.name);
+            return;
+        }
+        spec.reps = std::max(3, static_cast<int>(std::lround(spec.reps * opt_.rep_scale)));
+        if (opt_.quick) spec.min_rep_s = std::min(spec.min_rep_s, 1e-3);
+        Row row;
+        row.spec = spec;
+        // Warm-up and calibration, one backend at a time: run once, then grow n until a
+        // repetition lasts min_rep_s.
+        for (int i = 0; i < kBackends; ++i) {
+            long n = 1;
+            double t = run(i, f, n);
+            for (int k = 0; k < 24 && n < spec.max_n && t < spec.min_rep_s; ++k) {
+                double grow = t > 1e-7 ? spec.min_rep_s / t * 1.25 : 16.0;
+                grow = std::min(64.0, std::max(2.0, grow));
+                n = std::min(spec.max_n, static_cast<long>(static_cast<double>(n) * grow));
+                t = run(i, f, n);
+            }
+            row.n[i] = n;
+        }
+        // Interleaved: ours static, ours dynamic, reference, raw, then again, so drift in the
+        // machine lands on all four alike.
+        for (int r = 0; r < spec.reps; ++r)
+            for (int i = 0; i < kBackends; ++i)
+                row.per_op[i].push_back(run(i, f, row.n[i]) / static_cast<double>(row.n[i]));
+        std::fprintf(stderr, "  %-44s %11s %11s %11s %11s  %7s %s\n", spec.name.c_str(), row.cell(0).c_str(),
+                     row.cell(1).c_str(), row.cell(2).c_str(), row.cell(3).c_str(), fmt_ratio(row.ratio()).c_str(),
+                     row.result());
+        rows.push_back(std::move(row));
+    }
+
+    std::string markdown(const std::string &header) const {
+        std::vector<const Row *> sorted;
+        for (const auto &r : rows) sorted.push_back(&r);
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [](const Row *a, const Row *b) { return a->spec.order < b->spec.order; });
+        MdTable t;
+        t.header = {"workload", "ours static", "ours dynamic", "reference", "raw", "static vs ref",
+                    "target (static)", "result", "spread"};
+        t.left = 1;
+        int pass = 0, miss = 0;
+        for (const Row *r : sorted) {
+            const char *res = r->result();
+            if (res[0] == 'P') ++pass;
+            if (res[0] == 'M') ++miss;
+            t.rows.push_back({r->spec.name, r->cell(0), r->cell(1), r->cell(2), r->cell(3), fmt_ratio(r->ratio()),
+                              r->spec.target.text.empty() ? "-" : r->spec.target.text,
+                              res[0] == 'M' ? "**MISS**" : res, format("%.0f%%", r->spread() * 100)});
+        }
+        std::string out = header;
+        out += t.render();
+        out += format("\nTargets (ours static): %d PASS, %d MISS, of %d rows with a target. Run took %.0f s.\n", pass,
+                      miss, pass + miss, elapsed_s());
+        for (const auto &n : notes) out += "\n" + n + "\n";
+        if (!skipped.empty()) {
+            out += "\nSkipped (time budget of " + format("%.0f", opt_.budget_s) + " s spent):";
+            for (const auto &s : skipped) out += " `" + s + "`;";
+            out += "\n";
+        }
+        for (const auto &f : failures) out += "\n**DATA CHECK FAILED**: " + f + "\n";
+        return out;
+    }
+
+    void write_csv(const std::string &path) const {
+        FILE *f = std::fopen(path.c_str(), "w");
+        if (!f) {
+            std::fprintf(stderr, "table_bench: cannot write %s\n", path.c_str());
+            return;
+        }
+        std::fprintf(f, "workload,backend,unit,bytes,n_per_rep,seconds_per_op\n");
+        for (const auto &r : rows)
+            for (int i = 0; i < kBackends; ++i) {
+                std::fprintf(f, "\"%s\",%s,%s,%.0f,%ld,", r.spec.name.c_str(), backend_name(i),
+                             r.spec.unit == Unit::Latency ? "latency" : "bandwidth", r.spec.bytes, r.n[i]);
+                for (size_t k = 0; k < r.per_op[i].size(); ++k)
+                    std::fprintf(f, "%s%.6e", k ? ";" : "", r.per_op[i][k]);
+                std::fprintf(f, "\n");
+            }
+        std::fclose(f);
+    }
+
+private:
+    template <class F>
+    double run(int i, F &f, long n) {
+        return with(i, [&](auto &b, Ctx &c) -> double { return f(b, c, n); });
+    }
+
+    Options opt_;
+    double start_s_;
+};
+
+}  // namespace bench

@@ -1,0 +1,95 @@
+//! The evidence the diagnosis reasons from: plain values read off a report, or made up by a test
+//! to cover a cause this machine cannot show.
+
+use super::env;
+use super::report::{DeviceNode, Libcuda, Libcudart, Report, SmokeStatus};
+use crate::error::CudaError;
+
+/// What the diagnosis looks at.
+#[derive(Clone, Debug)]
+pub struct Evidence {
+    /// `static` or `dynamic`.
+    pub link_mode: String,
+    /// `CUDART_VERSION` of the headers built against.
+    pub built_cudart_version: i32,
+    /// `cudaRuntimeGetVersion`, None when it failed.
+    pub runtime_version: Option<i32>,
+    /// `cudaDriverGetVersion` (0: no driver), None when it failed.
+    pub driver_version: Option<i32>,
+    /// `cudaGetDeviceCount`.
+    pub device_count: Result<i32, CudaError>,
+    /// Whether `libcuda.so.1` loads.
+    pub libcuda: Libcuda,
+    /// The kernel module's version, when loaded.
+    pub kernel_module: Option<String>,
+    /// GPUs the kernel sees, None when it shows none.
+    pub gpus_on_host: Option<usize>,
+    /// `/dev/nvidia*`.
+    pub device_nodes: Vec<DeviceNode>,
+    /// `CUDA_VISIBLE_DEVICES`, when set.
+    pub visible_devices: Option<String>,
+    /// Where libcudart comes from.
+    pub libcudart: Libcudart,
+    /// This process's uid (for the device-node message).
+    pub uid: u32,
+    /// Checks that failed once a device was there: (what, the error).
+    pub failed_checks: Vec<(String, String)>,
+}
+
+impl Evidence {
+    /// Reads the evidence off `report` (its `diagnosis` is not looked at).
+    pub fn from_report(report: &Report) -> Evidence {
+        let m = &report.machine;
+        Evidence {
+            link_mode: report.build.link_mode.clone(),
+            built_cudart_version: report.build.cudart_version,
+            runtime_version: m.runtime_version.ok(),
+            driver_version: m.driver_version.ok(),
+            device_count: report
+                .device_count
+                .result
+                .as_ref()
+                .map(|&n| n)
+                .map_err(|e| e.cuda_error()),
+            libcuda: m.libcuda.clone(),
+            kernel_module: m.kernel_module.clone(),
+            gpus_on_host: m.gpus_on_host.as_ref().map(|g| g.count),
+            device_nodes: m.device_nodes.clone(),
+            visible_devices: env::value(&m.env, "CUDA_VISIBLE_DEVICES").map(str::to_string),
+            libcudart: m.libcudart.clone(),
+            // SAFETY: getuid cannot fail.
+            uid: unsafe { libc::getuid() },
+            failed_checks: failed_checks(report),
+        }
+    }
+}
+
+fn failed_checks(report: &Report) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Err(e) = &report.machine.runtime_version {
+        out.push(("cudaRuntimeGetVersion".into(), e.to_string()));
+    }
+    for d in &report.devices {
+        if let Err(e) = &d.properties {
+            out.push((format!("properties of device {}", d.id), e.to_string()));
+        }
+        if let Err(e) = &d.memory {
+            out.push((format!("memory of device {}", d.id), e.to_string()));
+        }
+    }
+    for p in &report.peer_access {
+        if let Err(e) = &p.result {
+            out.push((format!("peer access {} -> {}", p.from, p.to), e.to_string()));
+        }
+    }
+    if report.smoke.status == SmokeStatus::Failed {
+        for s in report.smoke.steps.iter().filter(|s| s.error.is_some()) {
+            let e = s.error.clone().unwrap_or_default();
+            out.push((format!("smoke test: {}", s.name), e));
+        }
+    }
+    if let Some(e) = report.bench.as_ref().and_then(|b| b.error.as_ref()) {
+        out.push(("bench".into(), e.clone()));
+    }
+    out
+}

@@ -1,0 +1,407 @@
+//! The report as text for a person: one section per part, the diagnosis last, long sentences
+//! wrapped at 100 columns.
+
+use super::bench::size_text;
+use super::diagnose::Severity;
+use super::report::{
+    AllocKind, Bench, CopyKind, DeviceReport, Libcuda, LoaderAnswer, Machine, Report, Smoke,
+    SmokeStatus,
+};
+use crate::runtime::version_string;
+use std::fmt::Write;
+
+/// The section titles, in order (`== Build` ...); `Bench` only with `--bench`.
+pub const SECTIONS: [&str; 8] = [
+    "Build",
+    "Machine",
+    "Environment",
+    "Devices",
+    "Peer access",
+    "Smoke test",
+    "Bench",
+    "Diagnosis",
+];
+
+const WIDTH: usize = 100;
+const KEY: usize = 22;
+
+/// The whole report.
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "llaisys-nvidia doctor {}", r.build.crate_version);
+    build(r, &mut o);
+    machine(&r.machine, &mut o);
+    environment(&r.machine, &mut o);
+    devices(r, &mut o);
+    peers(r, &mut o);
+    smoke(&r.smoke, &mut o);
+    if let Some(b) = &r.bench {
+        bench(b, &mut o);
+    }
+    diagnosis(r, &mut o);
+    o
+}
+
+fn section(o: &mut String, title: &str) {
+    let _ = writeln!(o, "\n== {title}");
+}
+
+/// `  key                 value`, the value wrapped under itself.
+fn kv(o: &mut String, key: &str, value: &str) {
+    let lead = format!("  {key:<KEY$}");
+    wrap(o, &lead, &" ".repeat(lead.len()), value);
+}
+
+/// Writes `text` wrapped at WIDTH: the first line after `first`, the others after `rest`.
+fn wrap(o: &mut String, first: &str, rest: &str, text: &str) {
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !empty && line.chars().count() + 1 + word.chars().count() > WIDTH {
+            let _ = writeln!(o, "{line}");
+            line = rest.to_string();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    let _ = writeln!(o, "{}", line.trim_end());
+}
+
+fn gib(bytes: usize) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn build(r: &Report, o: &mut String) {
+    let b = &r.build;
+    section(o, "Build");
+    kv(o, "crate version", &b.crate_version);
+    let mode = if b.link_mode == "static" {
+        "static (libcudart_static.a linked into this program)".to_string()
+    } else {
+        "dynamic (shared libcudart, found by the loader at start)".to_string()
+    };
+    kv(o, "link mode", &mode);
+    kv(
+        o,
+        "built against",
+        &format!(
+            "CUDA {} (CUDART_VERSION {})",
+            version_string(b.cudart_version),
+            b.cudart_version
+        ),
+    );
+    kv(
+        o,
+        "CUDA root",
+        &format!("{} ({})", b.cuda_root, b.cuda_origin),
+    );
+    kv(
+        o,
+        "libcudart linked",
+        &format!("{}/{}", b.lib_dir, b.lib_name),
+    );
+}
+
+fn machine(m: &Machine, o: &mut String) {
+    section(o, "Machine");
+    let runtime = match m.runtime_version {
+        Ok(v) => format!("CUDA {} (cudaRuntimeGetVersion {v})", version_string(v)),
+        Err(e) => format!("unknown: cudaRuntimeGetVersion failed: {e}"),
+    };
+    kv(o, "CUDA runtime", &runtime);
+    let driver = match m.driver_version {
+        Ok(0) => "none (cudaDriverGetVersion 0)".to_string(),
+        Ok(v) => format!(
+            "supports CUDA {} (cudaDriverGetVersion {v})",
+            version_string(v)
+        ),
+        Err(e) => format!("unknown: cudaDriverGetVersion failed: {e}"),
+    };
+    kv(o, "NVIDIA driver", &driver);
+    let module = m
+        .kernel_module
+        .clone()
+        .unwrap_or_else(|| "not loaded (no /proc/driver/nvidia/version)".to_string());
+    kv(o, "kernel module", &module);
+    let l = &m.libcudart;
+    let cudart = if l.link_mode == "static" {
+        format!(
+            "linked in ({})",
+            l.loaded_from.as_deref().unwrap_or("this program")
+        )
+    } else {
+        format!(
+            "{}, found through {}",
+            l.loaded_from.as_deref().unwrap_or("unknown path"),
+            l.found_via.as_deref().unwrap_or("unknown")
+        )
+    };
+    kv(o, "libcudart", &cudart);
+    if l.link_mode != "static" {
+        let answer = match &l.without_ld_library_path {
+            LoaderAnswer::Found(p) => p.clone(),
+            LoaderAnswer::NotFound => "not found".into(),
+            LoaderAnswer::NotChecked(why) => format!("not asked: {why}"),
+        };
+        kv(
+            o,
+            "",
+            &format!("without LD_LIBRARY_PATH, the loader would load: {answer}"),
+        );
+    }
+    for other in &l.shared_mapped {
+        if Some(other) != l.loaded_from.as_ref() {
+            kv(o, "  also mapped", other);
+        }
+    }
+    let cuda = match &m.libcuda {
+        Libcuda::Loaded { path, resolved } => match resolved {
+            Some(r) => format!("{path} -> {r}"),
+            None => path.clone(),
+        },
+        Libcuda::NotLoadable { error } => format!("cannot be loaded: {error}"),
+    };
+    kv(o, "libcuda.so.1", &cuda);
+    let nodes: Vec<String> = m
+        .device_nodes
+        .iter()
+        .map(|n| {
+            if !n.exists {
+                format!("{} missing", n.path)
+            } else if n.accessible {
+                format!("{} ok ({:04o})", n.path, n.mode)
+            } else {
+                format!(
+                    "{} NOT accessible ({:04o} {}:{})",
+                    n.path, n.mode, n.uid, n.gid
+                )
+            }
+        })
+        .collect();
+    kv(o, "device nodes", &nodes.join(", "));
+    let gpus = match &m.gpus_on_host {
+        Some(g) => format!("{} ({})", g.count, g.source),
+        None => "none seen (no /proc/driver/nvidia/gpus, no /dev/nvidiaN)".into(),
+    };
+    kv(o, "GPUs on the host", &gpus);
+}
+
+fn environment(m: &Machine, o: &mut String) {
+    section(o, "Environment");
+    if m.env.is_empty() {
+        let _ = writeln!(o, "  (no CUDA-related variable is set)");
+    }
+    for (k, v) in &m.env {
+        wrap(o, "  ", "      ", &format!("{k}={v}"));
+    }
+}
+
+fn devices(r: &Report, o: &mut String) {
+    section(o, "Devices");
+    let c = &r.device_count;
+    let count = match &c.result {
+        Ok(n) => format!("{n} ({:.2} ms)", c.ms),
+        Err(e) => format!("0: {} ({:.2} ms)", e.cuda_error(), c.ms),
+    };
+    kv(o, "cudaGetDeviceCount", &count);
+    for d in &r.devices {
+        device(d, o);
+    }
+}
+
+fn device(d: &DeviceReport, o: &mut String) {
+    match &d.properties {
+        Ok(p) => {
+            let _ = writeln!(o, "  device {}: {}", d.id, p.name);
+            let (major, minor) = p.compute_capability;
+            kv(o, "  compute capability", &format!("{major}.{minor}"));
+            let memory = match d.memory {
+                Ok((free, total)) => format!("{} total, {} free", gib(total), gib(free)),
+                Err(ref e) => format!("{} total, free unknown: {e}", gib(p.total_memory)),
+            };
+            kv(o, "  memory", &memory);
+            kv(o, "  multiprocessors", &p.multiprocessors.to_string());
+            kv(o, "  PCI bus id", &p.pci_bus_id);
+            kv(o, "  async copy engines", &p.async_engines.to_string());
+            kv(o, "  unified addressing", yes(p.unified_addressing));
+            kv(o, "  memory pools", yes(p.memory_pools));
+        }
+        Err(e) => {
+            let _ = writeln!(o, "  device {}: properties unreadable: {e}", d.id);
+        }
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn peers(r: &Report, o: &mut String) {
+    section(o, "Peer access");
+    let n = r.devices.len();
+    if n < 2 {
+        let _ = writeln!(o, "  (needs two devices; {n} shown)");
+        return;
+    }
+    let _ = writeln!(o, "  row device can access column device's memory");
+    let mut head = String::from("      ");
+    for j in 0..n {
+        let _ = write!(head, "{j:>5}");
+    }
+    let _ = writeln!(o, "{head}");
+    for i in 0..n {
+        let mut row = format!("  {i:>4}");
+        for j in 0..n {
+            let cell = if i == j {
+                "-"
+            } else {
+                match r
+                    .peer_access
+                    .iter()
+                    .find(|p| p.from as usize == i && p.to as usize == j)
+                    .map(|p| &p.result)
+                {
+                    Some(Ok(true)) => "yes",
+                    Some(Ok(false)) => "no",
+                    _ => "?",
+                }
+            };
+            let _ = write!(row, "{cell:>5}");
+        }
+        let _ = writeln!(o, "{row}");
+    }
+}
+
+fn smoke(s: &Smoke, o: &mut String) {
+    section(o, "Smoke test");
+    let calls: Vec<String> = s
+        .first_calls
+        .iter()
+        .map(|(call, ms)| format!("{call} {ms:.2} ms"))
+        .collect();
+    kv(o, "first CUDA calls", &calls.join(", "));
+    match &s.context_ms {
+        Some(Ok(ms)) => kv(
+            o,
+            "context creation",
+            &format!(
+                "{ms:.1} ms on device {} (cudaSetDevice + cudaFree(0))",
+                s.device
+            ),
+        ),
+        Some(Err(e)) => kv(o, "context creation", &format!("failed: {e}")),
+        None => {}
+    }
+    for st in &s.steps {
+        match &st.error {
+            None => {
+                let _ = writeln!(o, "  ok    {:>9.3} ms  {}", st.ms, st.name);
+            }
+            Some(e) => wrap(
+                o,
+                &format!("  FAIL  {:>9.3} ms  ", st.ms),
+                "                      ",
+                &format!("{}: {e}", st.name),
+            ),
+        }
+    }
+    let verdict = match &s.status {
+        SmokeStatus::Passed => format!(
+            "passed: {} bytes H2D -> D2D -> D2H through the llaisys table on device {}, \
+             verified byte for byte",
+            s.bytes, s.device
+        ),
+        SmokeStatus::Failed => format!("FAILED on device {}", s.device),
+        SmokeStatus::Skipped(why) => format!("skipped: {why}"),
+    };
+    wrap(o, "  ", "  ", &verdict);
+}
+
+fn bench(b: &Bench, o: &mut String) {
+    section(o, "Bench");
+    if let Some(why) = &b.skipped {
+        wrap(o, "  ", "  ", &format!("skipped: {why}"));
+        return;
+    }
+    wrap(
+        o,
+        "  ",
+        "  ",
+        &format!(
+            "device {}: GB/s = 10^9 bytes copied per second (D2D reads and writes each byte, so \
+             its memory traffic is twice the figure); median of event-timed cudaMemcpyAsync \
+             after a warm-up",
+            b.device
+        ),
+    );
+    let mut head = format!("  {:<10}", "size");
+    for k in CopyKind::ALL {
+        let _ = write!(head, "{:>14}", k.title());
+    }
+    let _ = writeln!(o, "{head}");
+    for &size in &b.sizes {
+        let mut row = format!("  {:<10}", size_text(size));
+        for k in CopyKind::ALL {
+            let cell = b
+                .copy(k, size)
+                .map_or("-".to_string(), |c| format!("{:.2}", c.gbps));
+            let _ = write!(row, "{cell:>14}");
+        }
+        let _ = writeln!(o, "{row}");
+    }
+    let mut sizes: Vec<usize> = b.allocations.iter().map(|a| a.size).collect();
+    sizes.dedup();
+    if !sizes.is_empty() {
+        let mut head = format!("  {:<16}", "allocation (us)");
+        for &s in &sizes {
+            let _ = write!(head, "{:>12}", size_text(s));
+        }
+        let _ = writeln!(o, "{head}");
+        for k in AllocKind::ALL {
+            let mut row = format!("  {:<16}", k.call());
+            for &s in &sizes {
+                let cell = b
+                    .allocations
+                    .iter()
+                    .find(|a| a.kind == k && a.size == s)
+                    .map_or("-".to_string(), |a| format!("{:.1}", a.median_us));
+                let _ = write!(row, "{cell:>12}");
+            }
+            let _ = writeln!(o, "{row}");
+        }
+    }
+    if let Some(e) = &b.error {
+        wrap(o, "  FAILED: ", "          ", e);
+    }
+}
+
+fn diagnosis(r: &Report, o: &mut String) {
+    section(o, "Diagnosis");
+    let d = &r.diagnosis;
+    if d.findings.is_empty() {
+        let _ = writeln!(o, "  nothing wrong found");
+    }
+    for f in &d.findings {
+        let tag = match f.severity {
+            Severity::Error => "error: ",
+            Severity::Warning => "warning: ",
+            Severity::Note => "note: ",
+        };
+        wrap(o, &format!("  {tag}"), "    ", &f.summary);
+        wrap(o, "    fix: ", "         ", &f.fix);
+    }
+    let _ = writeln!(
+        o,
+        "  verdict: {} (exit {})",
+        d.status.words(),
+        d.status.exit_code()
+    );
+}

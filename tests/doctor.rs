@@ -1,0 +1,848 @@
+//! Host-only tests of `llaisys-nvidia doctor` (they run everywhere, CI included, where there is no
+//! driver): the real binary's report, exit status, JSON and environment section, and the
+//! diagnosis fed with made-up evidence so that every cause is covered without a GPU.
+
+use llaisys_nvidia::doctor::diagnose::{
+    diagnose, explain_visible_devices, Cause, Severity, Status,
+};
+use llaisys_nvidia::doctor::evidence::Evidence;
+use llaisys_nvidia::doctor::json_writer::{escape, Json};
+use llaisys_nvidia::doctor::report::{DeviceNode, Libcuda, Libcudart, LoaderAnswer};
+use llaisys_nvidia::doctor::{env, exit, loader, nodes, text};
+use llaisys_nvidia::runtime::build;
+use llaisys_nvidia::CudaError;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
+
+/// The binary with a clean environment: PATH, plus exactly `vars`.
+fn doctor(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args).env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        c.env("PATH", path);
+    }
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.output().expect("the llaisys-nvidia binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
+}
+
+/// True where this machine has no NVIDIA driver (CI, a developer's machine): the no-driver
+/// assertions apply. Elsewhere those tests say so and check consistency instead.
+fn no_driver_here() -> bool {
+    let none = matches!(loader::probe_libcuda(), Libcuda::NotLoadable { .. });
+    if !none {
+        eprintln!(
+            "note: this machine has a driver; no-driver assertions replaced by consistency checks"
+        );
+    }
+    none
+}
+
+/// Runs `script` with `input` on stdin under python3 and returns its stdout; fails the test if
+/// python3 fails (a JSON that does not parse, a missing key).
+fn python(input: &str, script: &str) -> String {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write to python3");
+    let out = child.wait_with_output().expect("python3 finishes");
+    assert!(
+        out.status.success(),
+        "python3 failed: {}\n--- input ---\n{input}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// The lines of the text section `title` (between `== title` and the next `== `).
+fn section<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
+    let head = format!("== {title}");
+    report
+        .lines()
+        .skip_while(|l| *l != head)
+        .skip(1)
+        .take_while(|l| !l.starts_with("== "))
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+#[test]
+fn text_report_is_complete_and_says_no_driver_with_the_fix() {
+    let vars = [("CUDA_VISIBLE_DEVICES", "7"), ("CUDA_LAUNCH_BLOCKING", "1")];
+    for args in [&[][..], &["doctor"][..]] {
+        let o = doctor(args, &vars);
+        let out = stdout(&o);
+        for title in text::SECTIONS.iter().filter(|t| **t != "Bench") {
+            assert!(
+                out.contains(&format!("\n== {title}\n")),
+                "section {title} missing:\n{out}"
+            );
+            if *title != "Peer access" && *title != "Environment" {
+                assert!(
+                    !section(&out, title).is_empty(),
+                    "section {title} empty:\n{out}"
+                );
+            }
+        }
+        assert!(
+            !out.contains("== Bench"),
+            "bench ran without --bench:\n{out}"
+        );
+        for fact in [
+            build::CRATE_VERSION,
+            build::LINK_MODE,
+            build::CUDA_ROOT,
+            build::CUDART_VERSION,
+        ] {
+            assert!(out.contains(fact), "build fact {fact} missing:\n{out}");
+        }
+        if no_driver_here() {
+            assert_eq!(o.status.code(), Some(exit::NO_DRIVER), "{out}");
+            let diag = section(&out, "Diagnosis").join("\n");
+            assert!(diag.contains("error: no NVIDIA driver"), "{diag}");
+            assert!(diag.contains("libcuda.so.1"), "{diag}");
+            assert!(
+                diag.contains("fix: Install the NVIDIA driver"),
+                "no fix in:\n{diag}"
+            );
+            assert!(diag.contains("(exit 2)"), "{diag}");
+            assert!(
+                out.contains("cannot be loaded: libcuda.so.1"),
+                "the libcuda line shows no dlerror:\n{out}"
+            );
+            assert!(out.contains("skipped: no CUDA device"), "{out}");
+        } else {
+            assert_ne!(o.status.code(), Some(exit::USAGE), "{out}");
+        }
+    }
+}
+
+#[test]
+fn environment_shown_is_exactly_what_is_set() {
+    let vars = [("CUDA_VISIBLE_DEVICES", "7"), ("CUDA_LAUNCH_BLOCKING", "1")];
+    let out = stdout(&doctor(&[], &vars));
+    let env_lines: Vec<String> = section(&out, "Environment")
+        .iter()
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(
+        env_lines,
+        ["CUDA_VISIBLE_DEVICES=7", "CUDA_LAUNCH_BLOCKING=1"],
+        "{out}"
+    );
+    let out = stdout(&doctor(&[], &[]));
+    assert_eq!(
+        section(&out, "Environment"),
+        ["  (no CUDA-related variable is set)"],
+        "{out}"
+    );
+    // An unknown CUDA_ variable and an awkward value are shown too, verbatim.
+    let vars = [
+        ("CUDA_SOMETHING_NEW", "a b\"c"),
+        ("LD_LIBRARY_PATH", "/nowhere"),
+    ];
+    let out = stdout(&doctor(&[], &vars));
+    let env_lines: Vec<&str> = section(&out, "Environment")
+        .iter()
+        .map(|l| l.trim())
+        .collect();
+    assert_eq!(
+        env_lines,
+        ["LD_LIBRARY_PATH=/nowhere", "CUDA_SOMETHING_NEW=a b\"c"],
+        "{out}"
+    );
+}
+
+#[test]
+fn json_parses_and_holds_the_build_facts_and_the_environment() {
+    let vars = [
+        ("CUDA_VISIBLE_DEVICES", "7"),
+        ("CUDA_LAUNCH_BLOCKING", "1"),
+        ("CUDA_CACHE_PATH", "/tmp/with \"quotes\" and \\ and \t tab"),
+    ];
+    let o = doctor(&["--json"], &vars);
+    let out = stdout(&o);
+    python(&out, "import json,sys; json.load(sys.stdin)");
+    let facts = python(
+        &out,
+        "import json,sys\n\
+         d=json.load(sys.stdin)\n\
+         b=d['build']\n\
+         print(d['schema'])\n\
+         print(b['crate_version'])\n\
+         print(b['link_mode'])\n\
+         print(b['cudart_version']['number'])\n\
+         print(b['cuda_root'])\n\
+         print(b['lib_name'])\n\
+         print(json.dumps(d['machine']['env']))\n\
+         print(d['machine']['libcudart']['linked_in'])\n\
+         print(d['diagnosis']['exit_code'])\n\
+         print(d['diagnosis']['status'])\n\
+         print(d['smoke']['status'])\n\
+         print(len(d['devices']), d['device_count']['count'])\n\
+         print(d['bench'])",
+    );
+    let lines: Vec<&str> = facts.lines().collect();
+    assert_eq!(lines[0], "llaisys-nvidia-doctor/1");
+    assert_eq!(lines[1], build::CRATE_VERSION);
+    assert_eq!(lines[2], build::LINK_MODE);
+    assert_eq!(lines[3], build::CUDART_VERSION);
+    assert_eq!(lines[3].parse::<i32>().ok(), Some(build::cudart_version()));
+    assert_eq!(lines[4], build::CUDA_ROOT);
+    assert_eq!(lines[5], build::LIB_NAME);
+    assert_eq!(
+        lines[6],
+        r#"{"CUDA_VISIBLE_DEVICES": "7", "CUDA_LAUNCH_BLOCKING": "1", "CUDA_CACHE_PATH": "/tmp/with \"quotes\" and \\ and \t tab"}"#
+    );
+    assert_eq!(
+        lines[7],
+        if build::LINK_MODE == "static" {
+            "True"
+        } else {
+            "False"
+        }
+    );
+    assert_eq!(lines[8], o.status.code().unwrap_or(-1).to_string());
+    assert_eq!(lines[12], "None", "no bench without --bench");
+    if no_driver_here() {
+        assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
+        assert_eq!(lines[9], "no_driver");
+        assert_eq!(lines[10], "skipped");
+        assert_eq!(lines[11], "0 0");
+        let cause = python(
+            &out,
+            "import json,sys\n\
+             d=json.load(sys.stdin)\n\
+             f=d['diagnosis']['findings'][0]\n\
+             print(f['cause'], f['severity'], d['device_count']['error']['code'], d['machine']['libcuda']['loadable'])",
+        );
+        assert_eq!(cause.trim(), "no_driver error 35 False");
+    }
+}
+
+#[test]
+fn json_says_where_libcudart_comes_from() {
+    let out = stdout(&doctor(&["--json"], &[]));
+    let got = python(
+        &out,
+        "import json,sys\n\
+         l=json.load(sys.stdin)['machine']['libcudart']\n\
+         print(l['loaded_from']); print(l['found_via']); print(l['built_path']);\n\
+         print(l['without_ld_library_path']['status']); print(l['without_ld_library_path']['path'])",
+    );
+    let lines: Vec<&str> = got.lines().collect();
+    let built = format!("{}/{}", build::LIB_DIR, build::LIB_NAME);
+    assert_eq!(lines[2], built);
+    if build::LINK_MODE == "static" {
+        // dladdr of a cudart function names this program itself: cudart is linked in.
+        let exe = std::fs::canonicalize(BIN).expect("binary path");
+        let shown = std::fs::canonicalize(lines[0]).expect("an existing file");
+        assert_eq!(shown, exe, "{out}");
+        assert_eq!(lines[1], "None");
+        assert_eq!(lines[3], "not_checked");
+    } else {
+        // The path the loader opened: the rpath's lib folder, as the build wrote it.
+        assert_eq!(lines[0], built, "{out}");
+        assert_eq!(lines[1], "the rpath: the lib folder the build linked");
+        assert_eq!(lines[3], "found", "{out}");
+        assert_eq!(lines[4], built, "{out}");
+    }
+}
+
+/// Dynamic feature: a libcudart put first by LD_LIBRARY_PATH is the one reported as loaded (the
+/// loader really loaded it), and the loader's answer without LD_LIBRARY_PATH is the build's.
+#[cfg(feature = "dynamic")]
+#[test]
+fn dynamic_reports_the_libcudart_the_loader_really_chose() {
+    let built = format!("{}/{}", build::LIB_DIR, build::LIB_NAME);
+    let dir = std::env::temp_dir().join(format!("llaisys-doctor-ld-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let copy = dir.join(build::LIB_NAME);
+    std::fs::copy(&built, &copy).expect("copy libcudart");
+    let dir_text = dir.display().to_string();
+    let o = doctor(&["--json"], &[("LD_LIBRARY_PATH", dir_text.as_str())]);
+    let got = python(
+        &stdout(&o),
+        "import json,sys\n\
+         d=json.load(sys.stdin)\n\
+         l=d['machine']['libcudart']\n\
+         print(l['loaded_from']); print(l['found_via']);\n\
+         print(l['without_ld_library_path']['status']); print(l['without_ld_library_path']['path'])\n\
+         print(l['shared_mapped'])\n\
+         print([f['cause'] for f in d['diagnosis']['findings']])",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines[0], copy.display().to_string(), "{got}");
+    assert_eq!(lines[1], "LD_LIBRARY_PATH", "{got}");
+    assert_eq!(lines[2], "found", "{got}");
+    assert_eq!(lines[3], built, "{got}");
+    assert_eq!(lines[4], format!("['{}']", copy.display()), "{got}");
+    assert!(lines[5].contains("shared_cudart_elsewhere"), "{got}");
+    assert!(!lines[5].contains("shared_cudart_not_found"), "{got}");
+}
+
+#[test]
+fn bench_without_a_device_says_skipped() {
+    if !no_driver_here() {
+        return;
+    }
+    let o = doctor(&["--bench"], &[]);
+    let out = stdout(&o);
+    assert_eq!(
+        section(&out, "Bench"),
+        ["  skipped: no CUDA device"],
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
+    let o = doctor(&["doctor", "--json", "--bench", "--device", "3"], &[]);
+    let got = python(
+        &stdout(&o),
+        "import json,sys\n\
+         b=json.load(sys.stdin)['bench']\n\
+         print(b['skipped'], b['device'], b['copies'], b['error'])",
+    );
+    assert_eq!(got.trim(), "no CUDA device 3 [] None");
+}
+
+#[test]
+fn usage_errors_and_help() {
+    for bad in [
+        &["--frobnicate"][..],
+        &["--device"],
+        &["--device", "x"],
+        &["--device=-1"],
+        &["status"],
+        &["--json", "doctor"],
+    ] {
+        let o = doctor(bad, &[]);
+        assert_eq!(o.status.code(), Some(exit::USAGE), "{bad:?}");
+        assert!(o.stdout.is_empty(), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("usage: llaisys-nvidia"),
+            "{bad:?}"
+        );
+    }
+    let o = doctor(&["--help"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = stdout(&o);
+    for needle in [
+        "--json", "--bench", "--device", "  2 ", "  3 ", "  4 ", "  64 ",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+    }
+    let o = doctor(&["--version"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains(build::CRATE_VERSION));
+}
+
+// ---- the diagnosis, from made-up evidence ----
+
+fn node(path: &str, exists: bool, accessible: bool) -> DeviceNode {
+    DeviceNode {
+        path: path.into(),
+        exists,
+        accessible,
+        mode: if exists { 0o660 } else { 0 },
+        uid: 0,
+        gid: 44,
+    }
+}
+
+/// A working one-GPU machine, static build, CUDA 13.0 on a 13.0 driver.
+fn healthy() -> Evidence {
+    Evidence {
+        link_mode: "static".into(),
+        built_cudart_version: 13000,
+        runtime_version: Some(13000),
+        driver_version: Some(13000),
+        device_count: Ok(1),
+        libcuda: Libcuda::Loaded {
+            path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1".into(),
+            resolved: Some("/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05".into()),
+        },
+        kernel_module: Some("580.95.05".into()),
+        gpus_on_host: Some(1),
+        device_nodes: vec![
+            node("/dev/nvidiactl", true, true),
+            node("/dev/nvidia-uvm", true, true),
+            node("/dev/nvidia0", true, true),
+        ],
+        visible_devices: None,
+        libcudart: Libcudart {
+            link_mode: "static".into(),
+            loaded_from: Some("/usr/bin/llaisys-nvidia".into()),
+            found_via: None,
+            built_path: "/cuda/lib/libcudart_static.a".into(),
+            built_path_exists: true,
+            without_ld_library_path: LoaderAnswer::NotChecked("static".into()),
+            shared_mapped: Vec::new(),
+        },
+        uid: 1000,
+        failed_checks: Vec::new(),
+    }
+}
+
+/// The only error finding, checked to be of `cause`.
+fn the_error(ev: &Evidence, cause: Cause) -> llaisys_nvidia::doctor::diagnose::Finding {
+    let d = diagnose(ev);
+    let errors: Vec<_> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    assert_eq!(errors.len(), 1, "{d:#?}");
+    assert_eq!(errors[0].cause, cause, "{d:#?}");
+    assert_eq!(d.status, cause.status());
+    assert!(!errors[0].fix.is_empty());
+    errors[0].clone()
+}
+
+#[test]
+fn diagnosis_healthy_machine_has_no_finding() {
+    let d = diagnose(&healthy());
+    assert_eq!(d.status, Status::Healthy);
+    assert_eq!(d.status.exit_code(), exit::HEALTHY);
+    assert!(d.findings.is_empty(), "{d:#?}");
+}
+
+#[test]
+fn diagnosis_no_driver() {
+    let mut ev = healthy();
+    ev.libcuda = Libcuda::NotLoadable {
+        error: "libcuda.so.1: cannot open shared object file: No such file or directory".into(),
+    };
+    ev.driver_version = Some(0);
+    ev.kernel_module = None;
+    ev.gpus_on_host = None;
+    ev.device_nodes.clear();
+    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    let f = the_error(&ev, Cause::NoDriver);
+    assert!(f.summary.starts_with("no NVIDIA driver"), "{}", f.summary);
+    assert!(f.summary.contains("cannot open shared object file"));
+    assert!(f.fix.contains("driver 580 or newer"), "{}", f.fix);
+    assert!(f.fix.contains("--gpus all"));
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DRIVER);
+    // The kernel module without its library: said so.
+    ev.kernel_module = Some("580.95.05".into());
+    let f = the_error(&ev, Cause::NoDriver);
+    assert!(
+        f.summary.contains("user-space part is missing"),
+        "{}",
+        f.summary
+    );
+}
+
+#[test]
+fn diagnosis_driver_too_old_names_both_versions_and_what_to_do() {
+    let mut ev = healthy();
+    ev.driver_version = Some(12020);
+    ev.kernel_module = Some("535.104.05".into());
+    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    let f = the_error(&ev, Cause::DriverTooOld);
+    assert!(f.summary.starts_with("driver too old"), "{}", f.summary);
+    assert!(f.summary.contains("supports CUDA 12.2"), "{}", f.summary);
+    assert!(f.summary.contains("runtime is 13.0"), "{}", f.summary);
+    assert!(f.summary.contains("535.104.05"), "{}", f.summary);
+    assert!(f.fix.contains("580 or newer"), "{}", f.fix);
+    assert!(f.fix.contains("bootstrap.sh --cuda12"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DRIVER);
+}
+
+#[test]
+fn diagnosis_stub_libcuda() {
+    let mut ev = healthy();
+    ev.libcuda = Libcuda::Loaded {
+        path: "/usr/local/cuda/lib64/stubs/libcuda.so.1".into(),
+        resolved: None,
+    };
+    ev.device_count = Err(CudaError::from_code(34));
+    let f = the_error(&ev, Cause::DriverUnusable);
+    assert!(f.summary.contains("stub"), "{}", f.summary);
+    assert!(f.fix.contains("stubs"), "{}", f.fix);
+}
+
+#[test]
+fn diagnosis_hidden_by_cuda_visible_devices() {
+    let mut ev = healthy();
+    ev.gpus_on_host = Some(2);
+    ev.device_nodes.push(node("/dev/nvidia1", true, true));
+    ev.visible_devices = Some("7".into());
+    ev.device_count = Err(CudaError::NO_DEVICE);
+    let f = the_error(&ev, Cause::HiddenByVisibleDevices);
+    assert!(
+        f.summary.contains("CUDA_VISIBLE_DEVICES=7"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("2 NVIDIA GPUs"), "{}", f.summary);
+    assert!(
+        f.summary
+            .contains("7 names a GPU this machine does not have (indices 0..1)"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("Unset CUDA_VISIBLE_DEVICES"), "{}", f.fix);
+    assert!(f.fix.contains("from 0 to 1"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DEVICE);
+    for hiding in ["", "-1", "NoDevFiles", "GPU-deadbeef"] {
+        ev.visible_devices = Some(hiding.into());
+        the_error(&ev, Cause::HiddenByVisibleDevices);
+    }
+    // A valid index hides nothing: the cause is elsewhere (here, locked nodes).
+    ev.visible_devices = Some("0".into());
+    ev.device_nodes = vec![
+        node("/dev/nvidiactl", true, false),
+        node("/dev/nvidia-uvm", true, true),
+        node("/dev/nvidia0", true, false),
+    ];
+    the_error(&ev, Cause::DeviceNodesInaccessible);
+}
+
+#[test]
+fn diagnosis_partly_hidden_is_a_note() {
+    let mut ev = healthy();
+    ev.gpus_on_host = Some(8);
+    ev.visible_devices = Some("0,1".into());
+    ev.device_count = Ok(2);
+    let d = diagnose(&ev);
+    assert_eq!(d.status, Status::Healthy);
+    let f = d
+        .find(Cause::PartlyHiddenByVisibleDevices)
+        .expect("a note about hidden GPUs");
+    assert_eq!(f.severity, Severity::Note);
+    assert!(
+        f.summary
+            .contains("shows 2 of this machine's 8 NVIDIA GPUs"),
+        "{}",
+        f.summary
+    );
+}
+
+#[test]
+fn diagnosis_driver_present_but_no_device() {
+    let mut ev = healthy();
+    ev.gpus_on_host = None;
+    ev.device_nodes = vec![
+        node("/dev/nvidiactl", true, true),
+        node("/dev/nvidia-uvm", true, true),
+    ];
+    ev.device_count = Err(CudaError::NO_DEVICE);
+    let f = the_error(&ev, Cause::NoDevice);
+    assert!(
+        f.summary.starts_with("driver present but no device"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("supports CUDA 13.0"), "{}", f.summary);
+    assert!(
+        f.summary.contains("cudaErrorNoDevice (100)"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("nvidia-smi"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DEVICE);
+    // A count of 0 without an error reads the same.
+    ev.device_count = Ok(0);
+    the_error(&ev, Cause::NoDevice);
+}
+
+#[test]
+fn diagnosis_device_nodes_locked_or_missing() {
+    let mut ev = healthy();
+    ev.device_nodes = vec![
+        node("/dev/nvidiactl", true, false),
+        node("/dev/nvidia-uvm", true, false),
+        node("/dev/nvidia0", true, false),
+    ];
+    ev.device_count = Err(CudaError::NO_DEVICE);
+    let f = the_error(&ev, Cause::DeviceNodesInaccessible);
+    assert!(
+        f.summary.starts_with("device nodes not accessible"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("uid 1000"), "{}", f.summary);
+    assert!(
+        f.summary.contains("/dev/nvidiactl (mode 660, owner 0:44)"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("/dev/nvidia0"), "{}", f.summary);
+    assert!(f.fix.contains("usermod -aG video"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DEVICE);
+    // Another error code with locked nodes: still the nodes.
+    ev.device_count = Err(CudaError::from_code(999));
+    the_error(&ev, Cause::DeviceNodesInaccessible);
+    // Missing control node: the kernel module or the container.
+    ev.device_nodes = vec![
+        node("/dev/nvidiactl", false, false),
+        node("/dev/nvidia-uvm", false, false),
+    ];
+    ev.kernel_module = None;
+    ev.gpus_on_host = None;
+    ev.device_count = Err(CudaError::NO_DEVICE);
+    let f = the_error(&ev, Cause::DeviceNodesInaccessible);
+    assert!(
+        f.summary.contains("/dev/nvidiactl does not exist"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("modprobe nvidia"), "{}", f.fix);
+}
+
+#[test]
+fn diagnosis_other_init_errors_with_usable_nodes() {
+    let mut ev = healthy();
+    ev.device_count = Err(CudaError::from_code(999));
+    let f = the_error(&ev, Cause::DriverUnusable);
+    assert!(
+        f.summary.contains("cudaErrorUnknown (999)"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("version mismatch"), "{}", f.fix);
+}
+
+#[test]
+fn diagnosis_shared_cudart_not_found_without_ld_library_path() {
+    let mut ev = healthy();
+    ev.link_mode = "dynamic".into();
+    ev.libcudart = Libcudart {
+        link_mode: "dynamic".into(),
+        loaded_from: Some("/opt/cuda/lib/libcudart.so.13".into()),
+        found_via: Some("LD_LIBRARY_PATH".into()),
+        built_path: "/gone/lib/libcudart.so.13".into(),
+        built_path_exists: false,
+        without_ld_library_path: LoaderAnswer::NotFound,
+        shared_mapped: vec!["/opt/cuda/lib/libcudart.so.13".into()],
+    };
+    let d = diagnose(&ev);
+    let f = d.find(Cause::SharedCudartNotFound).expect("finding");
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.summary.contains("libcudart.so.13 => not found"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.summary
+            .contains("/gone/lib/libcudart.so.13 no longer exists"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("$ORIGIN"), "{}", f.fix);
+    assert!(d.find(Cause::SharedCudartElsewhere).is_some(), "{d:#?}");
+    // A warning: this run works.
+    assert_eq!(d.status, Status::Healthy);
+    // Found through the rpath: nothing to say.
+    ev.libcudart.without_ld_library_path = LoaderAnswer::Found("/gone/lib/libcudart.so.13".into());
+    ev.libcudart.found_via = Some("the rpath: the lib folder the build linked".into());
+    ev.libcudart.loaded_from = Some("/gone/lib/libcudart.so.13".into());
+    assert!(diagnose(&ev).findings.is_empty(), "{:#?}", diagnose(&ev));
+}
+
+#[test]
+fn diagnosis_mixed_and_old_cudart() {
+    let mut ev = healthy();
+    ev.libcudart.shared_mapped = vec!["/usr/lib/libcudart.so.12".into()];
+    let d = diagnose(&ev);
+    assert_eq!(
+        d.find(Cause::MixedCudart).map(|f| f.severity),
+        Some(Severity::Warning)
+    );
+    let mut ev = healthy();
+    ev.link_mode = "dynamic".into();
+    ev.libcudart.link_mode = "dynamic".into();
+    ev.runtime_version = Some(13000);
+    ev.built_cudart_version = 13010;
+    let d = diagnose(&ev);
+    let f = d.find(Cause::RuntimeOlderThanHeaders).expect("finding");
+    assert!(f.summary.contains("CUDA 13.0, older than") && f.summary.contains("(CUDA 13.1)"));
+}
+
+#[test]
+fn diagnosis_failed_checks_exit_4_unless_something_more_basic_is_wrong() {
+    let mut ev = healthy();
+    ev.failed_checks = vec![(
+        "smoke test: malloc_device a".into(),
+        "cudaMalloc failed: cudaErrorMemoryAllocation (2)".into(),
+    )];
+    let f = the_error(&ev, Cause::CheckFailed);
+    assert!(
+        f.summary.contains("smoke test: malloc_device a"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::CHECK_FAILED);
+    // With no driver too, the verdict is the more basic one, and errors come first.
+    ev.libcuda = Libcuda::NotLoadable { error: "x".into() };
+    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    ev.libcudart.shared_mapped = vec!["/x/libcudart.so.13".into()];
+    let d = diagnose(&ev);
+    assert_eq!(d.status, Status::NoDriver);
+    assert_eq!(d.status.exit_code(), exit::NO_DRIVER);
+    assert_eq!(
+        d.findings.last().map(|f| f.severity),
+        Some(Severity::Warning)
+    );
+}
+
+#[test]
+fn exit_codes_are_distinct_and_documented() {
+    let codes = [
+        exit::HEALTHY,
+        exit::DOCTOR_FAILED,
+        exit::NO_DRIVER,
+        exit::NO_DEVICE,
+        exit::CHECK_FAILED,
+        exit::USAGE,
+    ];
+    assert_eq!(codes, [0, 1, 2, 3, 4, 64]);
+    let docs = include_str!("../docs/doctor-json.md");
+    for (code, id) in [
+        (0, "healthy"),
+        (2, "no_driver"),
+        (3, "no_device"),
+        (4, "check_failed"),
+    ] {
+        assert!(
+            docs.contains(&format!("| {code} | `{id}`")),
+            "docs/doctor-json.md lacks exit {code} ({id})"
+        );
+    }
+}
+
+#[test]
+fn visible_devices_entries_are_explained() {
+    let (t, hides) = explain_visible_devices("0,5,1", Some(2));
+    assert!(hides);
+    assert!(t.contains("0 is a valid index"), "{t}");
+    assert!(
+        t.contains("5 names a GPU this machine does not have"),
+        "{t}"
+    );
+    assert!(!explain_visible_devices("1,0", Some(2)).1);
+    assert!(explain_visible_devices("  ", Some(2)).1);
+}
+
+// ---- pieces ----
+
+#[test]
+fn json_strings_are_escaped_completely() {
+    let nasty = "quote \" backslash \\ newline \n tab \t cr \r nul \u{0} bell \u{7} del \u{7f} \
+                 unicode é 漢 \u{2028} emoji 🦀 slash /";
+    let doc = Json::Obj(vec![
+        (nasty.to_string(), Json::str(nasty)),
+        ("n".into(), Json::Num(f64::NAN)),
+        ("x".into(), Json::Num(1.5)),
+        ("z".into(), Json::Num(-0.0)),
+        ("i".into(), Json::Int(-7)),
+        (
+            "a".into(),
+            Json::Arr(vec![Json::Null, Json::Bool(true), Json::Arr(vec![])]),
+        ),
+        ("o".into(), Json::Obj(vec![])),
+    ])
+    .to_pretty();
+    let back = python(
+        &doc,
+        "import json,sys\n\
+         d=json.load(sys.stdin)\n\
+         k=[k for k in d if k.startswith('quote')][0]\n\
+         assert d[k]==k, (d[k], k)\n\
+         print(json.dumps(k))\n\
+         print(d['n'], d['x'], d['z'], d['i'], d['a'], d['o'])",
+    );
+    let lines: Vec<&str> = back.lines().collect();
+    // Python's own escaping of the round-tripped string, compared with the original's.
+    assert_eq!(
+        lines[0],
+        "\"quote \\\" backslash \\\\ newline \\n tab \\t cr \\r nul \\u0000 bell \\u0007 del \
+         \\u007f unicode \\u00e9 \\u6f22 \\u2028 emoji \\ud83e\\udd80 slash /\""
+    );
+    assert_eq!(lines[1], "None 1.5 0 -7 [None, True, []] {}");
+    assert_eq!(escape("a\u{1f}b"), "\"a\\u001fb\"");
+}
+
+#[test]
+fn loader_trace_lines_are_read_as_ldd_prints_them() {
+    let trace = "\tlinux-vdso.so.1 (0x00007ffd)\n\
+                 \tlibcudart.so.13 => /x y/lib/libcudart.so.13 (0x00007f12)\n\
+                 \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f00)\n";
+    assert_eq!(
+        loader::parse_trace(trace, "libcudart"),
+        LoaderAnswer::Found("/x y/lib/libcudart.so.13".into())
+    );
+    assert_eq!(
+        loader::parse_trace("\tlibcudart.so.13 => not found\n", "libcudart"),
+        LoaderAnswer::NotFound
+    );
+    assert!(matches!(
+        loader::parse_trace("\tstatically linked\n", "libcudart"),
+        LoaderAnswer::NotChecked(_)
+    ));
+}
+
+#[test]
+fn kernel_module_versions_are_read() {
+    assert_eq!(
+        nodes::parse_module_version(
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:42:03 UTC 2025\nGCC version: gcc 12"
+        )
+        .as_deref(),
+        Some("580.95.05")
+    );
+    assert_eq!(
+        nodes::parse_module_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release Build"
+        )
+        .as_deref(),
+        Some("580.159.03")
+    );
+    assert_eq!(nodes::parse_module_version(""), None);
+}
+
+#[test]
+fn environment_selection_keeps_known_order_then_sorted_others() {
+    let vars = [
+        ("PATH", "/bin"),
+        ("CUDA_ZED", "z"),
+        ("LD_LIBRARY_PATH", "/l"),
+        ("CUDA_VISIBLE_DEVICES", "1"),
+        ("NVIDIA_VISIBLE_DEVICES", "all"),
+        ("NVIDIA_REQUIRE_CUDA", "cuda>=13.0 brand=tesla,driver>=535"),
+        ("CUDA_ALPHA", "a"),
+        ("HOME", "/root"),
+    ]
+    .map(|(k, v)| (k.into(), v.into()));
+    let got = env::select(vars);
+    let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES",
+            "LD_LIBRARY_PATH",
+            "CUDA_ALPHA",
+            "CUDA_ZED"
+        ]
+    );
+}
