@@ -133,14 +133,17 @@ unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
     if s.is_null() {
         return;
     }
-    // SAFETY: a non-NULL llaisys stream is one create_stream returned (header contract).
     run("destroy_stream", (), || {
+        // Pinned blocks used on it get their completion event before it goes.
+        cache::host::stream_destroyed(s.cast())?;
+        // SAFETY: a non-NULL llaisys stream is one create_stream returned (header contract).
         unsafe { Stream::from_raw(s.cast()) }.destroy()
     })
 }
 
 unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
-    run("stream_synchronize", (), || {
+    // SAFETY: header contract: `s` is NULL or a stream from create_stream.
+    run("stream_synchronize", (), || unsafe {
         crate::stream::synchronize(s.cast::<raw::CUstream_st>())
     })
 }
