@@ -138,6 +138,7 @@ public:
         // repetition lasts min_rep_s.
         for (int i = 0; i < kBackends; ++i) {
             long n = 1;
+            run(i, f, n); // warm-up: first use may fill a cache or create a context
             double t = run(i, f, n);
             for (int k = 0; k < 24 && n < spec.max_n && t < spec.min_rep_s; ++k) {
                 double grow = t > 1e-7 ? spec.min_rep_s / t * 1.25 : 16.0;

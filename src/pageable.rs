@@ -14,16 +14,18 @@
 //!
 //! Switches: `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns it off; it applies from
 //! `LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES` (default 1 MiB) up; smaller copies use cudaMemcpy.
+//! `LLAISYS_NVIDIA_PAGEABLE_THREADS` sets the host threads (default: cores, at most 8).
 
 use crate::error::{CudaError, Error, Result};
 use crate::raw;
 use std::os::raw::c_void;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// Bytes moved per chunk (one staging buffer).
-const CHUNK: usize = 4 << 20;
+/// The largest chunk (one staging buffer).
+const CHUNK: usize = 8 << 20;
 /// Staging buffers per set: chunks in flight at once.
-const SLOTS: usize = 3;
+const SLOTS: usize = 4;
 /// Sets kept for reuse.
 const MAX_SETS: usize = 4;
 
@@ -50,10 +52,16 @@ pub struct Config {
 pub fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
     C.get_or_init(|| {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(4)
-            .clamp(1, 8);
+        let threads = std::env::var("LLAISYS_NVIDIA_PAGEABLE_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(4)
+                    .min(8)
+            })
+            .clamp(1, 64);
         Config {
             enabled: crate::cache::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
             min_bytes: std::env::var("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES")
@@ -173,86 +181,130 @@ fn give_back(set: Set) {
 
 // ---- parallel host copies -------------------------------------------------------------------
 
+/// One parallel copy, cut into pieces that the caller and the workers claim.
 struct Job {
     dst: usize,
     src: usize,
     len: usize,
-    done: Arc<(Mutex<usize>, Condvar)>,
+    piece: usize,
+    pieces: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
 }
 
-struct Pool {
-    senders: Vec<std::sync::mpsc::Sender<Job>>,
+impl Job {
+    /// Claims and copies pieces until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.pieces {
+                return;
+            }
+            let off = i * self.piece;
+            let n = self.piece.min(self.len - off);
+            // SAFETY: the submitter keeps both ranges alive and disjoint until `done` counts
+            // every piece; pieces do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (self.src + off) as *const u8,
+                    (self.dst + off) as *mut u8,
+                    n,
+                )
+            };
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
 }
 
-fn pool() -> &'static Mutex<Pool> {
-    static P: OnceLock<Mutex<Pool>> = OnceLock::new();
-    P.get_or_init(|| {
-        let helpers = config().threads.saturating_sub(1);
-        let senders = (0..helpers)
+/// Workers wait for a new job by spinning a short while (copies come in bursts of chunks),
+/// then park.
+struct Workers {
+    generation: AtomicU64,
+    current: Mutex<Option<Arc<Job>>>,
+    /// One job at a time.
+    submit: Mutex<()>,
+}
+
+static WORKERS: Workers = Workers {
+    generation: AtomicU64::new(0),
+    current: Mutex::new(None),
+    submit: Mutex::new(()),
+};
+
+/// The worker threads, started on first use.
+fn handles() -> &'static [std::thread::Thread] {
+    static HANDLES: OnceLock<Vec<std::thread::Thread>> = OnceLock::new();
+    HANDLES.get_or_init(|| {
+        (0..config().threads.saturating_sub(1))
             .filter_map(|i| {
-                let (tx, rx) = std::sync::mpsc::channel::<Job>();
                 std::thread::Builder::new()
                     .name(format!("llaisys-nvidia-copy-{i}"))
-                    .spawn(move || {
-                        for job in rx {
-                            // SAFETY: the submitter keeps both ranges alive and disjoint until
-                            // `done` counts this job.
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    job.src as *const u8,
-                                    job.dst as *mut u8,
-                                    job.len,
-                                )
-                            };
-                            let (m, cv) = &*job.done;
-                            *m.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                            cv.notify_all();
-                        }
-                    })
+                    .spawn(|| worker_loop(&WORKERS))
                     .ok()
-                    .map(|_| tx)
+                    .map(|h| h.thread().clone())
             })
-            .collect();
-        Mutex::new(Pool { senders })
+            .collect()
     })
 }
 
-/// Copies `len` bytes with the caller and the pool's threads together.
+fn worker_loop(w: &'static Workers) {
+    let mut seen = 0u64;
+    loop {
+        let mut spins = 0u32;
+        loop {
+            let g = w.generation.load(Ordering::Acquire);
+            if g != seen {
+                seen = g;
+                break;
+            }
+            if spins < 200_000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
+        }
+        let job = w.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(job) = job {
+            job.work();
+        }
+    }
+}
+
+/// Copies `len` bytes with the caller and the workers together.
 ///
 /// # Safety
 /// `dst` and `src` are valid for `len` bytes and do not overlap.
 unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
-    const MIN_PIECE: usize = 256 << 10;
-    let pool = pool().lock().unwrap_or_else(|e| e.into_inner());
-    let pieces = (len / MIN_PIECE).clamp(1, pool.senders.len() + 1);
-    let piece = len.div_ceil(pieces);
-    let done = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let mut sent = 0;
-    for (k, tx) in pool.senders.iter().enumerate().take(pieces - 1) {
-        let off = (k + 1) * piece;
-        let n = piece.min(len.saturating_sub(off));
-        if n == 0 {
-            continue;
-        }
-        let job = Job {
-            dst: dst.add(off) as usize,
-            src: src.add(off) as usize,
-            len: n,
-            done: done.clone(),
-        };
-        if tx.send(job).is_ok() {
-            sent += 1;
-        } else {
-            std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), n);
-        }
+    const MIN_PIECE: usize = 128 << 10;
+    let w = &WORKERS;
+    let threads = handles();
+    let parts = (len / MIN_PIECE).clamp(1, config().threads * 2);
+    if parts == 1 || threads.is_empty() {
+        std::ptr::copy_nonoverlapping(src, dst, len);
+        return;
     }
-    drop(pool);
-    std::ptr::copy_nonoverlapping(src, dst, piece.min(len));
-    let (m, cv) = &*done;
-    let mut finished = m.lock().unwrap_or_else(|e| e.into_inner());
-    while *finished < sent {
-        finished = cv.wait(finished).unwrap_or_else(|e| e.into_inner());
+    let piece = len.div_ceil(parts).next_multiple_of(64);
+    let job = Arc::new(Job {
+        dst: dst as usize,
+        src: src as usize,
+        len,
+        piece,
+        pieces: len.div_ceil(piece),
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    });
+    let _one_at_a_time = w.submit.lock().unwrap_or_else(|e| e.into_inner());
+    *w.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
+    w.generation.fetch_add(1, Ordering::Release);
+    for t in threads {
+        t.unpark();
     }
+    job.work();
+    while job.done.load(Ordering::Acquire) < job.pieces {
+        std::hint::spin_loop();
+    }
+    *w.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 // ---- the staged copy ------------------------------------------------------------------------
@@ -301,6 +353,14 @@ pub unsafe fn copy(
     })
 }
 
+/// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 4 MiB copy
+/// overlaps host copying with the copy engine, at most one staging buffer.
+fn chunk_for(size: usize) -> usize {
+    (size / 4)
+        .next_multiple_of(64 << 10)
+        .clamp(512 << 10, CHUNK)
+}
+
 unsafe fn h2d(
     set: &mut Set,
     device_id: i32,
@@ -309,10 +369,11 @@ unsafe fn h2d(
     size: usize,
     stream: raw::cudaStream_t,
 ) -> Result<()> {
+    let chunk = chunk_for(size);
     let mut off = 0;
     let mut i = 0;
     while off < size {
-        let n = CHUNK.min(size - off);
+        let n = chunk.min(size - off);
         let slot = i % SLOTS;
         set.prepare(slot, device_id)?;
         par_copy(set.slots[slot].buf, src.add(off), n);
@@ -340,11 +401,12 @@ unsafe fn d2h(
     size: usize,
     stream: raw::cudaStream_t,
 ) -> Result<()> {
-    let chunks = size.div_ceil(CHUNK);
+    let chunk = chunk_for(size);
+    let chunks = size.div_ceil(chunk);
     let enqueue = |set: &mut Set, k: usize| -> Result<()> {
         let slot = k % SLOTS;
-        let off = k * CHUNK;
-        let n = CHUNK.min(size - off);
+        let off = k * chunk;
+        let n = chunk.min(size - off);
         set.prepare(slot, device_id)?;
         let rc = raw::cudaMemcpyAsync(
             set.slots[slot].buf.cast(),
@@ -368,8 +430,62 @@ unsafe fn d2h(
         let slot = k % SLOTS;
         cuda!(cudaEventSynchronize(set.slots[slot].event))?;
         set.slots[slot].busy = false;
-        let off = k * CHUNK;
-        par_copy(dst.add(off), set.slots[slot].buf, CHUNK.min(size - off));
+        let off = k * chunk;
+        par_copy(dst.add(off), set.slots[slot].buf, chunk.min(size - off));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn chunks_are_bounded_and_aligned() {
+        assert_eq!(chunk_for(4 << 20), 1 << 20);
+        assert_eq!(chunk_for(1 << 20), 512 << 10);
+        assert_eq!(chunk_for(1 << 30), CHUNK);
+        assert_eq!(chunk_for((64 << 20) + 3) % (64 << 10), 0);
+    }
+
+    #[test]
+    fn par_copy_copies_every_byte_of_every_size() {
+        for (i, len) in [1usize, 63, 4096, (128 << 10) + 1, 1 << 20, (3 << 20) + 17, 9 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let src = pattern(len, i as u8);
+            let mut dst = vec![0u8; len];
+            // SAFETY: both vectors hold `len` bytes and are distinct.
+            unsafe { par_copy(dst.as_mut_ptr(), src.as_ptr(), len) };
+            assert!(dst == src, "len {len}");
+        }
+    }
+
+    #[test]
+    fn par_copy_many_jobs_from_many_threads() {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for k in 0..200 {
+                        let len = (256 << 10) + k * 4099 + t;
+                        let src = pattern(len, (k + t) as u8);
+                        let mut dst = vec![0u8; len];
+                        // SAFETY: as above.
+                        unsafe { par_copy(dst.as_mut_ptr(), src.as_ptr(), len) };
+                        assert!(dst == src, "thread {t} job {k}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("copy thread");
+        }
+    }
 }

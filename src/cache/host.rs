@@ -12,9 +12,10 @@
 use super::{switch_on, AllocatorStats, Counters};
 use crate::error::{CudaError, Error, Result};
 use crate::raw;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
 type Stream = usize;
@@ -58,6 +59,15 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
 static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Bumped by every free_host and destroy_stream: a thread's remembered (block, stream) note is
+/// valid only within one epoch.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last (block start, block end, stream, epoch) this thread noted: repeated copies of one
+    /// block on one stream then skip the lock.
+    static LAST_NOTE: Cell<(usize, usize, usize, u64)> = const { Cell::new((0, 0, 0, u64::MAX)) };
+}
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -149,6 +159,7 @@ pub fn free(p: *mut c_void) -> Result<()> {
         )));
     };
     LIVE_COUNT.fetch_sub(1, Relaxed);
+    EPOCH.fetch_add(1, Relaxed);
     COUNTERS.freed(block.requested);
     if !cache_on() {
         return cuda!(cudaFreeHost(p); "ptr={p:p}");
@@ -179,13 +190,25 @@ pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t) {
         return;
     }
     let addr = ptr as usize;
-    with_state(|s| {
-        if let Some((&start, block)) = s.live.range_mut(..=addr).next_back() {
-            if addr < start + block.class && !block.streams.contains(&(stream as usize)) {
-                block.streams.push(stream as usize);
-            }
+    let stream = stream as usize;
+    let epoch = EPOCH.load(Relaxed);
+    let (start, end, noted, at) = LAST_NOTE.with(Cell::get);
+    if at == epoch && noted == stream && (start..end).contains(&addr) {
+        return;
+    }
+    let note = with_state(|s| {
+        let (&start, block) = s.live.range_mut(..=addr).next_back()?;
+        if addr >= start + block.class {
+            return None;
         }
+        if !block.streams.contains(&stream) {
+            block.streams.push(stream);
+        }
+        Some((start, start + block.class))
     });
+    if let Some((start, end)) = note {
+        LAST_NOTE.with(|n| n.set((start, end, stream, epoch)));
+    }
 }
 
 /// Called before a stream is destroyed: blocks that used it get their event now.
@@ -193,6 +216,8 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
     if LIVE_COUNT.load(Relaxed) == 0 {
         return Ok(());
     }
+    // A new stream may get this handle's value: every thread's note is void.
+    EPOCH.fetch_add(1, Relaxed);
     let users: Vec<usize> = with_state(|s| {
         s.live
             .iter()
