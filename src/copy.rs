@@ -78,7 +78,9 @@ pub unsafe fn copy_sync(
     let detail = || format!("dst={dst:p} src={src:p} size={size} kind={kind:?}");
     // Host-to-device from pageable memory: staged (fast path) or waited for (cudaMemcpy may
     // return once the data is staged, before it reached the device).
-    let pageable_src = kind == MemcpyKind::H2D && is_pageable(src)?;
+    // Our own pinned blocks are known without asking the driver.
+    let pageable_src =
+        kind == MemcpyKind::H2D && !crate::cache::host::is_ours(src) && is_pageable(src)?;
     if let Some(direction) = staged(kind, dst, size, pageable_src)? {
         let (device, host) = match direction {
             Direction::HostToDevice => (dst, src.cast_mut()),

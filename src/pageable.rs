@@ -251,7 +251,7 @@ fn handles() -> &'static [std::thread::Thread] {
 fn worker_loop(w: &'static Workers) {
     // Spin this long after a job before parking: the next chunk of a copy usually comes sooner,
     // and a short spin steals little from other work.
-    const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+    const SPIN: std::time::Duration = std::time::Duration::from_micros(250);
     let mut seen = 0u64;
     loop {
         let idle_since = std::time::Instant::now();

@@ -17,6 +17,7 @@ use crate::error::{CudaError, Error, Result};
 use crate::raw;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
 /// Devices supported by the per-device tables.
@@ -38,8 +39,11 @@ unsafe impl Sync for Pool {}
 static LIVE: [Mutex<Option<HashMap<usize, Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
 static POOLS: [OnceLock<Option<Pool>>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
 static COUNTERS: [Counters; MAX_DEVICES] = [const { Counters::new() }; MAX_DEVICES];
-static RESERVED_SEEN: [std::sync::atomic::AtomicU64; MAX_DEVICES] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; MAX_DEVICES];
+static RESERVED_SEEN: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
+/// Bytes freed into each pool and not yet handed out again, as far as we can tell: while it
+/// covers a request, the allocation is counted as a hit without asking the pool (saves a driver
+/// call on the fast path); otherwise the pool's reserved size tells.
+static FREED_EST: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -124,10 +128,16 @@ fn try_alloc(
     match pool {
         Some(pool) => {
             cuda!(cudaMallocFromPoolAsync(&mut p, size, pool, std::ptr::null_mut()); "size={size}")?;
+            let d = device_index(device)?;
+            let covered = FREED_EST[d]
+                .fetch_update(Relaxed, Relaxed, |v| v.checked_sub(size as u64))
+                .is_ok();
+            if covered {
+                return Ok((p, true));
+            }
             let now = reserved(pool);
-            let seen = &RESERVED_SEEN[device_index(device)?];
-            let hit = now <= seen.load(std::sync::atomic::Ordering::Relaxed);
-            seen.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+            let hit = now <= RESERVED_SEEN[d].load(Relaxed);
+            RESERVED_SEEN[d].fetch_max(now, Relaxed);
             Ok((p, hit))
         }
         None => {
@@ -198,7 +208,9 @@ pub fn free(p: *mut c_void) -> Result<()> {
             .get_or_insert_with(HashMap::new)
             .insert(p as usize, live);
     } else {
-        COUNTERS[device_index(live.device)?].freed(live.size);
+        let d = device_index(live.device)?;
+        COUNTERS[d].freed(live.size);
+        FREED_EST[d].fetch_add(live.size as u64, Relaxed);
     }
     result
 }
@@ -234,8 +246,8 @@ pub fn release_cached() -> Result<()> {
         crate::device::set(device)?;
         cuda!(cudaStreamSynchronize(std::ptr::null_mut()); "device={device}")?;
         cuda!(cudaMemPoolTrimTo(pool.0, 0); "device={device}")?;
-        RESERVED_SEEN[device as usize]
-            .store(reserved(pool.0), std::sync::atomic::Ordering::Relaxed);
+        RESERVED_SEEN[device as usize].store(reserved(pool.0), Relaxed);
+        FREED_EST[device as usize].store(0, Relaxed);
     }
     if let Some(d) = current {
         crate::device::set(d)?;
