@@ -180,6 +180,29 @@ fn give_back(set: Set) {
     SETS.lock().unwrap_or_else(|e| e.into_inner()).push(set);
 }
 
+/// Frees the staging buffers no copy is using (waiting for copies still in flight on them).
+pub fn release_staging() -> Result<()> {
+    let sets = std::mem::take(&mut *SETS.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut first_err = None;
+    for set in sets {
+        for slot in set.slots {
+            if !slot.event.is_null() {
+                if slot.busy {
+                    if let Err(e) = cuda!(cudaEventSynchronize(slot.event)) {
+                        first_err.get_or_insert(e);
+                    }
+                }
+                // SAFETY: our event, no longer used.
+                unsafe { raw::cudaEventDestroy(slot.event) };
+            }
+            if let Err(e) = cuda!(cudaFreeHost(slot.buf.cast())) {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
 // ---- parallel host copies -------------------------------------------------------------------
 
 /// One parallel copy, cut into pieces that the caller and the workers claim.

@@ -108,8 +108,10 @@ pub(crate) fn switch_on(var: &str) -> bool {
     )
 }
 
-/// Returns every cache's unused memory to CUDA (device pools of every device, pinned blocks).
+/// Returns every cache's unused memory to CUDA: device pools of every device, pinned blocks,
+/// and the pinned staging buffers of the pageable fast path.
 pub fn release_cached() -> crate::Result<()> {
     device::release_cached()?;
-    host::release_cached()
+    host::release_cached()?;
+    crate::pageable::release_staging()
 }

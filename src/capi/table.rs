@@ -3,6 +3,7 @@
 //! inside `policy::run`, so no Rust panic leaves it.
 
 use super::policy::{self, run};
+use super::validate;
 use crate::cache;
 use crate::copy::{self, MemcpyKind};
 use crate::error::{CudaError, Error};
@@ -125,7 +126,9 @@ unsafe extern "C-unwind" fn device_synchronize() {
 
 unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
     run("create_stream", std::ptr::null_mut(), || {
-        Ok(Stream::new()?.into_raw().cast())
+        let s = Stream::new()?.into_raw();
+        validate::stream_created(s);
+        Ok(s.cast())
     })
 }
 
@@ -134,22 +137,31 @@ unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
         return;
     }
     run("destroy_stream", (), || {
+        validate::stream_destroying(s.cast())?;
         // Pinned blocks used on it get their completion event before it goes.
-        cache::host::stream_destroyed(s.cast())?;
-        // SAFETY: a non-NULL llaisys stream is one create_stream returned (header contract).
-        unsafe { Stream::from_raw(s.cast()) }.destroy()
+        let done = cache::host::stream_destroyed(s.cast()).and_then(|()| {
+            // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
+            unsafe { Stream::from_raw(s.cast()) }.destroy()
+        });
+        if done.is_err() {
+            validate::stream_restored(s.cast());
+        }
+        done
     })
 }
 
 unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
     // SAFETY: header contract: `s` is NULL or a stream from create_stream.
-    run("stream_synchronize", (), || unsafe {
-        crate::stream::synchronize(s.cast::<raw::CUstream_st>())
+    run("stream_synchronize", (), || {
+        validate::check_stream(s.cast())?;
+        // SAFETY: `s` is NULL or a live stream of create_stream (checked).
+        unsafe { crate::stream::synchronize(s.cast::<raw::CUstream_st>()) }
     })
 }
 
 unsafe extern "C-unwind" fn malloc_device(size: usize) -> *mut c_void {
     run("malloc_device", std::ptr::null_mut(), || {
+        validate::check_size(size)?;
         cache::device::alloc(size)
     })
 }
@@ -160,6 +172,7 @@ unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
 
 unsafe extern "C-unwind" fn malloc_host(size: usize) -> *mut c_void {
     run("malloc_host", std::ptr::null_mut(), || {
+        validate::check_size(size)?;
         cache::host::alloc(size)
     })
 }
@@ -176,6 +189,7 @@ unsafe extern "C-unwind" fn memcpy_sync(
 ) {
     run("memcpy_sync", (), || {
         let kind = MemcpyKind::from_raw(kind)?;
+        validate::check_copy(dst, src, size, kind)?;
         // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
         unsafe { copy::copy_sync(dst, src, size, kind) }
     })
@@ -190,6 +204,8 @@ unsafe extern "C-unwind" fn memcpy_async(
 ) {
     run("memcpy_async", (), || {
         let kind = MemcpyKind::from_raw(kind)?;
+        validate::check_stream(s.cast())?;
+        validate::check_copy(dst, src, size, kind)?;
         // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
         unsafe { copy::copy_async(dst, src, size, kind, s.cast()) }?;
         // Pinned blocks this copy reads or writes stay out of reuse until it has run.
