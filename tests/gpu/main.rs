@@ -5,4 +5,7 @@
 mod caching;
 mod common;
 mod doctor;
+mod hostile;
+mod leaks;
+mod stress;
 mod table;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU suite, on the GPU machine, from the folder stage-gpu.sh made:
+#   bash gpu-stage/sanitize.sh
+# memcheck over the Rust GPU tests (static build; the stress and many-process tests are left to
+# the plain run: 16 threads and 8 child processes under the sanitizer take too long), and
+# memcheck, racecheck, synccheck and initcheck over the nvcc host client, whose own kernels run
+# on our streams and memory. Ends with "N passed, M failed"; a tool that reports anything fails.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+export LLAISYS_TEST_REQUIRE_GPU=1 LLAISYS_FUZZ_SECONDS=5
+pass=0
+fail=0
+check() {
+  local name=$1 log=$work/$(echo "$1" | tr ' :/' '___').log
+  shift
+  echo "=== $name"
+  timeout 300 "$@" >"$log" 2>&1
+  local rc=$?
+  tail -n 3 "$log"
+  if [ $rc -eq 0 ] && grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+    pass=$((pass + 1))
+    echo "--- PASS: $name"
+  else
+    fail=$((fail + 1))
+    echo "--- FAIL: $name (rc $rc)"
+    grep -m 20 -E "=========|FAILED|panicked" "$log"
+  fi
+}
+cs="compute-sanitizer --error-exitcode 9 --print-limit 20"
+check "memcheck: rust GPU tests" $cs --tool memcheck "$here/static/gpu" --test-threads=1 table:: caching:: hostile:: leaks:: doctor::
+nvcc -std=c++17 -O1 -lineinfo --cudart shared -I"$here/csrc" "$here/clients/llaisys_core.cu" -o "$work/core" \
+  "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+for tool in memcheck racecheck synccheck initcheck; do
+  check "$tool: nvcc host client on our streams and memory" $cs --tool $tool "$work/core" core
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
