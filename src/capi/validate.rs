@@ -103,6 +103,13 @@ enum Side {
 }
 
 fn side(p: *const c_void) -> Result<Side> {
+    // Our own allocations are known without asking the driver.
+    if crate::cache::host::is_ours(p) {
+        return Ok(Side::Host);
+    }
+    if crate::cache::device::size_of(p).is_some() {
+        return Ok(Side::Device);
+    }
     // SAFETY: plain data.
     let mut a: raw::cudaPointerAttributes = unsafe { std::mem::zeroed() };
     match cuda!(cudaPointerGetAttributes(&mut a, p); "ptr={p:p}") {

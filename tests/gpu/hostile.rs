@@ -63,10 +63,15 @@ fn destroyed_stream_is_refused_everywhere() {
 fn sizes_beyond_free_memory_and_device_ids() {
     let n = require_gpu!();
     let api = api();
-    let (free, total) = llaisys_nvidia::device::mem_info().expect("mem info");
-    for size in [free + (1 << 30), total * 4] {
+    // More than the whole device: the cache is released and the allocation retried (free
+    // memory alone excludes what the cache holds, so only sizes past the total are sure to fail).
+    let (_free, total) = llaisys_nvidia::device::mem_info().expect("mem info");
+    for size in [total + (1 << 30), total * 4] {
         let mut p: *mut c_void = std::ptr::dangling_mut();
         let errs = expect_errors(|| p = unsafe { (api.malloc_device)(size) });
+        if !p.is_null() {
+            unsafe { (api.free_device)(p) };
+        }
         assert!(p.is_null() && errs.len() == 1 && errs[0].1 == 2, "{errs:?}");
     }
     for id in [-1, n, 1000] {
@@ -134,8 +139,10 @@ fn fuzz_with_real_memory() {
     eprintln!("{out:?}");
     assert!(out.data_checks > 100, "{out:?}");
     assert!(out.errors_by_status[3] > 0, "{out:?}");
+    // Status 1 comes from the bad device ids it tries (cudaErrorInvalidDevice); every call's own
+    // expectations were checked as it ran. Deferred and internal errors must not happen.
     assert_eq!(
-        out.errors_by_status[1] + out.errors_by_status[2] + out.errors_by_status[4],
+        out.errors_by_status[2] + out.errors_by_status[4],
         0,
         "{out:?}"
     );
