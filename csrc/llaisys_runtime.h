@@ -159,8 +159,11 @@ extern "C" {
  *                      does nothing. Bad kind / NULL pointer as memcpy_sync. From pageable memory
  *                      CUDA copies synchronously with respect to the host.
  *
- * Passing a stream this library did not hand out, or one already destroyed, is undefined (CUDA's
- * own rules apply).
+ * A stream this library did not make (or one already destroyed) passed to destroy_stream,
+ * stream_synchronize or memcpy_async is refused (LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT); NULL is
+ * the legacy default stream. Sizes above PTRDIFF_MAX are refused; copies of 64 KiB and more whose
+ * kind does not match their memory are refused. Copying through a pointer that is too short or
+ * already freed is undefined (CUDA's own rules apply). README "Bad input" has the whole table.
  */
 LLAISYS_NVIDIA_API const struct LlaisysRuntimeAPI *llaisysNvidiaGetRuntimeAPI(void);
 

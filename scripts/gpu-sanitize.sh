@@ -18,7 +18,8 @@ check() {
   timeout 300 "$@" >"$log" 2>&1
   local rc=$?
   tail -n 3 "$log"
-  if [ $rc -eq 0 ] && grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+  # racecheck sums up as "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)".
+  if [ $rc -eq 0 ] && grep -Eq "ERROR SUMMARY: 0 errors|SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\)" "$log"; then
     pass=$((pass + 1))
     echo "--- PASS: $name"
   else
