@@ -27,6 +27,19 @@ echo "== rustdoc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
 echo "== tests: static cudart, CUDA 13"
 cargo test
+echo "== valgrind over the host-only bad-input and fuzz tests (no invalid access, no definite leak)"
+test_exe() { # the executable of integration test $1
+  cargo test --no-run --test "$1" --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])'
+}
+for t in hostile errors fuzz; do
+  LLAISYS_FUZZ_SECONDS=3 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
+    --error-exitcode=97 "$(test_exe "$t")" --test-threads=1
+done
 echo "== tests: dynamic cudart, CUDA 13"
 CARGO_TARGET_DIR=target/dynamic cargo test --no-default-features --features dynamic
 echo "== tests: static cudart, CUDA 12.9"
