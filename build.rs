@@ -147,6 +147,11 @@ fn link(cuda: &CudaRoot, mode: LinkMode) {
 
 /// Build facts for the crate (env!) and for dependent crates (`links` metadata: DEP_LLAISYS_CUDART_*).
 fn publish(cuda: &CudaRoot, mode: LinkMode) {
+    // CUDA 13 changed some signatures (cudaMemPrefetchAsync, cudaMemAdvise take a location).
+    println!("cargo:rustc-check-cfg=cfg(llaisys_cuda13)");
+    if cuda.cudart_version >= 13000 {
+        println!("cargo:rustc-cfg=llaisys_cuda13");
+    }
     let facts = [
         ("CUDART_VERSION", cuda.cudart_version.to_string()),
         ("ROOT", cuda.root.display().to_string()),

@@ -240,6 +240,107 @@ LLAISYS_NVIDIA_API int llaisysNvidiaHostMemoryStats(llaisysNvidiaAllocatorStats 
 LLAISYS_NVIDIA_API int llaisysNvidiaReleaseCachedMemory(void);
 LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
 
+/*
+ * ---- The status-returning API beyond the table ------------------------------------------------
+ * Every function below returns a llaisysNvidiaStatus_t (0 = LLAISYS_NVIDIA_SUCCESS). On failure
+ * it sets the thread's last error (llaisysNvidiaLastCudaError, llaisysNvidiaLastErrorMessage)
+ * and does NOT call the error handler. Out-pointers must not be NULL (a NULL one is
+ * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT); pointer results are set to NULL first, so they are NULL
+ * on failure. Without a driver every call that needs CUDA returns LLAISYS_NVIDIA_ERROR_CUDA with
+ * cudaErrorInsufficientDriver (35). Streams and memory are shared with the table: a stream of
+ * llaisysNvidiaStreamCreate works with memcpy_async, memory of llaisysNvidiaMallocDevice with
+ * free_device, and so on. The current device is per host thread, as in CUDA.
+ */
+
+/* Versions. */
+typedef struct llaisysNvidiaVersions {
+    int built_cudart; /* CUDART_VERSION built against (13000 = 13.0) */
+    int runtime;      /* cudaRuntimeGetVersion */
+    int driver;       /* cudaDriverGetVersion, 0 without a driver */
+} llaisysNvidiaVersions;
+LLAISYS_NVIDIA_API const char *llaisysNvidiaVersion(void); /* crate version, static string */
+LLAISYS_NVIDIA_API int llaisysNvidiaGetVersions(llaisysNvidiaVersions *out);
+LLAISYS_NVIDIA_API const char *llaisysNvidiaStatusName(int status); /* static string */
+
+/* Devices. */
+typedef struct llaisysNvidiaDeviceProperties {
+    char name[256];
+    int major, minor; /* compute capability */
+    size_t total_memory;
+    int multiprocessors;
+    char pci_bus_id[32];
+    int async_engines;      /* copy engines concurrent with kernels */
+    int unified_addressing; /* 1: unified virtual addressing */
+    int memory_pools;       /* 1: stream-ordered memory pools supported */
+} llaisysNvidiaDeviceProperties;
+/* *count is always written: 0 when there is none, and the status says why (35 no driver, 100 no
+ * device). */
+LLAISYS_NVIDIA_API int llaisysNvidiaDeviceCount(int *count);
+/* Creates the context of `device` now and makes it current; *ms (may be NULL) gets the time it
+ * took. Transient failures of several processes starting at once (cudaErrorDevicesUnavailable,
+ * cudaErrorInitializationError, cudaErrorUnknown) are tried again: three tries, 50 and 200 ms
+ * apart. */
+LLAISYS_NVIDIA_API int llaisysNvidiaInitDevice(int device, double *ms);
+LLAISYS_NVIDIA_API int llaisysNvidiaGetDevice(int *device);
+LLAISYS_NVIDIA_API int llaisysNvidiaSetDevice(int device);
+LLAISYS_NVIDIA_API int llaisysNvidiaDeviceSynchronize(void);
+LLAISYS_NVIDIA_API int llaisysNvidiaGetDeviceProperties(int device, llaisysNvidiaDeviceProperties *out);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemGetInfo(size_t *free_bytes, size_t *total_bytes); /* current device; either may be NULL */
+LLAISYS_NVIDIA_API int llaisysNvidiaDeviceCanAccessPeer(int *can, int device, int peer);
+LLAISYS_NVIDIA_API int llaisysNvidiaDeviceEnablePeerAccess(int peer); /* from the current device; already enabled is success */
+
+/* Streams and events. Handles of other libraries, or destroyed ones, are refused. */
+typedef void *llaisysNvidiaEvent_t;
+#define LLAISYS_NVIDIA_STREAM_NON_BLOCKING 1u   /* does not synchronize with the legacy stream */
+#define LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC 1u   /* synchronize sleeps instead of spinning */
+#define LLAISYS_NVIDIA_EVENT_DISABLE_TIMING 2u  /* cheaper; no elapsed time */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamCreate(llaisysStream_t *out, unsigned flags, int priority);
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamDestroy(llaisysStream_t stream); /* NULL: nothing */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamQuery(llaisysStream_t stream, int *done); /* *done 1 when idle */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamSynchronize(llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamWaitEvent(llaisysStream_t stream, llaisysNvidiaEvent_t event);
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamPriorityRange(int *least, int *greatest);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventCreate(llaisysNvidiaEvent_t *out, unsigned flags);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventRecord(llaisysNvidiaEvent_t event, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventQuery(llaisysNvidiaEvent_t event, int *done);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventSynchronize(llaisysNvidiaEvent_t event);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventElapsedTime(float *ms, llaisysNvidiaEvent_t start, llaisysNvidiaEvent_t end);
+LLAISYS_NVIDIA_API int llaisysNvidiaEventDestroy(llaisysNvidiaEvent_t event); /* NULL: nothing */
+
+/* Memory: the four kinds, stream-ordered allocation, memset, registration, attributes. */
+typedef struct llaisysNvidiaPointerAttributes {
+    int kind;             /* 0 pageable host, 1 pinned/registered host, 2 device, 3 managed */
+    int device;           /* -1 for pageable host memory */
+    void *device_pointer; /* address for device code, NULL when none */
+    void *host_pointer;   /* address for host code, NULL when none */
+    int ours;             /* 1 inside memory of malloc_device / malloc_host */
+} llaisysNvidiaPointerAttributes;
+LLAISYS_NVIDIA_API int llaisysNvidiaMallocDevice(void **out, size_t size);  /* the table's device cache */
+LLAISYS_NVIDIA_API int llaisysNvidiaFreeDevice(void *ptr);
+LLAISYS_NVIDIA_API int llaisysNvidiaMallocAsync(void **out, size_t size, llaisysStream_t stream); /* stream-ordered */
+LLAISYS_NVIDIA_API int llaisysNvidiaFreeAsync(void *ptr, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaMallocHost(void **out, size_t size);    /* the table's pinned cache */
+LLAISYS_NVIDIA_API int llaisysNvidiaFreeHost(void *ptr);
+/* Managed memory; a size above the device's free memory is refused (never oversubscribed). */
+LLAISYS_NVIDIA_API int llaisysNvidiaMallocManaged(void **out, size_t size);
+LLAISYS_NVIDIA_API int llaisysNvidiaFreeManaged(void *ptr);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemPrefetch(const void *ptr, size_t size, int device /* -1 host */, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemAdvise(const void *ptr, size_t size, unsigned advice /* cudaMemoryAdvise */, int device);
+/* Mapped zero-copy host memory: *host for the host, *device for device code. */
+LLAISYS_NVIDIA_API int llaisysNvidiaMallocMapped(void **host, void **device, size_t size);
+LLAISYS_NVIDIA_API int llaisysNvidiaFreeMapped(void *host);
+LLAISYS_NVIDIA_API int llaisysNvidiaHostRegister(void *ptr, size_t size); /* page-locks existing memory */
+LLAISYS_NVIDIA_API int llaisysNvidiaHostUnregister(void *ptr);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemset(void *ptr, int value, size_t size); /* returns complete */
+LLAISYS_NVIDIA_API int llaisysNvidiaMemsetAsync(void *ptr, int value, size_t size, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaPointerGetAttributes(const void *ptr, llaisysNvidiaPointerAttributes *out);
+
+/* Copies with a status (the table's semantics and checks), and between devices. */
+LLAISYS_NVIDIA_API int llaisysNvidiaMemcpy(void *dst, const void *src, size_t size, llaisysMemcpyKind_t kind);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyAsync(void *dst, const void *src, size_t size, llaisysMemcpyKind_t kind, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device, size_t size); /* returns complete */
+LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t size, llaisysStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,6 +157,32 @@ pub unsafe fn copy_async(
     })
 }
 
+/// Copies `size` bytes from `src` on device `src_device` to `dst` on `dst_device`
+/// (`cudaMemcpyPeerAsync`) on `stream`; with `wait` it returns complete.
+///
+/// # Safety
+/// The pointers are device memory of those devices, valid for `size` bytes.
+pub unsafe fn copy_peer(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    size: usize,
+    stream: raw::cudaStream_t,
+    wait: bool,
+) -> Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
+    check_pointers(dst, src, size)?;
+    cuda!(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, size, stream);
+        "dst={dst:p}@{dst_device} src={src:p}@{src_device} size={size} stream={stream:p}")?;
+    if wait {
+        cuda!(cudaStreamSynchronize(stream); "after cudaMemcpyPeerAsync stream={stream:p}")?;
+    }
+    Ok(())
+}
+
 /// H2H must work on a machine with no driver or no GPU (llaisys keeps CPU tensors there). With
 /// no device, no asynchronous work can touch the buffers, so a host copy keeps CUDA's meaning.
 fn host_copy_without_device(kind: MemcpyKind, rc: std::result::Result<(), CudaError>) -> bool {

@@ -87,6 +87,48 @@ pub fn properties(id: i32) -> Result<Properties> {
     })
 }
 
+/// Creates the context of `device` now and makes it current for this thread; returns how long
+/// it took. Several processes starting at once can hit transient failures
+/// (cudaErrorDevicesUnavailable, cudaErrorInitializationError, cudaErrorUnknown): those are tried
+/// again, three times in all, 50 ms then 200 ms apart.
+pub fn init(device: i32) -> Result<std::time::Duration> {
+    const TRANSIENT: [i32; 3] = [46, 3, 999];
+    let start = std::time::Instant::now();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let r = cuda!(cudaInitDevice(device, 0, 0); "device={device} attempt={attempt}")
+            .and_then(|()| set(device))
+            .and_then(
+                |()| cuda!(cudaFree(std::ptr::null_mut()); "device={device} (context creation)"),
+            );
+        match r {
+            Ok(()) => return Ok(start.elapsed()),
+            Err(e) if attempt < 3 && TRANSIENT.contains(&e.cuda_error().code()) => {
+                std::thread::sleep(std::time::Duration::from_millis(if attempt == 1 {
+                    50
+                } else {
+                    200
+                }));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Lets the current device access memory of `peer` (`cudaDeviceEnablePeerAccess`); already
+/// enabled is success.
+pub fn enable_peer_access(peer: i32) -> Result<()> {
+    match cuda!(cudaDeviceEnablePeerAccess(peer, 0); "peer={peer}") {
+        Err(e) if e.cuda_error() == crate::CudaError::PEER_ACCESS_ALREADY_ENABLED => {
+            // cudart keeps the error as its last error; clear it.
+            crate::runtime::take_last_cuda_error();
+            Ok(())
+        }
+        r => r,
+    }
+}
+
 /// Whether device `from` can access memory of device `to` (`cudaDeviceCanAccessPeer`).
 pub fn can_access_peer(from: i32, to: i32) -> Result<bool> {
     let mut v: c_int = 0;

@@ -19,6 +19,11 @@ impl CudaError {
         CudaError(raw::cudaError::cudaErrorInsufficientDriver);
     /// `cudaErrorMemoryAllocation` (2): out of memory.
     pub const MEMORY_ALLOCATION: CudaError = CudaError(raw::cudaError::cudaErrorMemoryAllocation);
+    /// `cudaErrorNotReady` (600): queried work has not completed yet (not a failure).
+    pub const NOT_READY: CudaError = CudaError(raw::cudaError::cudaErrorNotReady);
+    /// `cudaErrorPeerAccessAlreadyEnabled` (704).
+    pub const PEER_ACCESS_ALREADY_ENABLED: CudaError =
+        CudaError(raw::cudaError::cudaErrorPeerAccessAlreadyEnabled);
     /// `cudaErrorNoDevice` (100): a driver but no device.
     pub const NO_DEVICE: CudaError = CudaError(raw::cudaError::cudaErrorNoDevice);
 

@@ -58,6 +58,51 @@ impl Event {
     pub fn as_raw(&self) -> raw::cudaEvent_t {
         self.0
     }
+
+    /// Gives up ownership of the handle.
+    pub fn into_raw(self) -> raw::cudaEvent_t {
+        let e = self.0;
+        std::mem::forget(self);
+        e
+    }
+
+    /// Takes ownership of a handle made by `into_raw`.
+    ///
+    /// # Safety
+    /// `e` came from `Event::into_raw` and is not owned by anything else.
+    pub unsafe fn from_raw(e: raw::cudaEvent_t) -> Event {
+        Event(e)
+    }
+}
+
+/// True when the event has completed, or was never recorded (`cudaEventQuery`).
+///
+/// # Safety
+/// `e` is a live event.
+pub unsafe fn query(e: raw::cudaEvent_t) -> Result<bool> {
+    let rc = crate::error::CudaError::from_raw(raw::cudaEventQuery(e));
+    if rc == crate::error::CudaError::NOT_READY {
+        return Ok(false);
+    }
+    crate::error::CudaError::check(rc.raw())
+        .map(|()| true)
+        .map_err(|err| crate::Error::cuda("cudaEventQuery", err, format!("event={e:p}")))
+}
+
+/// Records `e` on stream `s` (NULL: the legacy default stream).
+///
+/// # Safety
+/// `e` is a live event, `s` NULL or a live stream of the same device.
+pub unsafe fn record_raw(e: raw::cudaEvent_t, s: raw::cudaStream_t) -> Result<()> {
+    cuda!(cudaEventRecord(e, s); "event={e:p} stream={s:p}")
+}
+
+impl Event {
+    /// Destroys the event, reporting a failure (dropping cannot).
+    pub fn destroy(self) -> Result<()> {
+        let e = self.into_raw();
+        cuda!(cudaEventDestroy(e); "event={e:p}")
+    }
 }
 
 impl Drop for Event {

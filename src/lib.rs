@@ -29,6 +29,7 @@ pub mod device;
 pub mod doctor;
 pub mod event;
 pub mod memory;
+pub mod memory_kinds;
 pub mod pageable;
 pub mod raw;
 pub mod runtime;

@@ -22,6 +22,20 @@ impl Stream {
         Ok(Stream(s))
     }
 
+    /// Creates a stream with `cudaStreamCreateWithPriority`: `non_blocking` streams do not
+    /// synchronize with the legacy default stream; lower `priority` numbers run first (see
+    /// `priority_range`).
+    pub fn with_flags(non_blocking: bool, priority: i32) -> Result<Stream> {
+        let mut s: raw::cudaStream_t = std::ptr::null_mut();
+        let flags = if non_blocking {
+            raw::cudaStreamNonBlocking
+        } else {
+            raw::cudaStreamDefault
+        };
+        cuda!(cudaStreamCreateWithPriority(&mut s, flags, priority); "flags={flags} priority={priority}")?;
+        Ok(Stream(s))
+    }
+
     /// The raw handle, still owned by `self`.
     pub fn as_raw(&self) -> raw::cudaStream_t {
         self.0
@@ -60,6 +74,36 @@ impl Drop for Stream {
         // SAFETY: we own the handle. A failure here has nowhere to go; `destroy` reports it.
         unsafe { raw::cudaStreamDestroy(self.0) };
     }
+}
+
+/// (least, greatest) stream priorities of the current device (`cudaDeviceGetStreamPriorityRange`;
+/// greatest is the smaller number).
+pub fn priority_range() -> Result<(i32, i32)> {
+    let (mut least, mut greatest) = (0, 0);
+    cuda!(cudaDeviceGetStreamPriorityRange(&mut least, &mut greatest))?;
+    Ok((least, greatest))
+}
+
+/// True when all work queued on `s` has completed (`cudaStreamQuery`).
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+pub unsafe fn query(s: raw::cudaStream_t) -> Result<bool> {
+    let rc = crate::error::CudaError::from_raw(raw::cudaStreamQuery(s));
+    if rc == crate::error::CudaError::NOT_READY {
+        return Ok(false);
+    }
+    crate::error::CudaError::check(rc.raw())
+        .map(|()| true)
+        .map_err(|e| crate::Error::cuda("cudaStreamQuery", e, format!("stream={s:p}")))
+}
+
+/// Makes future work on `s` wait until `event` has completed (`cudaStreamWaitEvent`).
+///
+/// # Safety
+/// `s` is NULL or a live stream; `event` is a live event.
+pub unsafe fn wait_event(s: raw::cudaStream_t, event: raw::cudaEvent_t) -> Result<()> {
+    cuda!(cudaStreamWaitEvent(s, event, 0); "stream={s:p} event={event:p}")
 }
 
 /// Waits for the work queued on `s` (NULL: the legacy default stream).

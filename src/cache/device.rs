@@ -123,11 +123,12 @@ fn try_alloc(
     size: usize,
     device: i32,
     pool: Option<raw::cudaMemPool_t>,
+    stream: raw::cudaStream_t,
 ) -> Result<(*mut c_void, bool)> {
     let mut p: *mut c_void = std::ptr::null_mut();
     match pool {
         Some(pool) => {
-            cuda!(cudaMallocFromPoolAsync(&mut p, size, pool, std::ptr::null_mut()); "size={size}")?;
+            cuda!(cudaMallocFromPoolAsync(&mut p, size, pool, stream); "size={size} stream={stream:p}")?;
             let d = device_index(device)?;
             let covered = FREED_EST[d]
                 .fetch_update(Relaxed, Relaxed, |v| v.checked_sub(size as u64))
@@ -147,21 +148,27 @@ fn try_alloc(
     }
 }
 
-/// Allocates `size` bytes on the current device. Size 0 gives NULL and no error. Out of memory
-/// releases every cache and retries once.
+/// Allocates `size` bytes on the current device, in the order of the legacy default stream.
+/// Size 0 gives NULL and no error. Out of memory releases every cache and retries once.
 pub fn alloc(size: usize) -> Result<*mut c_void> {
+    alloc_on(size, std::ptr::null_mut())
+}
+
+/// Allocates in the order of `stream` (stream-ordered allocation: usable by work queued on
+/// `stream` after this call, by other streams once they are ordered after it).
+pub fn alloc_on(size: usize, stream: raw::cudaStream_t) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
     let device = crate::device::current()
         .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
     let pool = pool(device)?;
-    let (p, hit) = match try_alloc(size, device, pool) {
+    let (p, hit) = match try_alloc(size, device, pool, stream) {
         Ok(r) => r,
         Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
             COUNTERS[device_index(device)?].oom_retry();
             super::release_cached()?;
-            try_alloc(size, device, pool).map_err(|e| {
+            try_alloc(size, device, pool, stream).map_err(|e| {
                 Error::cuda(
                     e.call(),
                     e.cuda_error(),
@@ -185,6 +192,14 @@ pub fn alloc(size: usize) -> Result<*mut c_void> {
 // `p` reaches CUDA only after it was found in our table of live allocations.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn free(p: *mut c_void) -> Result<()> {
+    free_on(p, std::ptr::null_mut())
+}
+
+/// Frees a pointer from `alloc`/`alloc_on` in the order of `stream`: the memory returns to the
+/// pool when `stream` reaches the free.
+// `p` reaches CUDA only after it was found in our table of live allocations.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn free_on(p: *mut c_void, stream: raw::cudaStream_t) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
@@ -199,7 +214,7 @@ pub fn free(p: *mut c_void) -> Result<()> {
              pointer from malloc_host or elsewhere, or a double free); nothing was freed"
         )));
     };
-    let result = release(p, live);
+    let result = release(p, live, stream);
     if result.is_err() {
         // Keep it recorded: the memory was not freed.
         shard(p as usize)
@@ -215,19 +230,19 @@ pub fn free(p: *mut c_void) -> Result<()> {
     result
 }
 
-fn release(p: *mut c_void, live: Live) -> Result<()> {
+fn release(p: *mut c_void, live: Live, stream: raw::cudaStream_t) -> Result<()> {
     let pooled = POOLS[device_index(live.device)?]
         .get()
         .is_some_and(|p| p.is_some());
     if !pooled {
         return cuda!(cudaFree(p); "ptr={p:p} size={}", live.size);
     }
-    // The free goes on the legacy stream of the block's device.
+    // The free goes on the given stream (NULL: the legacy stream of the block's device).
     let current = crate::device::current()?;
     if current != live.device {
         crate::device::set(live.device)?;
     }
-    let r = cuda!(cudaFreeAsync(p, std::ptr::null_mut()); "ptr={p:p} size={}", live.size);
+    let r = cuda!(cudaFreeAsync(p, stream); "ptr={p:p} size={} stream={stream:p}", live.size);
     if current != live.device {
         crate::device::set(current)?;
     }

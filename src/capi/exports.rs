@@ -82,7 +82,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
     device: c_int,
     out: *mut AllocatorStats,
 ) -> c_int {
-    status_of("llaisysNvidiaDeviceMemoryStats", || {
+    super::api::status("llaisysNvidiaDeviceMemoryStats", || {
         let s = crate::cache::device::stats(device)?;
         write_out(out, s)
     })
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
 /// `out` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) -> c_int {
-    status_of("llaisysNvidiaHostMemoryStats", || {
+    super::api::status("llaisysNvidiaHostMemoryStats", || {
         write_out(out, crate::cache::host::stats())
     })
 }
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) 
 /// Returns a status (0 success).
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
-    status_of(
+    super::api::status(
         "llaisysNvidiaReleaseCachedMemory",
         crate::cache::release_cached,
     )
@@ -117,24 +117,6 @@ pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
 }
 
 fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::Result<()> {
-    if out.is_null() {
-        return Err(crate::Error::invalid_argument("out=NULL"));
-    }
-    // SAFETY: caller contract: non-NULL `out` is valid for writing.
-    unsafe { out.write(s) };
-    Ok(())
-}
-
-/// Runs a status-returning function: the status, with the thread's last error set on failure
-/// (no handler call: the status is how these report).
-fn status_of(function: &'static str, body: impl FnOnce() -> crate::Result<()>) -> c_int {
-    match policy::catch_panic(function, body) {
-        Ok(()) => 0,
-        Err(e) => {
-            let record = policy::Record::new(function, &e);
-            let status = record.status;
-            policy::set_last(Some(std::sync::Arc::new(record)));
-            status
-        }
-    }
+    // SAFETY: caller contract: `out` is NULL or valid for writing.
+    unsafe { super::api::out(out, "out", s) }
 }

@@ -1,6 +1,8 @@
 //! The C ABI: the llaisys runtime table (`table`), the error policy behind it (`policy`), the
-//! checks of hostile input (`validate`), and the exported symbols (`exports`).
+//! checks of hostile input (`validate`), the exported symbols of the table and errors
+//! (`exports`), and the status-returning API beyond the table (`api`).
 
+pub mod api;
 pub mod exports;
 pub mod policy;
 pub mod table;

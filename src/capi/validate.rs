@@ -78,6 +78,34 @@ fn unknown_stream(s: raw::cudaStream_t) -> Error {
     ))
 }
 
+static EVENTS: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+/// Records an event made by llaisysNvidiaEventCreate.
+pub fn event_created(e: raw::cudaEvent_t) {
+    EVENTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashSet::new)
+        .insert(e as usize);
+}
+
+/// `Ok` for a live event of ours; with `remove` it is forgotten (about to be destroyed).
+pub fn check_event(e: raw::cudaEvent_t, remove: bool) -> Result<()> {
+    let mut set = EVENTS.lock().unwrap_or_else(|p| p.into_inner());
+    let known = match set.as_mut() {
+        Some(set) if remove => set.remove(&(e as usize)),
+        Some(set) => set.contains(&(e as usize)),
+        None => false,
+    };
+    if known {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(format!(
+            "event={e:p} was not made by llaisysNvidiaEventCreate or was already destroyed"
+        )))
+    }
+}
+
 /// Sizes beyond `isize::MAX` cannot describe memory in this process.
 pub fn check_size(size: usize) -> Result<()> {
     if size > isize::MAX as usize {

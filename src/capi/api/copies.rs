@@ -1,0 +1,106 @@
+//! Copies with a status: every kind sync and async (the table's semantics and checks), and peer
+//! copies between devices.
+
+use super::status;
+use crate::capi::validate;
+use crate::copy::{self, MemcpyKind};
+use std::os::raw::{c_int, c_void};
+
+/// memcpy_sync with a status: returns with the copy complete.
+///
+/// # Safety
+/// The pointers follow the header's contract for this function.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> c_int {
+    status("llaisysNvidiaMemcpy", || {
+        let kind = MemcpyKind::from_raw(kind)?;
+        validate::check_copy(dst, src, size, kind)?;
+        // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+        unsafe { copy::copy_sync(dst, src, size, kind) }
+    })
+}
+
+/// memcpy_async with a status: queued on `stream` (NULL: legacy stream).
+///
+/// # Safety
+/// The pointers follow the header's contract for this function.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> c_int {
+    status("llaisysNvidiaMemcpyAsync", || {
+        let kind = MemcpyKind::from_raw(kind)?;
+        validate::check_stream(stream.cast())?;
+        validate::check_copy(dst, src, size, kind)?;
+        // SAFETY: header contract, until the copy has run.
+        unsafe { copy::copy_async(dst, src, size, kind, stream.cast()) }?;
+        if size > 0 {
+            if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
+                crate::cache::host::record_use(src, stream.cast());
+            }
+            if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
+                crate::cache::host::record_use(dst, stream.cast());
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Copies `size` bytes from `src` on `src_device` to `dst` on `dst_device`; returns complete.
+///
+/// # Safety
+/// The pointers follow the header's contract for this function.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    size: usize,
+) -> c_int {
+    status("llaisysNvidiaMemcpyPeer", || {
+        validate::check_size(size)?;
+        // SAFETY: header contract: device memory of those devices.
+        unsafe {
+            copy::copy_peer(
+                dst,
+                dst_device,
+                src,
+                src_device,
+                size,
+                std::ptr::null_mut(),
+                true,
+            )
+        }
+    })
+}
+
+/// Queues a peer copy on `stream`.
+///
+/// # Safety
+/// The pointers follow the header's contract for this function.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    size: usize,
+    stream: *mut c_void,
+) -> c_int {
+    status("llaisysNvidiaMemcpyPeerAsync", || {
+        validate::check_size(size)?;
+        validate::check_stream(stream.cast())?;
+        // SAFETY: header contract, until the copy has run.
+        unsafe { copy::copy_peer(dst, dst_device, src, src_device, size, stream.cast(), false) }
+    })
+}

@@ -1,0 +1,163 @@
+//! Devices: count, explicit initialisation, current device, properties, memory, synchronize,
+//! peer access.
+
+use super::{out, status};
+use crate::device;
+use std::os::raw::{c_char, c_double, c_int};
+
+/// Device properties (`llaisysNvidiaDeviceProperties` in the header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceProperties {
+    /// NUL-terminated name.
+    pub name: [c_char; 256],
+    /// Compute capability, major.
+    pub major: c_int,
+    /// Compute capability, minor.
+    pub minor: c_int,
+    /// Global memory in bytes.
+    pub total_memory: usize,
+    /// Streaming multiprocessors.
+    pub multiprocessors: c_int,
+    /// NUL-terminated PCI bus id.
+    pub pci_bus_id: [c_char; 32],
+    /// Copy engines that run concurrently with kernels.
+    pub async_engines: c_int,
+    /// 1 with unified virtual addressing.
+    pub unified_addressing: c_int,
+    /// 1 when stream-ordered memory pools are supported.
+    pub memory_pools: c_int,
+}
+
+fn fill_str<const N: usize>(dst: &mut [c_char; N], s: &str) {
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(N - 1)) {
+        *d = b as c_char;
+    }
+}
+
+/// Writes the number of devices to `*count` (always written, 0 when there are none); the status
+/// says why there are none (CUDA error 35: no driver, 100: no device).
+///
+/// # Safety
+/// `count` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
+    status("llaisysNvidiaDeviceCount", || {
+        out(count, "count", 0)?;
+        out(count, "count", crate::runtime::device_count()?)
+    })
+}
+
+/// Creates the context of `device` now and makes it current; writes the milliseconds it took to
+/// `*ms` (may be NULL). Transient failures of several processes starting at once are retried
+/// (three tries).
+///
+/// # Safety
+/// `ms` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaInitDevice(dev: c_int, ms: *mut c_double) -> c_int {
+    status("llaisysNvidiaInitDevice", || {
+        let took = device::init(dev)?;
+        if !ms.is_null() {
+            ms.write(took.as_secs_f64() * 1e3);
+        }
+        Ok(())
+    })
+}
+
+/// Writes the calling thread's current device to `*dev`.
+///
+/// # Safety
+/// `dev` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGetDevice(dev: *mut c_int) -> c_int {
+    status("llaisysNvidiaGetDevice", || {
+        out(dev, "device", -1)?;
+        out(dev, "device", device::current()?)
+    })
+}
+
+/// Makes `dev` the calling thread's current device (devices are per thread, as in CUDA).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaSetDevice(dev: c_int) -> c_int {
+    status("llaisysNvidiaSetDevice", || device::set(dev))
+}
+
+/// Waits for all work on the current device.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaDeviceSynchronize() -> c_int {
+    status("llaisysNvidiaDeviceSynchronize", device::synchronize)
+}
+
+/// Fills `*props` with the properties of `dev`.
+///
+/// # Safety
+/// `props` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
+    dev: c_int,
+    props: *mut DeviceProperties,
+) -> c_int {
+    status("llaisysNvidiaGetDeviceProperties", || {
+        if props.is_null() {
+            return out(props, "props", std::mem::zeroed());
+        }
+        let p = device::properties(dev)?;
+        let mut v = DeviceProperties {
+            name: [0; 256],
+            major: p.compute_capability.0,
+            minor: p.compute_capability.1,
+            total_memory: p.total_memory,
+            multiprocessors: p.multiprocessors,
+            pci_bus_id: [0; 32],
+            async_engines: p.async_engines,
+            unified_addressing: p.unified_addressing as c_int,
+            memory_pools: p.memory_pools as c_int,
+        };
+        fill_str(&mut v.name, &p.name);
+        fill_str(&mut v.pci_bus_id, &p.pci_bus_id);
+        out(props, "props", v)
+    })
+}
+
+/// Writes free and total memory of the current device (either pointer may be NULL).
+///
+/// # Safety
+/// Non-NULL pointers are valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
+    status("llaisysNvidiaMemGetInfo", || {
+        let (f, t) = device::mem_info()?;
+        if !free.is_null() {
+            free.write(f);
+        }
+        if !total.is_null() {
+            total.write(t);
+        }
+        Ok(())
+    })
+}
+
+/// Writes 1 to `*can` when `dev` can access memory of `peer`, else 0.
+///
+/// # Safety
+/// `can` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaDeviceCanAccessPeer(
+    can: *mut c_int,
+    dev: c_int,
+    peer: c_int,
+) -> c_int {
+    status("llaisysNvidiaDeviceCanAccessPeer", || {
+        out(can, "can", 0)?;
+        out(can, "can", device::can_access_peer(dev, peer)? as c_int)
+    })
+}
+
+/// Lets the current device access memory of `peer`; already enabled is success.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaDeviceEnablePeerAccess(peer: c_int) -> c_int {
+    status("llaisysNvidiaDeviceEnablePeerAccess", || {
+        device::enable_peer_access(peer)
+    })
+}

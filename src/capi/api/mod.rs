@@ -1,0 +1,43 @@
+//! The status-returning C API beyond the llaisys table (`llaisysNvidia*` in the header): every
+//! function returns a `llaisysNvidiaStatus_t` (0 success), sets the thread's last error on
+//! failure (code, CUDA error, message) and never calls the error handler. Streams, memory and
+//! copies share the table's machinery (caches, checks), so the two can be mixed.
+//!
+//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `versions`.
+
+pub mod copies;
+pub mod device;
+pub mod memory;
+pub mod streams;
+pub mod versions;
+
+use crate::capi::policy;
+use crate::error::{Error, Result};
+use std::os::raw::c_int;
+
+/// Runs `body` as a status-returning API call: 0, or the status with the last error set.
+pub(crate) fn status(function: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
+    match policy::catch_panic(function, body) {
+        Ok(()) => 0,
+        Err(e) => {
+            let record = policy::Record::new(function, &e);
+            let status = record.status;
+            policy::set_last(Some(std::sync::Arc::new(record)));
+            status
+        }
+    }
+}
+
+/// Writes `value` to a caller's out-parameter; NULL is an invalid argument.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `T`.
+pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
+    if out.is_null() {
+        return Err(Error::invalid_argument(format!(
+            "{name}=NULL: nowhere to write the result"
+        )));
+    }
+    out.write(value);
+    Ok(())
+}

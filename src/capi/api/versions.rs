@@ -1,0 +1,52 @@
+//! Versions and status names.
+
+use super::{out, status};
+use std::os::raw::{c_char, c_int};
+
+/// The versions `llaisysNvidiaGetVersions` reports (`llaisysNvidiaVersions` in the header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Versions {
+    /// `CUDART_VERSION` of the headers this library was built against (13000 = 13.0).
+    pub built_cudart: c_int,
+    /// `cudaRuntimeGetVersion` of the cudart in use.
+    pub runtime: c_int,
+    /// `cudaDriverGetVersion` (0 without a driver).
+    pub driver: c_int,
+}
+
+/// The crate version as a static NUL-terminated string (`"0.1.0"`).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaVersion() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Fills `*out` with the built-against, runtime and driver versions.
+///
+/// # Safety
+/// `out` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
+    status("llaisysNvidiaGetVersions", || {
+        let versions = Versions {
+            built_cudart: crate::runtime::build::cudart_version(),
+            runtime: crate::runtime::runtime_version()?,
+            driver: crate::runtime::driver_version()?,
+        };
+        out(v, "out", versions)
+    })
+}
+
+/// A static name for a status value (`"LLAISYS_NVIDIA_ERROR_CUDA"`), `"unknown status"` for others.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaStatusName(s: c_int) -> *const c_char {
+    let name: &'static [u8] = match s {
+        0 => b"LLAISYS_NVIDIA_SUCCESS\0",
+        1 => b"LLAISYS_NVIDIA_ERROR_CUDA\0",
+        2 => b"LLAISYS_NVIDIA_ERROR_DEFERRED_CUDA\0",
+        3 => b"LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT\0",
+        4 => b"LLAISYS_NVIDIA_ERROR_INTERNAL\0",
+        _ => b"unknown status\0",
+    };
+    name.as_ptr().cast()
+}
