@@ -2,6 +2,7 @@
 //! `scripts/stage-gpu.sh`. Without a CUDA device each test prints "skipped: no CUDA device" and
 //! passes; with LLAISYS_TEST_REQUIRE_GPU=1 (set on the GPU machine) it fails instead.
 
+mod api;
 mod caching;
 mod common;
 mod doctor;
