@@ -349,10 +349,5 @@ fn peer_copy_on_one_device_and_table_interplay() {
         (table.destroy_stream)(s);
         ok(llaisysNvidiaFreeDevice(a), "free a");
         (table.free_device)(b);
-        let mut can = -1;
-        ok(
-            llaisysNvidiaDeviceCanAccessPeer(&mut can, 0, 0),
-            "can access peer",
-        );
     }
 }
