@@ -5,13 +5,14 @@
 //! - [`error`]: [`CudaError`] (newtype over `cudaError_t`) and [`Error`] (which call, which
 //!   arguments, where).
 //! - safe layer: [`runtime`] (versions, device count, build facts), [`device`], [`stream`],
-//!   [`memory`], [`copy`].
+//!   [`event`], [`memory`] (device and pinned), [`memory_kinds`] (managed, mapped, registered,
+//!   memset, pointer attributes), [`copy`].
 //! - [`cache`]: the caching allocators behind malloc/free of the table (device pool, pinned
 //!   host blocks reused after event completion), with statistics; [`pageable`]: fast staged
 //!   copies between pageable host memory and the device.
-//! - [`capi`]: the llaisys runtime table, its error policy and the exported C symbols declared in
-//!   `csrc/llaisys_runtime.h`.
-//! - [`event`]: CUDA events, for timing. [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
+//! - [`capi`]: the llaisys runtime table, its error policy, the checks of hostile input, the
+//!   status-returning API, and the exported C symbols declared in `csrc/llaisys_runtime.h`.
+//! - [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
 //! - `src/bin/llaisys-nvidia.rs`: the command-line program.
 #![warn(missing_docs)]
 
