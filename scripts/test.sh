@@ -37,7 +37,7 @@ for line in sys.stdin:
         print(m["executable"])'
 }
 for t in hostile errors fuzz; do
-  LLAISYS_FUZZ_SECONDS=3 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
+  LLAISYS_FUZZ_SECONDS=10 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
     --error-exitcode=97 "$(test_exe "$t")" --test-threads=1
 done
 echo "== tests: dynamic cudart, CUDA 13"
