@@ -145,8 +145,9 @@ extern "C" {
  * malloc_device(n)     n bytes of device memory, from a cache (see "Memory caches" below).
  *                      n == 0 returns NULL and is not an error. NULL on error (out of memory
  *                      after releasing the caches, no device).
- * free_device(p)       Frees p from malloc_device into the cache, in stream order; never blocks
- *                      the host. NULL does nothing; a pointer not from malloc_device is an error.
+ * free_device(p)       Frees p from malloc_device into the cache, in stream order; with the
+ *                      cache on it never blocks the host (with LLAISYS_NVIDIA_DEVICE_CACHE=0 it is
+ *                      cudaFree). NULL does nothing; a pointer not from malloc_device is an error.
  * malloc_host(n)       n bytes of pinned (page-locked) host memory, from a cache. n == 0
  *                      returns NULL and is not an error. NULL on error.
  * free_host(p)         Frees p from malloc_host into the cache. NULL does nothing; a pointer
@@ -184,7 +185,8 @@ typedef enum {
 typedef struct llaisysNvidiaError {
     int status;            /* llaisysNvidiaStatus_t */
     int cuda_error;        /* cudaError_t, 0 when no CUDA call failed */
-    int device;            /* the calling thread's current device, -1 when unknown */
+    int device;            /* the calling thread's current device; -1 when unknown and for
+                              LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT (no CUDA call was made) */
     const char *function;  /* our function, e.g. "malloc_device" */
     const char *cuda_call; /* the CUDA call, e.g. "cudaMalloc"; "" when none */
     const char *message;   /* the whole one-line message */
@@ -213,8 +215,9 @@ LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
  * Memory caches. malloc_device/free_device use a CUDA memory pool per device, ordered on the
  * legacy default stream: a freed block is reused only after all work queued before the free on
  * the legacy stream and on every blocking stream (all streams of create_stream) has run, and
- * free_device never blocks the host. Work the host queued on its own NON-blocking streams must
- * be synchronized before free_device. malloc_host/free_host cache pinned blocks in size classes;
+ * free_device never blocks the host. Work queued on NON-blocking streams (the host's own, or
+ * llaisysNvidiaStreamCreate with LLAISYS_NVIDIA_STREAM_NON_BLOCKING) must be synchronized before
+ * free_device. malloc_host/free_host cache pinned blocks in size classes;
  * a block used by memcpy_async is reused only after events recorded at free_host on those streams
  * complete. Out of memory releases every cache and retries once before reporting the error.
  * free_device / free_host of a pointer this library did not hand out (or a double free) is an
@@ -229,11 +232,13 @@ typedef struct llaisysNvidiaAllocatorStats {
     uint64_t cached_bytes;      /* held by the cache, not handed out */
     uint64_t alloc_count;       /* successful allocations */
     uint64_t free_count;        /* frees of our pointers */
-    uint64_t cache_hits;        /* allocations served from cached memory */
-    uint64_t cache_misses;      /* allocations that took new memory from CUDA */
+    uint64_t cache_hits;        /* allocations served from cached memory (device: estimated from
+                                   the pool's reserved size, exact for one allocating thread) */
+    uint64_t cache_misses;      /* allocations that took new memory from CUDA (same caveat) */
     uint64_t oom_retries;       /* out-of-memory failures retried after releasing caches */
 } llaisysNvidiaAllocatorStats;
-/* Device allocator statistics of `device`, or of all devices summed when device is -1. */
+/* Device allocator statistics of `device`, or of all devices summed when device is -1 (then
+ * peak_in_use_bytes is the sum of the per-device peaks). */
 LLAISYS_NVIDIA_API int llaisysNvidiaDeviceMemoryStats(int device, llaisysNvidiaAllocatorStats *out);
 LLAISYS_NVIDIA_API int llaisysNvidiaHostMemoryStats(llaisysNvidiaAllocatorStats *out);
 /* Returns all cached device memory (every device) and pinned host memory to CUDA. */

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock, RwLockWriteGuard};
 
 type Stream = usize;
 
@@ -56,6 +56,15 @@ struct State {
 unsafe impl Send for State {}
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// Streams are destroyed under its write lock and free_host records its events under its read
+/// lock: a block taken out of `live` by free_host can never see its stream destroyed before its
+/// event is recorded (stream_destroyed only sees blocks still in `live`).
+static STREAM_LIFETIME: RwLock<()> = RwLock::new(());
+
+/// Held by whoever destroys a stream (see `STREAM_LIFETIME`).
+pub fn stream_lifetime_write() -> RwLockWriteGuard<'static, ()> {
+    STREAM_LIFETIME.write().unwrap_or_else(|e| e.into_inner())
+}
 static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
 static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
@@ -152,6 +161,7 @@ pub fn free(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
+    let _streams_stay = STREAM_LIFETIME.read().unwrap_or_else(|e| e.into_inner());
     let Some(block) = with_state(|s| s.live.remove(&(p as usize))) else {
         return Err(Error::invalid_argument(format!(
             "ptr={p:p} was not returned by malloc_host, or was already freed (a device pointer, \

@@ -136,18 +136,27 @@ unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
     if s.is_null() {
         return;
     }
-    run("destroy_stream", (), || {
-        validate::stream_destroying(s.cast())?;
-        // Pinned blocks used on it get their completion event before it goes.
-        let done = cache::host::stream_destroyed(s.cast()).and_then(|()| {
-            // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
-            unsafe { Stream::from_raw(s.cast()) }.destroy()
-        });
-        if done.is_err() {
-            validate::stream_restored(s.cast());
-        }
-        done
-    })
+    run("destroy_stream", (), || destroy_checked(s))
+}
+
+/// destroy_stream's body, shared with llaisysNvidiaStreamDestroy: refuses streams not ours,
+/// gives pinned blocks used on the stream their completion event, then destroys it. Holds the
+/// host cache's stream-lifetime lock throughout, so a concurrent free_host never records an
+/// event on a stream being destroyed.
+pub(crate) fn destroy_checked(s: LlaisysStream) -> crate::Result<()> {
+    if s.is_null() {
+        return Ok(());
+    }
+    let _no_free_host_meanwhile = cache::host::stream_lifetime_write();
+    validate::stream_destroying(s.cast())?;
+    let done = cache::host::stream_destroyed(s.cast()).and_then(|()| {
+        // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
+        unsafe { Stream::from_raw(s.cast()) }.destroy()
+    });
+    if done.is_err() {
+        validate::stream_restored(s.cast());
+    }
+    done
 }
 
 unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
@@ -187,11 +196,9 @@ unsafe extern "C-unwind" fn memcpy_sync(
     size: usize,
     kind: c_int,
 ) {
-    run("memcpy_sync", (), || {
-        let kind = MemcpyKind::from_raw(kind)?;
-        validate::check_copy(dst, src, size, kind)?;
-        // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
-        unsafe { copy::copy_sync(dst, src, size, kind) }
+    // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+    run("memcpy_sync", (), || unsafe {
+        memcpy_sync_checked(dst, src, size, kind)
     })
 }
 
@@ -202,21 +209,50 @@ unsafe extern "C-unwind" fn memcpy_async(
     kind: c_int,
     s: LlaisysStream,
 ) {
-    run("memcpy_async", (), || {
-        let kind = MemcpyKind::from_raw(kind)?;
-        validate::check_stream(s.cast())?;
-        validate::check_copy(dst, src, size, kind)?;
-        // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
-        unsafe { copy::copy_async(dst, src, size, kind, s.cast()) }?;
-        // Pinned blocks this copy reads or writes stay out of reuse until it has run.
-        if size > 0 {
-            if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
-                cache::host::record_use(src, s.cast());
-            }
-            if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
-                cache::host::record_use(dst, s.cast());
-            }
-        }
-        Ok(())
+    // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
+    run("memcpy_async", (), || unsafe {
+        memcpy_async_checked(dst, src, size, kind, s)
     })
+}
+
+/// memcpy_async's body, shared with llaisysNvidiaMemcpyAsync: checks, the copy, and the note
+/// that keeps pinned blocks it reads or writes out of reuse until it has run.
+///
+/// # Safety
+/// The pointers are valid for `size` bytes of the memory `kind` says until the copy has run.
+pub(crate) unsafe fn memcpy_async_checked(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    s: LlaisysStream,
+) -> crate::Result<()> {
+    let kind = MemcpyKind::from_raw(kind)?;
+    validate::check_stream(s.cast())?;
+    validate::check_copy(dst, src, size, kind)?;
+    copy::copy_async(dst, src, size, kind, s.cast())?;
+    if size > 0 {
+        if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
+            cache::host::record_use(src, s.cast());
+        }
+        if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
+            cache::host::record_use(dst, s.cast());
+        }
+    }
+    Ok(())
+}
+
+/// memcpy_sync's body, shared with llaisysNvidiaMemcpy.
+///
+/// # Safety
+/// The pointers are valid for `size` bytes of the memory `kind` says.
+pub(crate) unsafe fn memcpy_sync_checked(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> crate::Result<()> {
+    let kind = MemcpyKind::from_raw(kind)?;
+    validate::check_copy(dst, src, size, kind)?;
+    copy::copy_sync(dst, src, size, kind)
 }

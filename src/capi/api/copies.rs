@@ -2,8 +2,9 @@
 //! copies between devices.
 
 use super::status;
+use crate::capi::table;
 use crate::capi::validate;
-use crate::copy::{self, MemcpyKind};
+use crate::copy;
 use std::os::raw::{c_int, c_void};
 
 /// memcpy_sync with a status: returns with the copy complete.
@@ -17,11 +18,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpy(
     size: usize,
     kind: c_int,
 ) -> c_int {
-    status("llaisysNvidiaMemcpy", || {
-        let kind = MemcpyKind::from_raw(kind)?;
-        validate::check_copy(dst, src, size, kind)?;
-        // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
-        unsafe { copy::copy_sync(dst, src, size, kind) }
+    // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+    status("llaisysNvidiaMemcpy", || unsafe {
+        table::memcpy_sync_checked(dst, src, size, kind)
     })
 }
 
@@ -37,21 +36,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> c_int {
-    status("llaisysNvidiaMemcpyAsync", || {
-        let kind = MemcpyKind::from_raw(kind)?;
-        validate::check_stream(stream.cast())?;
-        validate::check_copy(dst, src, size, kind)?;
-        // SAFETY: header contract, until the copy has run.
-        unsafe { copy::copy_async(dst, src, size, kind, stream.cast()) }?;
-        if size > 0 {
-            if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
-                crate::cache::host::record_use(src, stream.cast());
-            }
-            if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
-                crate::cache::host::record_use(dst, stream.cast());
-            }
-        }
-        Ok(())
+    // SAFETY: header contract, until the copy has run.
+    status("llaisysNvidiaMemcpyAsync", || unsafe {
+        table::memcpy_async_checked(dst, src, size, kind, stream)
     })
 }
 

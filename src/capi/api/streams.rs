@@ -39,18 +39,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaStreamDestroy(s: *mut c_void) -> c_int {
     status("llaisysNvidiaStreamDestroy", || {
-        if s.is_null() {
-            return Ok(());
-        }
-        validate::stream_destroying(s.cast())?;
-        let done = crate::cache::host::stream_destroyed(s.cast()).and_then(|()| {
-            // SAFETY: ours, destroyed once (checked above).
-            unsafe { Stream::from_raw(s.cast()) }.destroy()
-        });
-        if done.is_err() {
-            validate::stream_restored(s.cast());
-        }
-        done
+        crate::capi::table::destroy_checked(s)
     })
 }
 
@@ -173,11 +162,10 @@ pub unsafe extern "C" fn llaisysNvidiaEventElapsedTime(
     status("llaisysNvidiaEventElapsedTime", || {
         validate::check_event(start.cast(), false)?;
         validate::check_event(end.cast(), false)?;
-        let (a, b) = (Event::from_raw(start.cast()), Event::from_raw(end.cast()));
-        let r = b.elapsed_ms(&a);
-        // Borrowed, not owned: give the handles back.
-        let _ = (a.into_raw(), b.into_raw());
-        out(ms, "ms", r?)
+        let (a, b): (raw::cudaEvent_t, raw::cudaEvent_t) = (start.cast(), end.cast());
+        let mut elapsed = 0f32;
+        cuda!(cudaEventElapsedTime(&mut elapsed, a, b); "start={a:p} end={b:p}")?;
+        out(ms, "ms", elapsed)
     })
 }
 
