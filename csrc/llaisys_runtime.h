@@ -10,7 +10,12 @@
  * llaisysNvidia / LLAISYS_NVIDIA.
  *
  * Devices. As in CUDA, the current device is per host thread: set_device(i) affects only the
- * calling thread; streams and allocations belong to the device current when they are made.
+ * calling thread; streams and allocations belong to the device current when they are made. A
+ * stream stays a real cudaStream_t. Copies on a stream of another device are correct (llaisys
+ * makes a runtime's stream before set_device), and the caches order frees and reuse with such
+ * streams; a kernel launched on one while another device is current fails, as in CUDA. Once a
+ * second device is in use, memory of malloc_device is reachable from every device in use that
+ * can access it (as cudaMalloc memory is). README "Several GPUs" has the details and costs.
  *
  * Errors. The table's functions cannot return a status. Every CUDA error is reported, never
  * dropped: it becomes the calling thread's last error (llaisysNvidiaLastError*) and is handed to
@@ -138,8 +143,8 @@ extern "C" {
  * set_device(id)       cudaSetDevice(id) for the calling thread. id outside 0..count-1 (including
  *                      -1) is an error (cudaErrorInvalidDevice) whose message names the count.
  * device_synchronize() Waits for all work on the current device.
- * create_stream()      A new ordinary blocking stream (cudaStreamCreate) on the current device;
- *                      NULL on error.
+ * create_stream()      A new ordinary blocking stream (cudaStreamCreate) on the current device
+ *                      (usable from any device for copies); NULL on error.
  * destroy_stream(s)    Destroys s (pending work still completes). NULL does nothing.
  * stream_synchronize(s) Waits for s; NULL means the legacy default stream.
  * malloc_device(n)     n bytes of device memory, from a cache (see "Memory caches" below).

@@ -3,7 +3,9 @@
 # scripts/stage-gpu.sh made, which holds it as gpu-stage/bench.sh:
 #   here:   bash scripts/stage-gpu.sh
 #   device: command "bash gpu-stage/bench.sh", carry ["gpu-stage"]
-# Extra arguments go to table_bench (e.g. --quick, --only D2D). Builds the reference backend
+# Extra arguments go to table_bench (e.g. --quick, --only D2D). `bench.sh --peer` instead runs
+# benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the cost of
+# llaisys's stream-before-set_device pattern) and writes $OUT/peer.md. Builds the reference backend
 # (reference/seed_runtime.cu, nvcc -shared) and table_bench (benches/, nvcc), then measures
 # static/ and dynamic/libllaisys_nvidia.so, the reference and raw cudart in one process.
 # The Markdown table goes to stdout (last) and, when OUT is set, to $OUT/bench.md, with
@@ -30,6 +32,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 out=${OUT:-}
 nvcc_version=$(nvcc --version | tail -n 1)
+
+if [ "${1:-}" = --peer ]; then
+  # Two GPUs (kind nvidia-h200-x2): peer copies and llaisys's stream-before-set_device pattern.
+  nvcc -O2 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
+    -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
+  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -o "$work/peer_bench" "$stage/benches/peer_bench.cpp" -ldl
+  "$work/peer_bench" "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee "$work/peer.md"
+  [ -z "$out" ] || { mkdir -p "$out"; cp "$work/peer.md" "$out/peer.md"; }
+  exit 0
+fi
 echo "bench: building with nvcc ($nvcc_version)" >&2
 # The reference as a llaisys core would build it: nvcc's default static cudart, kept private
 # (--exclude-libs) so that it cannot bind to any other cudart in the process.

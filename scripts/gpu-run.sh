@@ -6,6 +6,9 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 export LLAISYS_TEST_REQUIRE_GPU=1
+# Tests that need N devices fail (instead of skipping) when the machine has N.
+LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+export LLAISYS_TEST_REQUIRE_GPUS
 out=${OUT:-$work}
 pass=0
 fail=0
@@ -30,7 +33,8 @@ link_static() { # the README's documented line for each feature
 }
 for mode in static dynamic; do
   d=$here/$mode
-  step "$mode: rust GPU tests" "$d/gpu" --test-threads=1 ${1:+"$1"}
+  # --nocapture: the figures tests print (stress iterations, reuse counts) land in the log.
+  step "$mode: rust GPU tests" "$d/gpu" --test-threads=1 --nocapture ${1:+"$1"}
   step "$mode: rust GPU tests, caches and pageable fast path switched off" \
     env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0 \
     "$d/gpu" --test-threads=1 caching table

@@ -8,7 +8,24 @@ use std::os::raw::c_int;
 
 /// Makes `id` the calling thread's current device (`cudaSetDevice`).
 pub fn set(id: i32) -> Result<()> {
-    cuda!(cudaSetDevice(id); "device={id}")
+    cuda!(cudaSetDevice(id); "device={id}")?;
+    crate::cache::cross::device_seen(id)
+}
+
+/// Runs `f` with `id` as the calling thread's current device, then makes the device that was
+/// current before current again, also when `f` fails. A failure of `f` wins over one of the
+/// restore.
+pub fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let before = current()?;
+    if before == id {
+        return f();
+    }
+    set(id)?;
+    let r = f();
+    let restored = set(before);
+    let v = r?;
+    restored?;
+    Ok(v)
 }
 
 /// The calling thread's current device (`cudaGetDevice`).

@@ -105,10 +105,17 @@ static SETS: Mutex<Vec<Set>> = Mutex::new(Vec::new());
 
 impl Set {
     fn new() -> Result<Set> {
-        let mut slots = Vec::with_capacity(SLOTS);
+        let mut slots: Vec<Slot> = Vec::with_capacity(SLOTS);
         for _ in 0..SLOTS {
             let mut p: *mut c_void = std::ptr::null_mut();
-            cuda!(cudaHostAlloc(&mut p, CHUNK, raw::cudaHostAllocPortable); "staging size={CHUNK}")?;
+            if let Err(e) = cuda!(cudaHostAlloc(&mut p, CHUNK, raw::cudaHostAllocPortable); "staging size={CHUNK}")
+            {
+                for s in slots {
+                    // SAFETY: our buffer, never used.
+                    unsafe { raw::cudaFreeHost(s.buf.cast()) };
+                }
+                return Err(e);
+            }
             slots.push(Slot {
                 buf: p.cast(),
                 event: std::ptr::null_mut(),
@@ -143,10 +150,10 @@ impl Set {
                 unsafe { raw::cudaEventDestroy(s.event) };
                 s.event = std::ptr::null_mut();
             }
-            cuda!(cudaEventCreateWithFlags(
-                &mut s.event,
-                raw::cudaEventDisableTiming
-            ))?;
+            crate::device::with(
+                device,
+                || cuda!(cudaEventCreateWithFlags(&mut s.event, raw::cudaEventDisableTiming); "device={device}"),
+            )?;
             s.device = device;
         }
         Ok(())
@@ -176,8 +183,38 @@ fn take_set() -> Result<Set> {
     Set::new()
 }
 
+/// Returns a set to the pool; idle sets beyond `MAX_SETS` (left by many copies at once) are
+/// freed.
 fn give_back(set: Set) {
-    SETS.lock().unwrap_or_else(|e| e.into_inner()).push(set);
+    let extra = {
+        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        sets.push(set);
+        let mut extra = Vec::new();
+        while sets.len() > MAX_SETS {
+            match sets.iter_mut().position(Set::idle) {
+                Some(i) => extra.push(sets.swap_remove(i)),
+                None => break,
+            }
+        }
+        extra
+    };
+    for set in extra {
+        set.free();
+    }
+}
+
+impl Set {
+    /// Frees an idle set's buffers and events.
+    fn free(self) {
+        for slot in self.slots {
+            if !slot.event.is_null() {
+                // SAFETY: our event, idle.
+                unsafe { raw::cudaEventDestroy(slot.event) };
+            }
+            // SAFETY: our buffer, idle.
+            unsafe { raw::cudaFreeHost(slot.buf.cast()) };
+        }
+    }
 }
 
 /// Frees the staging buffers no copy is using (waiting for copies still in flight on them).
@@ -185,20 +222,12 @@ pub fn release_staging() -> Result<()> {
     let sets = std::mem::take(&mut *SETS.lock().unwrap_or_else(|e| e.into_inner()));
     let mut first_err = None;
     for set in sets {
-        for slot in set.slots {
-            if !slot.event.is_null() {
-                if slot.busy {
-                    if let Err(e) = cuda!(cudaEventSynchronize(slot.event)) {
-                        first_err.get_or_insert(e);
-                    }
-                }
-                // SAFETY: our event, no longer used.
-                unsafe { raw::cudaEventDestroy(slot.event) };
-            }
-            if let Err(e) = cuda!(cudaFreeHost(slot.buf.cast())) {
+        for slot in set.slots.iter().filter(|s| s.busy) {
+            if let Err(e) = cuda!(cudaEventSynchronize(slot.event)) {
                 first_err.get_or_insert(e);
             }
         }
+        set.free();
     }
     first_err.map_or(Ok(()), Err)
 }
@@ -351,11 +380,32 @@ pub unsafe fn copy(
     stream: raw::cudaStream_t,
     wait: bool,
 ) -> Result<()> {
-    let current = crate::device::current()?;
+    // Events are recorded on `stream`, so they are made on its device.
+    let stream_device = if stream.is_null() {
+        crate::device::current()?
+    } else {
+        let mut d = 0;
+        cuda!(cudaStreamGetDevice(stream, &mut d); "stream={stream:p}")?;
+        d
+    };
     let mut set = take_set()?;
     let result = match direction {
-        Direction::HostToDevice => h2d(&mut set, current, device.cast(), host.cast(), size, stream),
-        Direction::DeviceToHost => d2h(&mut set, current, host.cast(), device.cast(), size, stream),
+        Direction::HostToDevice => h2d(
+            &mut set,
+            stream_device,
+            device.cast(),
+            host.cast(),
+            size,
+            stream,
+        ),
+        Direction::DeviceToHost => d2h(
+            &mut set,
+            stream_device,
+            host.cast(),
+            device.cast(),
+            size,
+            stream,
+        ),
     };
     let result = result.and_then(|()| {
         if wait && direction == Direction::HostToDevice {
@@ -368,7 +418,22 @@ pub unsafe fn copy(
         }
         Ok(())
     });
-    give_back(set);
+    if result.is_err() {
+        // A chunk may be queued without its event: reuse the set only once the stream is idle;
+        // if even that fails, the set is dropped (its buffers leak rather than be overwritten
+        // while a copy may still read them).
+        // SAFETY: `stream` is NULL or a live stream (the caller's contract).
+        if CudaError::check(unsafe { raw::cudaStreamSynchronize(stream) }).is_ok() {
+            for slot in &mut set.slots {
+                slot.busy = false;
+            }
+            give_back(set);
+        } else {
+            crate::runtime::take_last_cuda_error();
+        }
+    } else {
+        give_back(set);
+    }
     result.map_err(|e| {
         Error::cuda(
             e.call(),
@@ -389,6 +454,29 @@ fn chunk_for(size: usize) -> usize {
         .clamp(512 << 10, CHUNK)
 }
 
+/// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
+unsafe fn chunk_copy(
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    direction: Direction,
+    stream: raw::cudaStream_t,
+    off: usize,
+) -> Result<()> {
+    let kind = match direction {
+        Direction::HostToDevice => raw::cudaMemcpyKind::cudaMemcpyHostToDevice,
+        Direction::DeviceToHost => raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
+    };
+    CudaError::check(raw::cudaMemcpyAsync(
+        dst.cast(),
+        src.cast(),
+        n,
+        kind,
+        stream,
+    ))
+    .map_err(|e| Error::cuda("cudaMemcpyAsync", e, format!("chunk at {off}")))
+}
+
 unsafe fn h2d(
     set: &mut Set,
     device_id: i32,
@@ -405,15 +493,8 @@ unsafe fn h2d(
         let slot = i % SLOTS;
         set.prepare(slot, device_id)?;
         par_copy(set.slots[slot].buf, src.add(off), n);
-        let rc = raw::cudaMemcpyAsync(
-            dst.add(off).cast(),
-            set.slots[slot].buf.cast(),
-            n,
-            raw::cudaMemcpyKind::cudaMemcpyHostToDevice,
-            stream,
-        );
-        CudaError::check(rc)
-            .map_err(|e| Error::cuda("cudaMemcpyAsync", e, format!("chunk at {off}")))?;
+        let buf = set.slots[slot].buf;
+        chunk_copy(dst.add(off), buf, n, Direction::HostToDevice, stream, off)?;
         set.record(slot, stream)?;
         off += n;
         i += 1;
@@ -436,15 +517,8 @@ unsafe fn d2h(
         let off = k * chunk;
         let n = chunk.min(size - off);
         set.prepare(slot, device_id)?;
-        let rc = raw::cudaMemcpyAsync(
-            set.slots[slot].buf.cast(),
-            src.add(off).cast(),
-            n,
-            raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
-            stream,
-        );
-        CudaError::check(rc)
-            .map_err(|e| Error::cuda("cudaMemcpyAsync", e, format!("chunk at {off}")))?;
+        let buf = set.slots[slot].buf;
+        chunk_copy(buf, src.add(off), n, Direction::DeviceToHost, stream, off)?;
         set.record(slot, stream)
     };
     // Keep SLOTS - 1 chunks queued ahead of the one being copied out.

@@ -70,8 +70,56 @@ fn pool(device: i32) -> Result<Option<raw::cudaMemPool_t>> {
     if let Some(p) = slot.get() {
         return Ok(p.as_ref().map(|p| p.0));
     }
+    super::cross::device_seen(device)?;
+    // Made under the grant lock, so that a device coming into use meanwhile is not missed.
+    let _grants = GRANTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = slot.get() {
+        return Ok(p.as_ref().map(|p| p.0));
+    }
     let made = make_pool(device)?;
+    if let Some(pool) = &made {
+        let seen = super::cross::seen();
+        for peer in (0..MAX_DEVICES as i32).filter(|&p| p != device && seen & (1 << p) != 0) {
+            grant(pool.0, device, peer)?;
+        }
+    }
     Ok(slot.get_or_init(|| made).as_ref().map(|p| p.0))
+}
+
+/// Held while pools are made and while a device coming into use is given access to them.
+static GRANTS: Mutex<()> = Mutex::new(());
+
+/// Lets device `peer` read and write memory of `pool` (of `owner`) where the hardware allows:
+/// memory of a pool, unlike that of cudaMalloc, is reachable from another device (a kernel there,
+/// a cudaMemcpy between the devices) only once the pool grants it access.
+fn grant(pool: raw::cudaMemPool_t, owner: i32, peer: i32) -> Result<()> {
+    if !crate::device::can_access_peer(peer, owner)? {
+        return Ok(());
+    }
+    // SAFETY: plain data.
+    let mut desc: raw::cudaMemAccessDesc = unsafe { std::mem::zeroed() };
+    desc.location.type_ = raw::cudaMemLocationType::cudaMemLocationTypeDevice;
+    desc.location.id = peer;
+    desc.flags = raw::cudaMemAccessFlags::cudaMemAccessFlagsProtReadWrite;
+    cuda!(cudaMemPoolSetAccess(pool, &desc, 1); "pool of device {owner}, access for device {peer}")
+}
+
+/// Called once when `device` comes into use (`mark` records it and says whether this call was
+/// the first): the pools of the devices already in use let it access their memory, as
+/// cudaMalloc memory would be.
+pub(super) fn device_seen(device: i32, mark: impl FnOnce() -> bool) -> Result<()> {
+    let _grants = GRANTS.lock().unwrap_or_else(|e| e.into_inner());
+    if !mark() {
+        return Ok(());
+    }
+    for (owner, slot) in POOLS.iter().enumerate() {
+        if let Some(Some(pool)) = slot.get() {
+            if owner as i32 != device {
+                grant(pool.0, owner as i32, device)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn make_pool(device: i32) -> Result<Option<Pool>> {
@@ -184,6 +232,13 @@ pub fn alloc_on(size: usize, stream: raw::cudaStream_t) -> Result<*mut c_void> {
         .get_or_insert_with(HashMap::new)
         .insert(p as usize, Live { size, device });
     COUNTERS[device_index(device)?].allocated(size, hit);
+    if stream.is_null() && pool.is_some() {
+        if let Err(e) = super::cross::order_after_alloc(device) {
+            // Not handed out: the caller could not know when its streams may use it.
+            let _ = free_on(p, stream);
+            return Err(e);
+        }
+    }
     Ok(p)
 }
 
@@ -234,38 +289,34 @@ fn release(p: *mut c_void, live: Live, stream: raw::cudaStream_t) -> Result<()> 
     let pooled = POOLS[device_index(live.device)?]
         .get()
         .is_some_and(|p| p.is_some());
-    if !pooled {
-        return cuda!(cudaFree(p); "ptr={p:p} size={}", live.size);
-    }
-    // The free goes on the given stream (NULL: the legacy stream of the block's device).
-    let current = crate::device::current()?;
-    if current != live.device {
-        crate::device::set(live.device)?;
-    }
-    let r = cuda!(cudaFreeAsync(p, stream); "ptr={p:p} size={} stream={stream:p}", live.size);
-    if current != live.device {
-        crate::device::set(current)?;
-    }
-    r
+    // The free goes on the given stream (NULL: the legacy stream of the block's device, after
+    // the work of streams of other devices that used the device's memory).
+    crate::device::with(live.device, || {
+        if stream.is_null() {
+            super::cross::order_before_free(live.device)?;
+        }
+        if pooled {
+            cuda!(cudaFreeAsync(p, stream); "ptr={p:p} size={} stream={stream:p}", live.size)
+        } else {
+            cuda!(cudaFree(p); "ptr={p:p} size={}", live.size)
+        }
+    })
 }
 
 /// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
 /// that frees queued on it have landed in the pool).
 pub fn release_cached() -> Result<()> {
-    let current = crate::device::current().ok();
     for (device, slot) in POOLS.iter().enumerate() {
         let Some(Some(pool)) = slot.get() else {
             continue;
         };
-        let device = device as i32;
-        crate::device::set(device)?;
-        cuda!(cudaStreamSynchronize(std::ptr::null_mut()); "device={device}")?;
-        cuda!(cudaMemPoolTrimTo(pool.0, 0); "device={device}")?;
-        RESERVED_SEEN[device as usize].store(reserved(pool.0), Relaxed);
-        FREED_EST[device as usize].store(0, Relaxed);
-    }
-    if let Some(d) = current {
-        crate::device::set(d)?;
+        let d = device as i32;
+        crate::device::with(d, || {
+            cuda!(cudaStreamSynchronize(std::ptr::null_mut()); "device={d}")?;
+            cuda!(cudaMemPoolTrimTo(pool.0, 0); "device={d}")
+        })?;
+        RESERVED_SEEN[device].store(reserved(pool.0), Relaxed);
+        FREED_EST[device].store(0, Relaxed);
     }
     Ok(())
 }

@@ -18,7 +18,9 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock, RwLock, RwLockWriteGuard};
 
-type Stream = usize;
+/// A stream that used a block: (handle, device). The device is that of the legacy stream for
+/// NULL (the device current at the copy), -1 for streams of ours (they know their device).
+type Stream = (usize, i32);
 
 struct Block {
     /// The size class actually allocated.
@@ -49,6 +51,9 @@ struct State {
     pending: Vec<Pending>,
     cached_bytes: usize,
     spare_events: Vec<Event>,
+    /// Blocks whose streams could neither be given an event nor synchronized: never reused,
+    /// freed by release_cached.
+    quarantine: Vec<usize>,
 }
 
 // SAFETY: the raw event handles are only used under the mutex; CUDA events may be used from
@@ -75,7 +80,7 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     /// The last (block start, block end, stream, epoch) this thread noted: repeated copies of one
     /// block on one stream then skip the lock.
-    static LAST_NOTE: Cell<(usize, usize, usize, u64)> = const { Cell::new((0, 0, 0, u64::MAX)) };
+    static LAST_NOTE: Cell<(usize, usize, Stream, u64)> = const { Cell::new((0, 0, (0, -1), u64::MAX)) };
 }
 
 fn cache_on() -> bool {
@@ -175,10 +180,24 @@ pub fn free(p: *mut c_void) -> Result<()> {
         return cuda!(cudaFreeHost(p); "ptr={p:p}");
     }
     let mut events = block.events;
+    let mut first_err = None;
+    let mut reusable = true;
     for &stream in &block.streams {
-        events.push(record_event(stream)?);
+        match record_event(stream) {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                // Without an event the block may be reused only once the stream is idle.
+                reusable &= synchronize(stream).is_ok();
+                first_err.get_or_insert(e);
+            }
+        }
     }
     with_state(|s| {
+        if !reusable {
+            s.spare_events.append(&mut events);
+            s.quarantine.push(p as usize);
+            return;
+        }
         s.cached_bytes += block.class;
         if events.is_empty() {
             s.ready.entry(block.class).or_default().push(p as usize);
@@ -190,7 +209,17 @@ pub fn free(p: *mut c_void) -> Result<()> {
             });
         }
     });
-    Ok(())
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Waits for `stream` (NULL: the legacy stream of its device).
+fn synchronize((stream, device): Stream) -> Result<()> {
+    let s = stream as raw::cudaStream_t;
+    if s.is_null() && device >= 0 {
+        crate::device::with(device, || cuda!(cudaStreamSynchronize(s)))
+    } else {
+        cuda!(cudaStreamSynchronize(s); "stream={s:p}")
+    }
 }
 
 /// Notes that a copy on `stream` uses the host memory at `ptr` (any address inside one of our
@@ -200,7 +229,11 @@ pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t) {
         return;
     }
     let addr = ptr as usize;
-    let stream = stream as usize;
+    let stream: Stream = if stream.is_null() {
+        (0, crate::device::current().unwrap_or(-1))
+    } else {
+        (stream as usize, -1)
+    };
     let epoch = EPOCH.load(Relaxed);
     let (start, end, noted, at) = LAST_NOTE.with(Cell::get);
     if at == epoch && noted == stream && (start..end).contains(&addr) {
@@ -231,15 +264,15 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
     let users: Vec<usize> = with_state(|s| {
         s.live
             .iter()
-            .filter(|(_, b)| b.streams.contains(&(stream as usize)))
+            .filter(|(_, b)| b.streams.contains(&(stream as usize, -1)))
             .map(|(&p, _)| p)
             .collect()
     });
     for p in users {
-        let ev = record_event(stream as usize)?;
+        let ev = record_event((stream as usize, -1))?;
         with_state(|s| match s.live.get_mut(&p) {
             Some(b) => {
-                b.streams.retain(|&x| x != stream as usize);
+                b.streams.retain(|&x| x != (stream as usize, -1));
                 b.events.push(ev);
             }
             None => s.spare_events.push(ev),
@@ -249,13 +282,13 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
 }
 
 /// Records an event (taken from the spares of the stream's device, or made) on `stream`.
-fn record_event(stream: Stream) -> Result<Event> {
+fn record_event((stream, noted_device): Stream) -> Result<Event> {
     let s = stream as raw::cudaStream_t;
-    let mut device: i32 = 0;
-    if s.is_null() {
-        device = crate::device::current()?;
-    } else {
+    let mut device: i32 = noted_device;
+    if !s.is_null() {
         cuda!(cudaStreamGetDevice(s, &mut device); "stream={s:p}")?;
+    } else if device < 0 {
+        device = crate::device::current()?;
     }
     let spare = with_state(|st| {
         st.spare_events
@@ -266,23 +299,27 @@ fn record_event(stream: Stream) -> Result<Event> {
     let ev = match spare {
         Some(e) => e,
         None => {
-            let current = crate::device::current()?;
-            if current != device {
-                crate::device::set(device)?;
-            }
             let mut e: raw::cudaEvent_t = std::ptr::null_mut();
-            let r = cuda!(cudaEventCreateWithFlags(
-                &mut e,
-                raw::cudaEventDisableTiming
-            ));
-            if current != device {
-                crate::device::set(current)?;
-            }
-            r?;
+            crate::device::with(
+                device,
+                || cuda!(cudaEventCreateWithFlags(&mut e, raw::cudaEventDisableTiming); "device={device}"),
+            )?;
             Event { event: e, device }
         }
     };
-    cuda!(cudaEventRecord(ev.event, s); "stream={s:p}")?;
+    // The legacy stream (NULL) is that of the current device: record with `device` current.
+    let recorded = if s.is_null() {
+        crate::device::with(
+            device,
+            || cuda!(cudaEventRecord(ev.event, s); "legacy stream of device {device}"),
+        )
+    } else {
+        cuda!(cudaEventRecord(ev.event, s); "stream={s:p}")
+    };
+    if let Err(e) = recorded {
+        with_state(|st| st.spare_events.push(ev));
+        return Err(e);
+    }
     Ok(ev)
 }
 
@@ -316,7 +353,8 @@ impl State {
 /// Frees every cached block (waiting for the work pending blocks wait on).
 pub fn release_cached() -> Result<()> {
     let (ready, pending) = with_state(|s| {
-        let ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
+        let mut ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
+        ready.append(&mut s.quarantine);
         let pending = std::mem::take(&mut s.pending);
         s.cached_bytes = 0;
         (ready, pending)

@@ -6,10 +6,14 @@
 //! - [`host`]: pinned host memory kept in size classes; a freed block that copies queued with
 //!   memcpy_async may still read or write is reused only after events recorded on those streams
 //!   at free time have completed (PyTorch's CachingHostAllocator scheme).
+//! - [`cross`]: with several devices, streams of one device that used another device's memory;
+//!   frees and reuse on that device are ordered with them. It also says which devices are in
+//!   use, for the pools' peer access.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
 
+pub mod cross;
 pub mod device;
 pub mod host;
 

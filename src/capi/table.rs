@@ -126,8 +126,11 @@ unsafe extern "C-unwind" fn device_synchronize() {
 
 unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
     run("create_stream", std::ptr::null_mut(), || {
-        let s = Stream::new()?.into_raw();
-        validate::stream_created(s);
+        let made = Stream::new()?;
+        let device = device::current()?;
+        cache::cross::device_seen(device)?;
+        let s = made.into_raw();
+        validate::stream_created(s, device);
         Ok(s.cast())
     })
 }
@@ -148,13 +151,15 @@ pub(crate) fn destroy_checked(s: LlaisysStream) -> crate::Result<()> {
         return Ok(());
     }
     let _no_free_host_meanwhile = cache::host::stream_lifetime_write();
-    validate::stream_destroying(s.cast())?;
-    let done = cache::host::stream_destroyed(s.cast()).and_then(|()| {
-        // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
-        unsafe { Stream::from_raw(s.cast()) }.destroy()
-    });
+    let device = validate::stream_destroying(s.cast())?;
+    let done = cache::host::stream_destroyed(s.cast())
+        .and_then(|()| cache::cross::stream_destroyed(s.cast()))
+        .and_then(|()| {
+            // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
+            unsafe { Stream::from_raw(s.cast()) }.destroy()
+        });
     if done.is_err() {
-        validate::stream_restored(s.cast());
+        validate::stream_restored(s.cast(), device);
     }
     done
 }
@@ -228,7 +233,7 @@ pub(crate) unsafe fn memcpy_async_checked(
     s: LlaisysStream,
 ) -> crate::Result<()> {
     let kind = MemcpyKind::from_raw(kind)?;
-    validate::check_stream(s.cast())?;
+    let stream_device = validate::check_stream(s.cast())?;
     validate::check_copy(dst, src, size, kind)?;
     copy::copy_async(dst, src, size, kind, s.cast())?;
     if size > 0 {
@@ -237,6 +242,14 @@ pub(crate) unsafe fn memcpy_async_checked(
         }
         if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
             cache::host::record_use(dst, s.cast());
+        }
+        if cache::cross::active() {
+            if matches!(kind, MemcpyKind::H2D | MemcpyKind::D2D) {
+                cache::cross::note_use(dst, s.cast(), stream_device);
+            }
+            if matches!(kind, MemcpyKind::D2H | MemcpyKind::D2D) {
+                cache::cross::note_use(src, s.cast(), stream_device);
+            }
         }
     }
     Ok(())

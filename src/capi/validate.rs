@@ -6,69 +6,67 @@ use crate::copy::MemcpyKind;
 use crate::error::{Error, Result};
 use crate::raw;
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-static STREAMS: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// Live streams of ours and the device each belongs to.
+static STREAMS: Mutex<Option<HashMap<usize, i32>>> = Mutex::new(None);
 /// Bumped whenever a stream is destroyed: a thread's remembered "this stream is live" is valid
 /// only within one epoch.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    static LAST_LIVE: Cell<(usize, u64)> = const { Cell::new((0, u64::MAX)) };
+    /// The last (stream, epoch, device) this thread found live.
+    static LAST_LIVE: Cell<(usize, u64, i32)> = const { Cell::new((0, u64::MAX, -1)) };
 }
 
-/// Records a stream made by create_stream.
-pub fn stream_created(s: raw::cudaStream_t) {
+/// Records a stream made by create_stream on `device`.
+pub fn stream_created(s: raw::cudaStream_t, device: i32) {
     STREAMS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(HashSet::new)
-        .insert(s as usize);
+        .get_or_insert_with(HashMap::new)
+        .insert(s as usize, device);
 }
 
-/// Forgets a stream about to be destroyed; `Err` when it is not one of ours (never made by
-/// create_stream, or destroyed already).
-pub fn stream_destroying(s: raw::cudaStream_t) -> Result<()> {
+/// Forgets a stream about to be destroyed and returns its device; `Err` when it is not one of
+/// ours (never made by create_stream, or destroyed already).
+pub fn stream_destroying(s: raw::cudaStream_t) -> Result<i32> {
     let removed = STREAMS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_mut()
-        .is_some_and(|set| set.remove(&(s as usize)));
+        .and_then(|map| map.remove(&(s as usize)));
     EPOCH.fetch_add(1, Relaxed);
-    if removed {
-        Ok(())
-    } else {
-        Err(unknown_stream(s))
-    }
+    removed.ok_or_else(|| unknown_stream(s))
 }
 
 /// Puts a stream back after its destruction failed.
-pub fn stream_restored(s: raw::cudaStream_t) {
-    stream_created(s);
+pub fn stream_restored(s: raw::cudaStream_t, device: i32) {
+    stream_created(s, device);
 }
 
-/// `Ok` for NULL (the legacy default stream) and for live streams of create_stream.
-pub fn check_stream(s: raw::cudaStream_t) -> Result<()> {
+/// `Ok` for NULL (the legacy default stream: `None`) and for live streams of create_stream
+/// (`Some` of the device the stream belongs to).
+pub fn check_stream(s: raw::cudaStream_t) -> Result<Option<i32>> {
     if s.is_null() {
-        return Ok(());
+        return Ok(None);
     }
     let epoch = EPOCH.load(Relaxed);
-    if LAST_LIVE.with(Cell::get) == (s as usize, epoch) {
-        return Ok(());
+    let (last, at, device) = LAST_LIVE.with(Cell::get);
+    if (last, at) == (s as usize, epoch) {
+        return Ok(Some(device));
     }
-    let live = STREAMS
+    let device = STREAMS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .is_some_and(|set| set.contains(&(s as usize)));
-    if !live {
-        return Err(unknown_stream(s));
-    }
-    LAST_LIVE.with(|c| c.set((s as usize, epoch)));
-    Ok(())
+        .and_then(|map| map.get(&(s as usize)).copied())
+        .ok_or_else(|| unknown_stream(s))?;
+    LAST_LIVE.with(|c| c.set((s as usize, epoch, device)));
+    Ok(Some(device))
 }
 
 fn unknown_stream(s: raw::cudaStream_t) -> Error {

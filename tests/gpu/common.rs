@@ -28,6 +28,37 @@ macro_rules! require_gpu {
     };
 }
 
+/// The device count when there are at least `need` devices, or None after printing a visible
+/// skip line. Fails (panics) when LLAISYS_TEST_REQUIRE_GPUS asks for at least `need` devices
+/// (gpu-run.sh sets it to the machine's GPU count), or when LLAISYS_TEST_REQUIRE_GPU=1 and there
+/// is no device at all.
+pub fn gpus_or_skip(test: &str, need: i32) -> Option<i32> {
+    let n = gpu_or_skip(test)?;
+    if n >= need {
+        return Some(n);
+    }
+    let required: i32 = std::env::var("LLAISYS_TEST_REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    if required >= need {
+        panic!("{test}: LLAISYS_TEST_REQUIRE_GPUS={required} but CUDA sees {n} device(s)");
+    }
+    eprintln!("skipped: needs {need} CUDA devices, this machine has {n} ({test})");
+    None
+}
+
+/// Skips the rest of the test (visibly) with fewer than `$n` devices; see `gpus_or_skip`.
+#[macro_export]
+macro_rules! require_gpus {
+    ($n:expr) => {
+        match $crate::common::gpus_or_skip(module_path!(), $n) {
+            Some(n) => n,
+            None => return,
+        }
+    };
+}
+
 /// A deterministic byte pattern (xorshift) for data checks.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -8,5 +8,6 @@ mod common;
 mod doctor;
 mod hostile;
 mod leaks;
+mod multi;
 mod stress;
 mod table;

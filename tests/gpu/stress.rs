@@ -26,9 +26,16 @@ fn checksum(v: &[u8]) -> u64 {
 }
 
 /// One thread's loop: allocate, copy through every kind on its two streams, check, free.
-fn worker(t: usize, deadline: Instant, iterations: Arc<AtomicU64>) {
+/// Thread `t` works on device `t % devices`; every fourth thread makes its streams before
+/// set_device, as llaisys does (so with two devices they belong to device 0).
+fn worker(t: usize, devices: i32, deadline: Instant, iterations: Arc<AtomicU64>) {
     let api = api();
-    let s = unsafe { [(api.create_stream)(), (api.create_stream)()] };
+    let device = (t % devices as usize) as i32;
+    let early = t % 4 == 3;
+    let make = || unsafe { [(api.create_stream)(), (api.create_stream)()] };
+    let early_streams = early.then(make);
+    unsafe { (api.set_device)(device) };
+    let s = early_streams.unwrap_or_else(make);
     let mut x = (t as u64 + 1) * 0x9E37;
     let mut i = 0u64;
     while Instant::now() < deadline && i < 20_000 {
@@ -75,7 +82,7 @@ fn worker(t: usize, deadline: Instant, iterations: Arc<AtomicU64>) {
 
 #[test]
 fn many_threads_mix_every_call_with_checksums() {
-    require_gpu!();
+    let devices = require_gpu!().min(2);
     unsafe { (api().device_synchronize)() };
     let d0 = cache::device::stats(-1).expect("stats");
     let h0 = cache::host::stats();
@@ -86,7 +93,7 @@ fn many_threads_mix_every_call_with_checksums() {
     for t in 0..n {
         let (it, tx) = (iterations.clone(), tx.clone());
         std::thread::spawn(move || {
-            let r = std::panic::catch_unwind(move || worker(t, deadline, it));
+            let r = std::panic::catch_unwind(move || worker(t, devices, deadline, it));
             let _ = tx.send(r.is_ok());
         });
     }
@@ -105,7 +112,9 @@ fn many_threads_mix_every_call_with_checksums() {
     unsafe { (api().device_synchronize)() };
     let d = cache::device::stats(-1).expect("stats");
     let h = cache::host::stats();
-    eprintln!("stress: {n} threads, {total} iterations; device {d:?}; host {h:?}");
+    eprintln!(
+        "stress: {n} threads on {devices} device(s), {total} iterations; device {d:?}; host {h:?}"
+    );
     assert!(total >= 1000 * n as u64 / 4, "too few iterations: {total}");
     assert_eq!(
         d.in_use_bytes, d0.in_use_bytes,

@@ -276,12 +276,16 @@ pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
 ) -> c_int {
     status("llaisysNvidiaMemsetAsync", || {
         validate::check_size(size)?;
-        validate::check_stream(stream.cast())?;
+        let stream_device = validate::check_stream(stream.cast())?;
         if ptr.is_null() && size > 0 {
             return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
         }
         // SAFETY: as llaisysNvidiaMemset, until the memset has run.
-        unsafe { kinds::memset(ptr, value as u8, size, Some(stream.cast())) }
+        unsafe { kinds::memset(ptr, value as u8, size, Some(stream.cast())) }?;
+        if size > 0 {
+            crate::cache::cross::note_use(ptr, stream.cast(), stream_device);
+        }
+        Ok(())
     })
 }
 
