@@ -156,7 +156,10 @@ extern "C" {
  * malloc_host(n)       n bytes of pinned (page-locked) host memory, from a cache. n == 0
  *                      returns NULL and is not an error. NULL on error.
  * free_host(p)         Frees p from malloc_host into the cache. NULL does nothing; a pointer
- *                      not from malloc_host is an error.
+ *                      not from malloc_host is an error. If the stream a copy used p on is
+ *                      broken (no event, no synchronize), p is taken all the same but kept
+ *                      out of use until llaisysNvidiaReleaseCachedMemory, and the error is
+ *                      reported.
  * memcpy_sync(d,s,n,k) Copies n bytes; returns with the copy complete (also for D2D and for H2D
  *                      from pageable memory, which cudaMemcpy alone lets return early). n == 0
  *                      does nothing. H2H works without a driver or GPU (a host copy). A kind

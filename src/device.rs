@@ -1,28 +1,36 @@
 //! The current device of the calling thread (CUDA keeps it per thread), synchronisation, and
 //! device properties.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::raw;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
-/// Makes `id` the calling thread's current device (`cudaSetDevice`).
+/// Makes `id` the calling thread's current device (`cudaSetDevice`) and notes it in use (the
+/// first time, the memory pools of the other devices in use grant it access; should that fail,
+/// the error says so and `id` is current all the same).
 pub fn set(id: i32) -> Result<()> {
     cuda!(cudaSetDevice(id); "device={id}")?;
-    crate::cache::cross::device_seen(id)
+    crate::cache::cross::device_seen(id).map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!("{} (device {id} is current all the same)", e.detail()),
+        )
+    })
 }
 
 /// Runs `f` with `id` as the calling thread's current device, then makes the device that was
 /// current before current again, also when `f` fails. A failure of `f` wins over one of the
-/// restore.
+/// restore. An internal switch: it does not count as using a device (see `set`).
 pub fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let before = current()?;
     if before == id {
         return f();
     }
-    set(id)?;
+    cuda!(cudaSetDevice(id); "device={id}")?;
     let r = f();
-    let restored = set(before);
+    let restored = cuda!(cudaSetDevice(before); "device={before} (restoring)");
     let v = r?;
     restored?;
     Ok(v)

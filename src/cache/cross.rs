@@ -47,7 +47,8 @@ thread_local! {
 }
 
 /// Notes that `device` is in use. The first time, it is given access to the memory pools of
-/// the devices already in use (see `cache::device::device_seen`).
+/// the devices already in use (see `cache::device::device_seen`); it counts as in use once
+/// that has worked (a failure is reported and retried at the next call).
 pub fn device_seen(device: i32) -> Result<()> {
     let Ok(bit) = u32::try_from(device) else {
         return Ok(());
@@ -55,9 +56,7 @@ pub fn device_seen(device: i32) -> Result<()> {
     if bit >= 64 || SEEN.load(Relaxed) & (1 << bit) != 0 {
         return Ok(());
     }
-    super::device::device_seen(device, || {
-        SEEN.fetch_or(1 << bit, Relaxed) & (1 << bit) == 0
-    })
+    super::device::device_seen(device, || SEEN.fetch_or(1 << bit, Relaxed))
 }
 
 /// The devices in use, one bit each.
@@ -88,24 +87,28 @@ fn memory_device(p: *const c_void) -> Option<i32> {
     (a.type_ == raw::cudaMemoryType::cudaMemoryTypeDevice).then_some(a.device)
 }
 
-/// Called after a copy touching device memory at `ptr` was queued on `stream` (NULL: legacy
-/// stream of the current device), which belongs to `stream_device` (None for NULL).
-pub fn note_use(ptr: *const c_void, stream: raw::cudaStream_t, stream_device: Option<i32>) {
+/// Called before a copy (or memset) touching device memory at `ptr` is queued on `stream`
+/// (NULL: the legacy stream of the current device), which belongs to `stream_device` (None for
+/// NULL). The first time a stream of one device touches another device's memory, it is made to
+/// wait for the work queued so far on that device (a block it gets may have been freed behind
+/// work there), and the pair is noted.
+pub fn before_use(
+    ptr: *const c_void,
+    stream: raw::cudaStream_t,
+    stream_device: Option<i32>,
+) -> Result<()> {
     if !active() {
-        return;
+        return Ok(());
     }
     let Some(memory_device) = memory_device(ptr) else {
-        return;
+        return Ok(());
     };
     let stream_device = match stream_device {
         Some(d) => d,
-        None => match crate::device::current() {
-            Ok(d) => d,
-            Err(_) => return,
-        },
+        None => crate::device::current()?,
     };
     if stream_device == memory_device {
-        return;
+        return Ok(());
     }
     let note = Note {
         memory_device,
@@ -114,14 +117,19 @@ pub fn note_use(ptr: *const c_void, stream: raw::cudaStream_t, stream_device: Op
     };
     let epoch = EPOCH.load(Relaxed);
     if LAST.with(Cell::get) == (Some(note), epoch) {
-        return;
+        return Ok(());
     }
     with_state(|s| {
         if !s.notes.contains(&note) {
+            let e = s.event(memory_device)?;
+            record(e, 0, memory_device)?;
+            wait(note.stream, note.stream_device, e)?;
             s.notes.push(note);
         }
-    });
+        Ok::<(), crate::Error>(())
+    })?;
     LAST.with(|l| l.set((Some(note), epoch)));
+    Ok(())
 }
 
 impl State {
@@ -161,10 +169,14 @@ fn record(event: raw::cudaEvent_t, stream: usize, device: i32) -> Result<()> {
 /// Makes `stream` of `device` (NULL: that device's legacy stream) wait for `event`.
 fn wait(stream: usize, device: i32, event: raw::cudaEvent_t) -> Result<()> {
     let s = stream as raw::cudaStream_t;
-    crate::device::with(
-        device,
-        || cuda!(cudaStreamWaitEvent(s, event, 0); "stream={s:p} device={device}"),
-    )
+    if s.is_null() {
+        crate::device::with(
+            device,
+            || cuda!(cudaStreamWaitEvent(s, event, 0); "legacy stream of device {device}"),
+        )
+    } else {
+        cuda!(cudaStreamWaitEvent(s, event, 0); "stream={s:p}")
+    }
 }
 
 /// The legacy stream of the note's memory device waits for the work queued on its stream.
@@ -219,6 +231,8 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
             free_waits_for(s, n)?;
         }
         s.notes.retain(|n| n.stream != stream as usize);
+        // Again, now that the notes are gone: a note cached meanwhile is void too.
+        EPOCH.fetch_add(1, Relaxed);
         Ok(())
     })
 }

@@ -64,6 +64,7 @@ fn device_index(device: i32) -> Result<usize> {
 /// The pool of `device` (made on first use), or None where pools are unsupported or switched off.
 fn pool(device: i32) -> Result<Option<raw::cudaMemPool_t>> {
     if !cache_on() {
+        super::cross::device_seen(device)?;
         return Ok(None);
     }
     let slot = &POOLS[device_index(device)?];
@@ -80,7 +81,11 @@ fn pool(device: i32) -> Result<Option<raw::cudaMemPool_t>> {
     if let Some(pool) = &made {
         let seen = super::cross::seen();
         for peer in (0..MAX_DEVICES as i32).filter(|&p| p != device && seen & (1 << p) != 0) {
-            grant(pool.0, device, peer)?;
+            if let Err(e) = grant(pool.0, device, peer) {
+                // SAFETY: our pool, never used; made again at the next allocation.
+                unsafe { raw::cudaMemPoolDestroy(pool.0) };
+                return Err(e);
+            }
         }
     }
     Ok(slot.get_or_init(|| made).as_ref().map(|p| p.0))
@@ -104,12 +109,12 @@ fn grant(pool: raw::cudaMemPool_t, owner: i32, peer: i32) -> Result<()> {
     cuda!(cudaMemPoolSetAccess(pool, &desc, 1); "pool of device {owner}, access for device {peer}")
 }
 
-/// Called once when `device` comes into use (`mark` records it and says whether this call was
-/// the first): the pools of the devices already in use let it access their memory, as
+/// Called when `device` comes into use (`mark` records it, once every grant has worked): the
+/// pools of the devices already in use let it access their memory, as
 /// cudaMalloc memory would be.
-pub(super) fn device_seen(device: i32, mark: impl FnOnce() -> bool) -> Result<()> {
+pub(super) fn device_seen(device: i32, mark: impl FnOnce() -> u64) -> Result<()> {
     let _grants = GRANTS.lock().unwrap_or_else(|e| e.into_inner());
-    if !mark() {
+    if super::cross::seen() & (1 << device) != 0 {
         return Ok(());
     }
     for (owner, slot) in POOLS.iter().enumerate() {
@@ -119,6 +124,7 @@ pub(super) fn device_seen(device: i32, mark: impl FnOnce() -> bool) -> Result<()
             }
         }
     }
+    mark();
     Ok(())
 }
 

@@ -186,9 +186,14 @@ pub fn free(p: *mut c_void) -> Result<()> {
         match record_event(stream) {
             Ok(e) => events.push(e),
             Err(e) => {
-                // Without an event the block may be reused only once the stream is idle.
-                reusable &= synchronize(stream).is_ok();
-                first_err.get_or_insert(e);
+                // Without an event the block may be reused only once the stream is idle. If
+                // even that fails (a broken context), the block is never reused and the error
+                // is reported: free_host then fails having taken the block (it is freed by
+                // llaisysNvidiaReleaseCachedMemory). Otherwise the free is complete and safe.
+                if synchronize(stream).is_err() {
+                    reusable = false;
+                    first_err.get_or_insert(e);
+                }
             }
         }
     }

@@ -235,6 +235,14 @@ pub(crate) unsafe fn memcpy_async_checked(
     let kind = MemcpyKind::from_raw(kind)?;
     let stream_device = validate::check_stream(s.cast())?;
     validate::check_copy(dst, src, size, kind)?;
+    if size > 0 && cache::cross::active() {
+        if matches!(kind, MemcpyKind::H2D | MemcpyKind::D2D) {
+            cache::cross::before_use(dst, s.cast(), stream_device)?;
+        }
+        if matches!(kind, MemcpyKind::D2H | MemcpyKind::D2D) {
+            cache::cross::before_use(src, s.cast(), stream_device)?;
+        }
+    }
     copy::copy_async(dst, src, size, kind, s.cast())?;
     if size > 0 {
         if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
@@ -242,14 +250,6 @@ pub(crate) unsafe fn memcpy_async_checked(
         }
         if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
             cache::host::record_use(dst, s.cast());
-        }
-        if cache::cross::active() {
-            if matches!(kind, MemcpyKind::H2D | MemcpyKind::D2D) {
-                cache::cross::note_use(dst, s.cast(), stream_device);
-            }
-            if matches!(kind, MemcpyKind::D2H | MemcpyKind::D2D) {
-                cache::cross::note_use(src, s.cast(), stream_device);
-            }
         }
     }
     Ok(())

@@ -144,8 +144,8 @@ fn last_mib(p: *mut c_void, n: usize) -> *mut c_void {
 }
 
 /// A reuse test tested something only if the pool handed the freed block out again.
-fn report_reuse(test: &str, reused: usize) {
-    eprintln!("{test}: block reused in {reused}/6 rounds");
+fn report_reuse(test: &str, reused: usize, rounds: usize) {
+    eprintln!("{test}: block reused in {reused}/{rounds} rounds");
     assert!(
         reused > 0,
         "{test}: the pool never handed the freed block out again: nothing was tested"
@@ -186,7 +186,11 @@ fn free_device_waits_for_a_stream_of_another_device() {
             );
             (api.free_device)(again);
         }
-        report_reuse("free_device_waits_for_a_stream_of_another_device", reused);
+        report_reuse(
+            "free_device_waits_for_a_stream_of_another_device",
+            reused,
+            6,
+        );
         (api.free_device)(src);
         (api.destroy_stream)(s);
     });
@@ -232,11 +236,55 @@ fn reused_block_waits_for_old_work_before_another_devices_stream() {
             );
             (api.free_device)(again);
         }
-        report_reuse("reused_block_waits_for_old_work", reused);
+        report_reuse("reused_block_waits_for_old_work", reused, 6);
         (api.free_host)(pinned);
         (api.free_device)(probe);
         (api.free_device)(sink);
         (api.destroy_stream)(s);
+    });
+}
+
+/// A stream of device 0 that touches device 1's memory for the first time, on a block freed
+/// while another device-0 stream still reads it, must wait for that read.
+#[test]
+fn first_use_of_a_stream_waits_for_work_on_a_reused_block() {
+    require_gpus!(2);
+    on_thread(|| unsafe {
+        let api = api();
+        let reader = runtime_stream_of_device_1();
+        let n = 1 << 30;
+        let out = (api.malloc_host)(n);
+        let mine = (api.malloc_device)(MIB);
+        ok(llaisysNvidiaMemset(mine, 0x11, MIB), "memset");
+        let mut reused = 0;
+        for round in 0..4 {
+            let block = (api.malloc_device)(n);
+            ok(llaisysNvidiaMemset(block, 0x5A, n), "memset");
+            // A slow read of the whole block on a device-0 stream.
+            (api.memcpy_async)(out, block, n, D2H, reader);
+            (api.memcpy_async)(out, block, n, D2H, reader);
+            (api.free_device)(block);
+            let again = (api.malloc_device)(n);
+            reused += (again == block) as usize;
+            // A new device-0 stream writes the block's tail: its first use of device 1 memory.
+            (api.set_device)(0);
+            let writer = (api.create_stream)();
+            (api.set_device)(1);
+            (api.memcpy_async)(last_mib(again, n), mine, MIB, D2D, writer);
+            (api.stream_synchronize)(writer);
+            (api.stream_synchronize)(reader);
+            let tail = std::slice::from_raw_parts(last_mib(out, n).cast::<u8>(), MIB);
+            assert!(
+                tail.iter().all(|&b| b == 0x5A),
+                "round {round}: the read saw the new owner's data"
+            );
+            (api.destroy_stream)(writer);
+            (api.free_device)(again);
+        }
+        report_reuse("first_use_of_a_stream_waits", reused, 4);
+        (api.free_host)(out);
+        (api.free_device)(mine);
+        (api.destroy_stream)(reader);
     });
 }
 

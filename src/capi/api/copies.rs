@@ -87,12 +87,11 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
     status("llaisysNvidiaMemcpyPeerAsync", || {
         validate::check_size(size)?;
         let stream_device = validate::check_stream(stream.cast())?;
-        // SAFETY: header contract, until the copy has run.
-        unsafe { copy::copy_peer(dst, dst_device, src, src_device, size, stream.cast(), false) }?;
         if size > 0 {
-            crate::cache::cross::note_use(dst, stream.cast(), stream_device);
-            crate::cache::cross::note_use(src, stream.cast(), stream_device);
+            crate::cache::cross::before_use(dst, stream.cast(), stream_device)?;
+            crate::cache::cross::before_use(src, stream.cast(), stream_device)?;
         }
-        Ok(())
+        // SAFETY: header contract, until the copy has run.
+        unsafe { copy::copy_peer(dst, dst_device, src, src_device, size, stream.cast(), false) }
     })
 }

@@ -280,12 +280,11 @@ pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
         if ptr.is_null() && size > 0 {
             return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
         }
-        // SAFETY: as llaisysNvidiaMemset, until the memset has run.
-        unsafe { kinds::memset(ptr, value as u8, size, Some(stream.cast())) }?;
         if size > 0 {
-            crate::cache::cross::note_use(ptr, stream.cast(), stream_device);
+            crate::cache::cross::before_use(ptr, stream.cast(), stream_device)?;
         }
-        Ok(())
+        // SAFETY: as llaisysNvidiaMemset, until the memset has run.
+        unsafe { kinds::memset(ptr, value as u8, size, Some(stream.cast())) }
     })
 }
 
