@@ -36,6 +36,20 @@ pub fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
     Ok(v)
 }
 
+/// Runs `f`, which queues work on `stream` of `device`: NULL names the legacy stream of the
+/// *current* device, so for NULL `device` is made current meanwhile (see `with`).
+pub fn for_stream<T>(
+    stream: raw::cudaStream_t,
+    device: i32,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    if stream.is_null() {
+        with(device, f)
+    } else {
+        f()
+    }
+}
+
 /// The calling thread's current device (`cudaGetDevice`).
 pub fn current() -> Result<i32> {
     let mut d: c_int = 0;

@@ -110,10 +110,8 @@ impl Set {
             let mut p: *mut c_void = std::ptr::null_mut();
             if let Err(e) = cuda!(cudaHostAlloc(&mut p, CHUNK, raw::cudaHostAllocPortable); "staging size={CHUNK}")
             {
-                for s in slots {
-                    // SAFETY: our buffer, never used.
-                    unsafe { raw::cudaFreeHost(s.buf.cast()) };
-                }
+                // The buffers made so far were never used; the allocation failure is the error.
+                let _ = Set { slots }.free();
                 return Err(e);
             }
             slots.push(Slot {
@@ -159,6 +157,21 @@ impl Set {
         Ok(())
     }
 
+    /// Frees an idle set's buffers and events; the first failure is returned.
+    fn free(self) -> Result<()> {
+        let mut first_err = None;
+        for slot in self.slots {
+            if !slot.event.is_null() {
+                // SAFETY: our event, idle.
+                unsafe { raw::cudaEventDestroy(slot.event) };
+            }
+            if let Err(e) = cuda!(cudaFreeHost(slot.buf.cast())) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
     fn record(&mut self, i: usize, stream: raw::cudaStream_t) -> Result<()> {
         let s = &mut self.slots[i];
         cuda!(cudaEventRecord(s.event, stream); "stream={stream:p}")?;
@@ -199,21 +212,8 @@ fn give_back(set: Set) {
         extra
     };
     for set in extra {
-        set.free();
-    }
-}
-
-impl Set {
-    /// Frees an idle set's buffers and events.
-    fn free(self) {
-        for slot in self.slots {
-            if !slot.event.is_null() {
-                // SAFETY: our event, idle.
-                unsafe { raw::cudaEventDestroy(slot.event) };
-            }
-            // SAFETY: our buffer, idle.
-            unsafe { raw::cudaFreeHost(slot.buf.cast()) };
-        }
+        // Nobody to tell from here; release_staging reports such failures.
+        let _ = set.free();
     }
 }
 
@@ -227,7 +227,9 @@ pub fn release_staging() -> Result<()> {
                 first_err.get_or_insert(e);
             }
         }
-        set.free();
+        if let Err(e) = set.free() {
+            first_err.get_or_insert(e);
+        }
     }
     first_err.map_or(Ok(()), Err)
 }

@@ -156,27 +156,21 @@ impl State {
 /// Records `event` on `stream` of `device` (NULL: that device's legacy stream).
 fn record(event: raw::cudaEvent_t, stream: usize, device: i32) -> Result<()> {
     let s = stream as raw::cudaStream_t;
-    if s.is_null() {
-        crate::device::with(
-            device,
-            || cuda!(cudaEventRecord(event, s); "legacy stream of device {device}"),
-        )
-    } else {
-        cuda!(cudaEventRecord(event, s); "stream={s:p}")
-    }
+    crate::device::for_stream(
+        s,
+        device,
+        || cuda!(cudaEventRecord(event, s); "stream={s:p} device={device}"),
+    )
 }
 
 /// Makes `stream` of `device` (NULL: that device's legacy stream) wait for `event`.
 fn wait(stream: usize, device: i32, event: raw::cudaEvent_t) -> Result<()> {
     let s = stream as raw::cudaStream_t;
-    if s.is_null() {
-        crate::device::with(
-            device,
-            || cuda!(cudaStreamWaitEvent(s, event, 0); "legacy stream of device {device}"),
-        )
-    } else {
-        cuda!(cudaStreamWaitEvent(s, event, 0); "stream={s:p}")
-    }
+    crate::device::for_stream(
+        s,
+        device,
+        || cuda!(cudaStreamWaitEvent(s, event, 0); "stream={s:p} device={device}"),
+    )
 }
 
 /// The legacy stream of the note's memory device waits for the work queued on its stream.

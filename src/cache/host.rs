@@ -18,8 +18,8 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock, RwLock, RwLockWriteGuard};
 
-/// A stream that used a block: (handle, device). The device is that of the legacy stream for
-/// NULL (the device current at the copy), -1 for streams of ours (they know their device).
+/// A stream that used a block: (handle, the device it belongs to). For NULL, the legacy stream of
+/// the device current at the copy (-1 when that could not be read: the device current at free).
 type Stream = (usize, i32);
 
 struct Block {
@@ -220,25 +220,26 @@ pub fn free(p: *mut c_void) -> Result<()> {
 /// Waits for `stream` (NULL: the legacy stream of its device).
 fn synchronize((stream, device): Stream) -> Result<()> {
     let s = stream as raw::cudaStream_t;
-    if s.is_null() && device >= 0 {
-        crate::device::with(device, || cuda!(cudaStreamSynchronize(s)))
-    } else {
-        cuda!(cudaStreamSynchronize(s); "stream={s:p}")
+    if device < 0 {
+        return cuda!(cudaStreamSynchronize(s); "stream={s:p}");
     }
+    crate::device::for_stream(
+        s,
+        device,
+        || cuda!(cudaStreamSynchronize(s); "stream={s:p} device={device}"),
+    )
 }
 
-/// Notes that a copy on `stream` uses the host memory at `ptr` (any address inside one of our
-/// blocks). Cheap when `ptr` is not ours.
-pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t) {
+/// Notes that a copy on `stream` (of `stream_device`; None: NULL, the legacy stream of the
+/// current device) uses the host memory at `ptr` (any address inside one of our blocks). Cheap
+/// when `ptr` is not ours.
+pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t, stream_device: Option<i32>) {
     if LIVE_COUNT.load(Relaxed) == 0 || !cache_on() {
         return;
     }
     let addr = ptr as usize;
-    let stream: Stream = if stream.is_null() {
-        (0, crate::device::current().unwrap_or(-1))
-    } else {
-        (stream as usize, -1)
-    };
+    let device = stream_device.unwrap_or_else(|| crate::device::current().unwrap_or(-1));
+    let stream: Stream = (stream as usize, device);
     let epoch = EPOCH.load(Relaxed);
     let (start, end, noted, at) = LAST_NOTE.with(Cell::get);
     if at == epoch && noted == stream && (start..end).contains(&addr) {
@@ -259,8 +260,8 @@ pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t) {
     }
 }
 
-/// Called before a stream is destroyed: blocks that used it get their event now.
-pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
+/// Called before `stream` (of `device`) is destroyed: blocks that used it get their event now.
+pub fn stream_destroyed(stream: raw::cudaStream_t, device: i32) -> Result<()> {
     if LIVE_COUNT.load(Relaxed) == 0 {
         return Ok(());
     }
@@ -269,15 +270,15 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
     let users: Vec<usize> = with_state(|s| {
         s.live
             .iter()
-            .filter(|(_, b)| b.streams.contains(&(stream as usize, -1)))
+            .filter(|(_, b)| b.streams.iter().any(|&(h, _)| h == stream as usize))
             .map(|(&p, _)| p)
             .collect()
     });
     for p in users {
-        let ev = record_event((stream as usize, -1))?;
+        let ev = record_event((stream as usize, device))?;
         with_state(|s| match s.live.get_mut(&p) {
             Some(b) => {
-                b.streams.retain(|&x| x != (stream as usize, -1));
+                b.streams.retain(|&(h, _)| h != stream as usize);
                 b.events.push(ev);
             }
             None => s.spare_events.push(ev),
@@ -289,12 +290,11 @@ pub fn stream_destroyed(stream: raw::cudaStream_t) -> Result<()> {
 /// Records an event (taken from the spares of the stream's device, or made) on `stream`.
 fn record_event((stream, noted_device): Stream) -> Result<Event> {
     let s = stream as raw::cudaStream_t;
-    let mut device: i32 = noted_device;
-    if !s.is_null() {
-        cuda!(cudaStreamGetDevice(s, &mut device); "stream={s:p}")?;
-    } else if device < 0 {
-        device = crate::device::current()?;
-    }
+    let device = if noted_device >= 0 {
+        noted_device
+    } else {
+        crate::device::current()?
+    };
     let spare = with_state(|st| {
         st.spare_events
             .iter()
@@ -312,15 +312,11 @@ fn record_event((stream, noted_device): Stream) -> Result<Event> {
             Event { event: e, device }
         }
     };
-    // The legacy stream (NULL) is that of the current device: record with `device` current.
-    let recorded = if s.is_null() {
-        crate::device::with(
-            device,
-            || cuda!(cudaEventRecord(ev.event, s); "legacy stream of device {device}"),
-        )
-    } else {
-        cuda!(cudaEventRecord(ev.event, s); "stream={s:p}")
-    };
+    let recorded = crate::device::for_stream(
+        s,
+        device,
+        || cuda!(cudaEventRecord(ev.event, s); "stream={s:p} device={device}"),
+    );
     if let Err(e) = recorded {
         with_state(|st| st.spare_events.push(ev));
         return Err(e);

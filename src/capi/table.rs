@@ -126,12 +126,7 @@ unsafe extern "C-unwind" fn device_synchronize() {
 
 unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
     run("create_stream", std::ptr::null_mut(), || {
-        let made = Stream::new()?;
-        let device = device::current()?;
-        cache::cross::device_seen(device)?;
-        let s = made.into_raw();
-        validate::stream_created(s, device);
-        Ok(s.cast())
+        Ok(validate::adopt_stream(Stream::new()?)?.cast())
     })
 }
 
@@ -152,7 +147,7 @@ pub(crate) fn destroy_checked(s: LlaisysStream) -> crate::Result<()> {
     }
     let _no_free_host_meanwhile = cache::host::stream_lifetime_write();
     let device = validate::stream_destroying(s.cast())?;
-    let done = cache::host::stream_destroyed(s.cast())
+    let done = cache::host::stream_destroyed(s.cast(), device)
         .and_then(|()| cache::cross::stream_destroyed(s.cast()))
         .and_then(|()| {
             // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
@@ -246,10 +241,10 @@ pub(crate) unsafe fn memcpy_async_checked(
     copy::copy_async(dst, src, size, kind, s.cast())?;
     if size > 0 {
         if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
-            cache::host::record_use(src, s.cast());
+            cache::host::record_use(src, s.cast(), stream_device);
         }
         if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
-            cache::host::record_use(dst, s.cast());
+            cache::host::record_use(dst, s.cast(), stream_device);
         }
     }
     Ok(())

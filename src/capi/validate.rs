@@ -22,8 +22,18 @@ thread_local! {
     static LAST_LIVE: Cell<(usize, u64, i32)> = const { Cell::new((0, u64::MAX, -1)) };
 }
 
+/// Takes a stream just made on the current device into the registry (the device counts as in
+/// use) and gives up its ownership to the caller of the C API.
+pub fn adopt_stream(made: crate::stream::Stream) -> Result<raw::cudaStream_t> {
+    let device = crate::device::current()?;
+    crate::cache::cross::device_seen(device)?;
+    let s = made.into_raw();
+    stream_created(s, device);
+    Ok(s)
+}
+
 /// Records a stream made by create_stream on `device`.
-pub fn stream_created(s: raw::cudaStream_t, device: i32) {
+fn stream_created(s: raw::cudaStream_t, device: i32) {
     STREAMS
         .lock()
         .unwrap_or_else(|e| e.into_inner())

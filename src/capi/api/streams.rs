@@ -30,11 +30,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
         }
         out(s, "stream", std::ptr::null_mut())?;
         let made = Stream::with_flags(flags & STREAM_NON_BLOCKING != 0, priority)?;
-        let device = crate::device::current()?;
-        crate::cache::cross::device_seen(device)?;
-        let made = made.into_raw();
-        validate::stream_created(made, device);
-        out(s, "stream", made.cast())
+        out(s, "stream", validate::adopt_stream(made)?.cast())
     })
 }
 
