@@ -1,36 +1,26 @@
 //! The current device of the calling thread (CUDA keeps it per thread), synchronisation, and
-//! device properties.
+//! device properties. Plain cudart: marking a device "in use" for the caches is the operations
+//! layer's job (`ops::device`).
 
-use crate::error::{Error, Result};
-use crate::raw;
-use std::ffi::CStr;
-use std::os::raw::c_int;
+use crate::cudart::{self, Detail};
+use crate::error::{CudaError, Result};
 
-/// Makes `id` the calling thread's current device (`cudaSetDevice`) and notes it in use (the
-/// first time, the memory pools of the other devices in use grant it access; should that fail,
-/// the error says so and `id` is current all the same).
+/// Makes `id` the calling thread's current device (`cudaSetDevice`).
 pub fn set(id: i32) -> Result<()> {
-    cuda!(cudaSetDevice(id); "device={id}")?;
-    crate::cache::cross::device_seen(id).map_err(|e| {
-        Error::cuda(
-            e.call(),
-            e.cuda_error(),
-            format!("{} (device {id} is current all the same)", e.detail()),
-        )
-    })
+    cudart::set_device(id).detail(|| format!("device={id}"))
 }
 
 /// Runs `f` with `id` as the calling thread's current device, then makes the device that was
 /// current before current again, also when `f` fails. A failure of `f` wins over one of the
-/// restore. An internal switch: it does not count as using a device (see `set`).
-pub fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
+/// restore.
+pub(crate) fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let before = current()?;
     if before == id {
         return f();
     }
-    cuda!(cudaSetDevice(id); "device={id}")?;
+    set(id)?;
     let r = f();
-    let restored = cuda!(cudaSetDevice(before); "device={before} (restoring)");
+    let restored = cudart::set_device(before).detail(|| format!("device={before} (restoring)"));
     let v = r?;
     restored?;
     Ok(v)
@@ -38,8 +28,8 @@ pub fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 /// Runs `f`, which queues work on `stream` of `device`: NULL names the legacy stream of the
 /// *current* device, so for NULL `device` is made current meanwhile (see `with`).
-pub fn for_stream<T>(
-    stream: raw::cudaStream_t,
+pub(crate) fn for_stream<T>(
+    stream: cudart::StreamHandle,
     device: i32,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
@@ -52,21 +42,22 @@ pub fn for_stream<T>(
 
 /// The calling thread's current device (`cudaGetDevice`).
 pub fn current() -> Result<i32> {
-    let mut d: c_int = 0;
-    cuda!(cudaGetDevice(&mut d))?;
-    Ok(d)
+    Ok(cudart::get_device()?)
+}
+
+/// The current device, or -1 when it cannot be read (for messages).
+pub fn current_or_unknown() -> i32 {
+    current().unwrap_or(-1)
 }
 
 /// Waits for all work on the current device (`cudaDeviceSynchronize`).
 pub fn synchronize() -> Result<()> {
-    cuda!(cudaDeviceSynchronize())
+    Ok(cudart::device_synchronize()?)
 }
 
 /// Free and total memory of the current device (`cudaMemGetInfo`).
 pub fn mem_info() -> Result<(usize, usize)> {
-    let (mut free, mut total) = (0usize, 0usize);
-    cuda!(cudaMemGetInfo(&mut free, &mut total))?;
-    Ok((free, total))
+    Ok(cudart::mem_get_info()?)
 }
 
 /// What the doctor and the status API report about a device.
@@ -94,23 +85,12 @@ pub struct Properties {
 
 /// Reads the properties of device `id`.
 pub fn properties(id: i32) -> Result<Properties> {
-    // SAFETY: cudaDeviceProp is plain data; all-zero is a valid value to be overwritten.
-    let mut p: raw::cudaDeviceProp = unsafe { std::mem::zeroed() };
-    cuda!(cudaGetDeviceProperties(&mut p, id); "device={id}")?;
-    let attr = |a: raw::cudaDeviceAttr| -> Result<i32> {
-        let mut v: c_int = 0;
-        cuda!(cudaDeviceGetAttribute(&mut v, a, id); "device={id}")?;
-        Ok(v)
-    };
-    let memory_pools = attr(raw::cudaDeviceAttr::cudaDevAttrMemoryPoolsSupported)? != 0;
-    let mut bus = [0 as std::os::raw::c_char; 32];
-    cuda!(cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, id); "device={id}")?;
-    // SAFETY: cudaDeviceGetPCIBusId wrote a NUL-terminated string into `bus`.
-    let pci_bus_id = unsafe { CStr::from_ptr(bus.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
+    let detail = || format!("device={id}");
+    let p = cudart::get_device_properties(id).detail(detail)?;
+    let memory_pools = cudart::memory_pools_supported(id).detail(detail)?;
+    let pci_bus_id = cudart::device_get_pci_bus_id(id).detail(detail)?;
     // SAFETY: `name` is a NUL-terminated char array filled by cudart.
-    let name = unsafe { CStr::from_ptr(p.name.as_ptr()) }
+    let name = unsafe { std::ffi::CStr::from_ptr(p.name.as_ptr()) }
         .to_string_lossy()
         .into_owned();
     Ok(Properties {
@@ -126,6 +106,11 @@ pub fn properties(id: i32) -> Result<Properties> {
     })
 }
 
+/// Whether `device` supports stream-ordered memory pools.
+pub(crate) fn memory_pools_supported(device: i32) -> Result<bool> {
+    cudart::memory_pools_supported(device).detail(|| format!("device={device}"))
+}
+
 /// Creates the context of `device` now and makes it current for this thread; returns how long
 /// it took. Several processes starting at once can hit transient failures
 /// (cudaErrorDevicesUnavailable, cudaErrorInitializationError, cudaErrorUnknown): those are tried
@@ -136,11 +121,12 @@ pub fn init(device: i32) -> Result<std::time::Duration> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let r = cuda!(cudaInitDevice(device, 0, 0); "device={device} attempt={attempt}")
+        let r = cudart::init_device(device)
+            .detail(|| format!("device={device} attempt={attempt}"))
             .and_then(|()| set(device))
-            .and_then(
-                |()| cuda!(cudaFree(std::ptr::null_mut()); "device={device} (context creation)"),
-            );
+            .and_then(|()| {
+                cudart::create_context().detail(|| format!("device={device} (context creation)"))
+            });
         match r {
             Ok(()) => return Ok(start.elapsed()),
             Err(e) if attempt < 3 && TRANSIENT.contains(&e.cuda_error().code()) => {
@@ -155,22 +141,26 @@ pub fn init(device: i32) -> Result<std::time::Duration> {
     }
 }
 
+/// Makes `device` current and creates its primary context (`cudaSetDevice`, `cudaFree(0)`).
+pub fn create_context(device: i32) -> Result<()> {
+    set(device)?;
+    cudart::create_context().detail(|| format!("device={device} (context creation)"))
+}
+
 /// Lets the current device access memory of `peer` (`cudaDeviceEnablePeerAccess`); already
 /// enabled is success.
 pub fn enable_peer_access(peer: i32) -> Result<()> {
-    match cuda!(cudaDeviceEnablePeerAccess(peer, 0); "peer={peer}") {
-        Err(e) if e.cuda_error() == crate::CudaError::PEER_ACCESS_ALREADY_ENABLED => {
+    match cudart::device_enable_peer_access(peer) {
+        Err(e) if e.code == CudaError::PEER_ACCESS_ALREADY_ENABLED => {
             // cudart keeps the error as its last error; clear it.
-            crate::runtime::take_last_cuda_error();
+            cudart::get_last_error();
             Ok(())
         }
-        r => r,
+        r => r.detail(|| format!("peer={peer}")),
     }
 }
 
 /// Whether device `from` can access memory of device `to` (`cudaDeviceCanAccessPeer`).
 pub fn can_access_peer(from: i32, to: i32) -> Result<bool> {
-    let mut v: c_int = 0;
-    cuda!(cudaDeviceCanAccessPeer(&mut v, from, to); "device={from} peer={to}")?;
-    Ok(v != 0)
+    cudart::device_can_access_peer(from, to).detail(|| format!("device={from} peer={to}"))
 }

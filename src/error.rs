@@ -66,6 +66,12 @@ impl CudaError {
         unsafe { static_str(raw::cudaGetErrorString(self.0)) }
     }
 
+    /// True when the machine has no usable GPU at all: no driver (or one older than the
+    /// runtime, 35) or a driver with no device (100). The one "no GPU" rule of the crate.
+    pub fn is_no_gpu(self) -> bool {
+        self == CudaError::INSUFFICIENT_DRIVER || self == CudaError::NO_DEVICE
+    }
+
     /// True for the errors that come from earlier asynchronous work (a kernel or copy that
     /// faulted) and then stick to the context: any later call may report them.
     pub fn is_sticky(self) -> bool {
@@ -91,7 +97,8 @@ unsafe fn static_str(p: *const std::os::raw::c_char) -> &'static str {
     if p.is_null() {
         return "unrecognized error code";
     }
-    CStr::from_ptr(p)
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(p) }
         .to_str()
         .unwrap_or("(non-UTF-8 error text)")
 }
@@ -253,24 +260,4 @@ impl std::error::Error for Error {
             Some(&self.cuda)
         }
     }
-}
-
-/// Calls a cudart function and turns a failure into an `Error` naming the call and arguments.
-///
-/// `cuda!(cudaMalloc(&mut p, n); "size={n}")`
-macro_rules! cuda {
-    ($f:ident ( $($arg:expr),* $(,)? ) $(; $($detail:tt)+)?) => {{
-        // SAFETY: the caller passes arguments valid for this cudart function.
-        let rc = unsafe { $crate::raw::$f($($arg),*) };
-        match $crate::error::CudaError::check(rc) {
-            Ok(()) => Ok(()),
-            Err(e) => Err($crate::error::Error::cuda(
-                stringify!($f),
-                e,
-                cuda!(@detail $($($detail)+)?),
-            )),
-        }
-    }};
-    (@detail) => { String::new() };
-    (@detail $($detail:tt)+) => { format!($($detail)+) };
 }

@@ -1,20 +1,19 @@
-//! CUDA events: `Event` owns one (`cudaEventCreateWithFlags`) and destroys it when dropped. Used
-//! to time work on a stream from the device's own clock (`cudaEventElapsedTime`).
+//! CUDA events: `Event` owns one (`cudaEventCreateWithFlags`) and destroys it when dropped.
+//! Used to order work between streams and to time work from the device's own clock.
 
+use crate::cudart::{self, Detail, EventHandle, StreamHandle};
 use crate::error::Result;
-use crate::raw;
-use crate::stream::Stream;
 
 /// `cudaEventDefault`: an event that records timing.
-pub const DEFAULT: u32 = raw::cudaEventDefault;
+pub const DEFAULT: u32 = cudart::EVENT_DEFAULT;
 /// `cudaEventBlockingSync`: `synchronize` sleeps instead of spinning.
-pub const BLOCKING_SYNC: u32 = raw::cudaEventBlockingSync;
+pub const BLOCKING_SYNC: u32 = cudart::EVENT_BLOCKING_SYNC;
 /// `cudaEventDisableTiming`: cheaper, but `elapsed_ms` refuses it.
-pub const DISABLE_TIMING: u32 = raw::cudaEventDisableTiming;
+pub const DISABLE_TIMING: u32 = cudart::EVENT_DISABLE_TIMING;
 
 /// An owned CUDA event on the device that was current when it was created.
 #[derive(Debug)]
-pub struct Event(raw::cudaEvent_t);
+pub struct Event(EventHandle);
 
 // SAFETY: CUDA events may be used from any host thread.
 unsafe impl Send for Event {}
@@ -29,38 +28,63 @@ impl Event {
 
     /// Creates an event with `flags` (`DEFAULT`, `BLOCKING_SYNC`, `DISABLE_TIMING`, or'ed).
     pub fn with_flags(flags: u32) -> Result<Event> {
-        let mut e: raw::cudaEvent_t = std::ptr::null_mut();
-        cuda!(cudaEventCreateWithFlags(&mut e, flags); "flags={flags:#x}")?;
+        let e = cudart::event_create_with_flags(flags).detail(|| format!("flags={flags:#x}"))?;
         Ok(Event(e))
+    }
+
+    /// Creates an ordering-only event (`DISABLE_TIMING`) on `device`, whatever is current.
+    pub(crate) fn on_device(device: i32) -> Result<Event> {
+        crate::device::with(device, || {
+            let e = cudart::event_create_with_flags(DISABLE_TIMING)
+                .detail(|| format!("device={device}"))?;
+            Ok(Event(e))
+        })
     }
 
     /// Records the event on `stream` (None: the legacy default stream): it completes when the
     /// work queued there before it has completed.
-    pub fn record(&self, stream: Option<&Stream>) -> Result<()> {
-        let s = stream.map_or(std::ptr::null_mut(), Stream::as_raw);
-        cuda!(cudaEventRecord(self.0, s); "event={:p} stream={s:p}", self.0)
+    pub fn record(&self, stream: Option<&crate::stream::Stream>) -> Result<()> {
+        let s = stream.map_or(std::ptr::null_mut(), crate::stream::Stream::as_raw);
+        // SAFETY: a live event of ours; `s` is NULL or a live stream borrowed from its owner.
+        unsafe { self.record_raw(s) }
+    }
+
+    /// Records the event on the raw stream `s` (NULL: the legacy default stream).
+    ///
+    /// # Safety
+    /// `s` is NULL or a live stream of the event's device.
+    pub(crate) unsafe fn record_raw(&self, s: StreamHandle) -> Result<()> {
+        // SAFETY: a live event of ours; the caller's contract for `s`.
+        unsafe { cudart::event_record(self.0, s) }
+            .detail(|| format!("event={:p} stream={s:p}", self.0))
+    }
+
+    /// True when the event has completed, or was never recorded (`cudaEventQuery`).
+    pub fn query(&self) -> Result<bool> {
+        // SAFETY: a live event of ours.
+        unsafe { query(self.0) }
     }
 
     /// Waits until the event has completed (`cudaEventSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
-        cuda!(cudaEventSynchronize(self.0); "event={:p}", self.0)
+        // SAFETY: a live event of ours.
+        unsafe { synchronize(self.0) }
     }
 
     /// Milliseconds from `start` to `self` on the device's clock (`cudaEventElapsedTime`,
     /// resolution about 0.5 us). Both must have been recorded and have completed.
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
-        let mut ms = 0f32;
-        cuda!(cudaEventElapsedTime(&mut ms, start.0, self.0); "start={:p} end={:p}", start.0, self.0)?;
-        Ok(ms)
+        // SAFETY: two live events of ours.
+        unsafe { elapsed_ms(start.0, self.0) }
     }
 
     /// The raw handle, still owned by `self`.
-    pub fn as_raw(&self) -> raw::cudaEvent_t {
+    pub fn as_raw(&self) -> EventHandle {
         self.0
     }
 
     /// Gives up ownership of the handle.
-    pub fn into_raw(self) -> raw::cudaEvent_t {
+    pub fn into_raw(self) -> EventHandle {
         let e = self.0;
         std::mem::forget(self);
         e
@@ -70,44 +94,58 @@ impl Event {
     ///
     /// # Safety
     /// `e` came from `Event::into_raw` and is not owned by anything else.
-    pub unsafe fn from_raw(e: raw::cudaEvent_t) -> Event {
+    pub unsafe fn from_raw(e: EventHandle) -> Event {
         Event(e)
     }
-}
 
-/// True when the event has completed, or was never recorded (`cudaEventQuery`).
-///
-/// # Safety
-/// `e` is a live event.
-pub unsafe fn query(e: raw::cudaEvent_t) -> Result<bool> {
-    let rc = crate::error::CudaError::from_raw(raw::cudaEventQuery(e));
-    if rc == crate::error::CudaError::NOT_READY {
-        return Ok(false);
-    }
-    crate::error::CudaError::check(rc.raw())
-        .map(|()| true)
-        .map_err(|err| crate::Error::cuda("cudaEventQuery", err, format!("event={e:p}")))
-}
-
-/// Records `e` on stream `s` (NULL: the legacy default stream).
-///
-/// # Safety
-/// `e` is a live event, `s` NULL or a live stream of the same device.
-pub unsafe fn record_raw(e: raw::cudaEvent_t, s: raw::cudaStream_t) -> Result<()> {
-    cuda!(cudaEventRecord(e, s); "event={e:p} stream={s:p}")
-}
-
-impl Event {
     /// Destroys the event, reporting a failure (dropping cannot).
     pub fn destroy(self) -> Result<()> {
         let e = self.into_raw();
-        cuda!(cudaEventDestroy(e); "event={e:p}")
+        // SAFETY: we owned the live event; ownership ends here.
+        unsafe { cudart::event_destroy(e) }.detail(|| format!("event={e:p}"))
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: we own the handle. A failure here has nowhere to go.
-        unsafe { raw::cudaEventDestroy(self.0) };
+        let _ = unsafe { cudart::event_destroy(self.0) };
     }
+}
+
+/// True when the raw event `e` has completed, or was never recorded.
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn query(e: EventHandle) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    unsafe { cudart::event_query(e) }.detail(|| format!("event={e:p}"))
+}
+
+/// Waits for the raw event `e`.
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn synchronize(e: EventHandle) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { cudart::event_synchronize(e) }.detail(|| format!("event={e:p}"))
+}
+
+/// Milliseconds between two raw events.
+///
+/// # Safety
+/// Both are live events.
+pub(crate) unsafe fn elapsed_ms(start: EventHandle, end: EventHandle) -> Result<f32> {
+    // SAFETY: the caller's contract.
+    unsafe { cudart::event_elapsed_time(start, end) }
+        .detail(|| format!("start={start:p} end={end:p}"))
+}
+
+/// Records the raw event `e` on `s`.
+///
+/// # Safety
+/// `e` is a live event, `s` NULL or a live stream of the same device.
+pub(crate) unsafe fn record(e: EventHandle, s: StreamHandle) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { cudart::event_record(e, s) }.detail(|| format!("event={e:p} stream={s:p}"))
 }

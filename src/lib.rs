@@ -1,39 +1,98 @@
 //! llaisys-nvidia: the NVIDIA CUDA backend of llaisys-style C/C++ AI frameworks.
 //!
-//! Module map, one direction of dependency (each layer calls only the one below):
-//! - [`raw`]: the bindgen output over `wrapper.h` (`cuda_runtime.h`), nothing else.
-//! - [`error`]: [`CudaError`] (newtype over `cudaError_t`) and [`Error`] (which call, which
-//!   arguments, where).
-//! - safe layer: [`runtime`] (versions, device count, build facts), [`device`], [`stream`],
-//!   [`event`], [`memory`] (device and pinned), [`memory_kinds`] (managed, mapped, registered,
-//!   memset, pointer attributes), [`copy`].
-//! - [`cache`]: the caching allocators behind malloc/free of the table (device pool, pinned
-//!   host blocks reused after event completion), with statistics; [`pageable`]: fast staged
-//!   copies between pageable host memory and the device.
-//! - [`capi`]: the llaisys runtime table, its error policy, the checks of hostile input, the
-//!   status-returning API, and the exported C symbols declared in `csrc/llaisys_runtime.h`.
-//! - [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
-//! - `src/bin/llaisys-nvidia.rs`: the command-line program.
+//! Layers, each using only the layers before it (a test, `tests/layers.rs`, checks every
+//! `crate::` path of src/ against this order and for loops):
+//! 0. `raw`: the bindgen output over `wrapper.h` (`cuda_runtime.h`), nothing else.
+//! 1. [`error`] ([`CudaError`], [`Error`]), `cudart` (one thin function per cudart call, each
+//!    with its safety argument: the only user of `raw` besides `error`), `sync` (the lock
+//!    helper), `env` (switches).
+//! 2. The safe layer, plain cudart with RAII types: [`runtime`] (versions, device count, build
+//!    facts), [`device`], [`stream`], [`event`], [`memory`] (device and pinned), `memory_kinds`
+//!    (managed, mapped, registered, memset), `pointer` (attributes), `pool` (stream-ordered
+//!    memory pools), [`copy`] (plain copies).
+//! 3. Caches and fast paths: `cache` (the device pool cache, the pinned host cache, the
+//!    cross-device ordering, the devices in use), `pageable` (staged copies of pageable memory).
+//! 4. [`ops`]: the body of every C function, once: checks and handle registries
+//!    (`ops::validate`), cache bookkeeping, dispatch. `ops::memory::malloc_device` is what
+//!    malloc_device does.
+//! 5. `capi`: the two C faces, which differ only in error policy: the llaisys table
+//!    (`capi::table`) and the status API (`capi::api`), the error getters (`capi::exports`), the
+//!    policy (`capi::policy`); declared by hand in `csrc/llaisys_runtime.h`, every type and
+//!    constant of which `tests/header_abi.rs` checks against [`ffi`].
+//!
+//! The public Rust API is small on purpose: the error types, the safe layer's types and
+//! functions a tool needs ([`runtime`], [`device`], [`Stream`], [`Event`], [`DeviceBuffer`],
+//! [`PinnedBuffer`], [`copy`]), the table's behaviour as Rust functions ([`ops`]), and the C
+//! ABI's items ([`ffi`]).
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(all(feature = "static", feature = "dynamic"))]
 compile_error!("features `static` and `dynamic` are both on: pick one (`--no-default-features --features dynamic` for the shared libcudart)");
 #[cfg(not(any(feature = "static", feature = "dynamic")))]
 compile_error!("enable one of the features `static` (libcudart_static.a, the default) or `dynamic` (shared libcudart)");
 
-#[macro_use]
+mod raw;
+
+/// The raw cudart bindings (bindgen output over `cuda_runtime.h`), for tests and tools that want
+/// CUDA itself as an independent witness. The crate's own code above `cudart` never uses them.
+#[doc(hidden)]
+pub mod sys {
+    pub use crate::raw::*;
+}
+
+// Layer 1.
+pub(crate) mod cudart;
+pub(crate) mod env;
 pub mod error;
-pub mod cache;
-pub mod capi;
+pub(crate) mod sync;
+
+// Layer 2: the safe layer.
 pub mod copy;
 pub mod device;
-pub mod doctor;
 pub mod event;
 pub mod memory;
-pub mod memory_kinds;
-pub mod pageable;
-pub mod raw;
+pub(crate) mod memory_kinds;
+pub mod pointer;
+pub(crate) mod pool;
 pub mod runtime;
 pub mod stream;
 
+// Layer 3: caches and fast paths.
+pub(crate) mod cache;
+pub(crate) mod pageable;
+
+// Layer 4: the operations.
+pub mod ops;
+
+// Layer 5: the C faces.
+pub(crate) mod capi;
+
+// The doctor moves to its own crate (issue 11); until then it is compiled here as it was.
+#[allow(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+pub mod doctor;
+
+pub use copy::MemcpyKind;
 pub use error::{CudaError, Error, ErrorKind, Result};
+pub use event::Event;
+pub use memory::{DeviceBuffer, PinnedBuffer};
+pub use stream::Stream;
+
+/// The C ABI's items, as declared in `csrc/llaisys_runtime.h`: every `repr(C)` type, the table,
+/// and every exported `llaisysNvidia*` function (callable from Rust too).
+pub mod ffi {
+    pub use crate::cache::AllocatorStats;
+    pub use crate::capi::api::copies::*;
+    pub use crate::capi::api::device::*;
+    pub use crate::capi::api::memory::*;
+    pub use crate::capi::api::streams::*;
+    pub use crate::capi::api::versions::*;
+    pub use crate::capi::exports::*;
+    pub use crate::capi::policy::{ErrorHandler, LlaisysNvidiaError};
+    pub use crate::capi::table::{LlaisysRuntimeAPI, LlaisysStream, TABLE};
+    /// `LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC`.
+    pub const EVENT_BLOCKING_SYNC: u32 = crate::ops::streams::EVENT_BLOCKING_SYNC;
+    /// `LLAISYS_NVIDIA_EVENT_DISABLE_TIMING`.
+    pub const EVENT_DISABLE_TIMING: u32 = crate::ops::streams::EVENT_DISABLE_TIMING;
+}

@@ -1,18 +1,17 @@
 //! Device memory (`cudaMalloc`) and pinned host memory (`cudaMallocHost`), as owned buffers and
 //! as the raw alloc/free pairs the C layer hands out.
 
+use crate::cudart::{self, Detail};
 use crate::error::Result;
 use std::os::raw::c_void;
 use std::ptr::null_mut;
 
 /// Allocates `size` bytes on the current device. Size 0 gives NULL and no error (as cudaMalloc).
 pub fn alloc_device(size: usize) -> Result<*mut c_void> {
-    let mut p: *mut c_void = null_mut();
     if size == 0 {
-        return Ok(p);
+        return Ok(null_mut());
     }
-    cuda!(cudaMalloc(&mut p, size); "size={size}")?;
-    Ok(p)
+    cudart::malloc(size).detail(|| format!("size={size}"))
 }
 
 /// Frees memory from `alloc_device`; NULL does nothing.
@@ -23,17 +22,16 @@ pub unsafe fn free_device(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    cuda!(cudaFree(p); "ptr={p:p}")
+    // SAFETY: the caller's contract.
+    unsafe { cudart::free(p) }.detail(|| format!("ptr={p:p}"))
 }
 
 /// Allocates `size` bytes of pinned (page-locked) host memory. Size 0 gives NULL and no error.
 pub fn alloc_host(size: usize) -> Result<*mut c_void> {
-    let mut p: *mut c_void = null_mut();
     if size == 0 {
-        return Ok(p);
+        return Ok(null_mut());
     }
-    cuda!(cudaMallocHost(&mut p, size); "size={size}")?;
-    Ok(p)
+    cudart::malloc_host(size).detail(|| format!("size={size}"))
 }
 
 /// Frees memory from `alloc_host`; NULL does nothing.
@@ -44,7 +42,14 @@ pub unsafe fn free_host(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    cuda!(cudaFreeHost(p); "ptr={p:p}")
+    // SAFETY: the caller's contract.
+    unsafe { cudart::free_host(p) }.detail(|| format!("ptr={p:p}"))
+}
+
+/// Allocates `size` bytes of pinned host memory usable with every device
+/// (`cudaHostAlloc(cudaHostAllocPortable)`); free it with `free_host`.
+pub(crate) fn alloc_host_portable(size: usize) -> Result<*mut c_void> {
+    cudart::host_alloc(size, cudart::HOST_ALLOC_PORTABLE).detail(|| format!("size={size}"))
 }
 
 /// An owned device allocation, freed on drop.

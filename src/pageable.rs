@@ -17,8 +17,11 @@
 //! `LLAISYS_NVIDIA_PAGEABLE_THREADS` sets the host threads (default: 3/4 of the cores, at most
 //! 12).
 
-use crate::error::{CudaError, Error, Result};
-use crate::raw;
+use crate::copy::{self, MemcpyKind};
+use crate::cudart::StreamHandle;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -50,12 +53,10 @@ pub struct Config {
 }
 
 /// The process's settings.
-pub fn config() -> &'static Config {
+pub(crate) fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
     C.get_or_init(|| {
-        let threads = std::env::var("LLAISYS_NVIDIA_PAGEABLE_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
+        let threads = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_THREADS")
             .unwrap_or_else(|| {
                 // Three quarters of the cores, at most 12: on the H200 machine (16 cores) 12
                 // threads moved 41-47 GB/s, 8 threads 28-38 GB/s (benchmark, docs/benchmark.md).
@@ -64,31 +65,26 @@ pub fn config() -> &'static Config {
             })
             .clamp(1, 64);
         Config {
-            enabled: crate::cache::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
-            min_bytes: std::env::var("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(1 << 20),
+            enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
+            min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
             threads,
         }
     })
 }
 
-/// True when a copy of `size` bytes with host side `host` should take the fast path.
-pub fn wanted(host: *const c_void, size: usize) -> Result<bool> {
+/// True when a copy of `size` bytes between pageable memory and the device should be staged.
+pub(crate) fn wanted(size: usize) -> bool {
     let c = config();
-    if !c.enabled || size < c.min_bytes {
-        return Ok(false);
-    }
-    crate::copy::is_pageable(host)
+    c.enabled && size >= c.min_bytes
 }
 
 // ---- staging buffers ------------------------------------------------------------------------
 
 struct Slot {
     buf: *mut u8,
-    event: raw::cudaEvent_t,
-    /// Device the event was made on (events are per device); -1 before the first use.
+    /// The event of the slot's last use, made on `device` (events are per device); None before
+    /// the first use.
+    event: Option<Event>,
     device: i32,
     busy: bool,
 }
@@ -97,8 +93,8 @@ struct Set {
     slots: Vec<Slot>,
 }
 
-// SAFETY: the raw pointers are pinned buffers and event handles owned by the set, used by one
-// copy at a time (the set is taken out of the pool while in use).
+// SAFETY: the raw pointers are pinned buffers owned by the set, used by one copy at a time (the
+// set is taken out of the pool while in use).
 unsafe impl Send for Set {}
 
 static SETS: Mutex<Vec<Set>> = Mutex::new(Vec::new());
@@ -107,16 +103,18 @@ impl Set {
     fn new() -> Result<Set> {
         let mut slots: Vec<Slot> = Vec::with_capacity(SLOTS);
         for _ in 0..SLOTS {
-            let mut p: *mut c_void = std::ptr::null_mut();
-            if let Err(e) = cuda!(cudaHostAlloc(&mut p, CHUNK, raw::cudaHostAllocPortable); "staging size={CHUNK}")
-            {
-                // The buffers made so far were never used; the allocation failure is the error.
-                let _ = Set { slots }.free();
-                return Err(e);
-            }
+            let p = match crate::memory::alloc_host_portable(CHUNK) {
+                Ok(p) => p,
+                Err(e) => {
+                    // The buffers made so far were never used; the allocation failure is the
+                    // error.
+                    let _ = Set { slots }.free();
+                    return Err(e);
+                }
+            };
             slots.push(Slot {
                 buf: p.cast(),
-                event: std::ptr::null_mut(),
+                event: None,
                 device: -1,
                 busy: false,
             });
@@ -127,8 +125,7 @@ impl Set {
     /// True when no slot waits on work that has not completed.
     fn idle(&mut self) -> bool {
         self.slots.iter_mut().all(|s| {
-            // SAFETY: a live event of ours.
-            if s.busy && unsafe { raw::cudaEventQuery(s.event) }.0 == 0 {
+            if s.busy && matches!(s.event.as_ref().map(Event::query), Some(Ok(true))) {
                 s.busy = false;
             }
             !s.busy
@@ -138,20 +135,10 @@ impl Set {
     /// Makes slot `i` ready for a copy on `device`: waits for its last use, makes its event.
     fn prepare(&mut self, i: usize, device: i32) -> Result<()> {
         let s = &mut self.slots[i];
-        if s.busy {
-            cuda!(cudaEventSynchronize(s.event))?;
-            s.busy = false;
-        }
-        if s.device != device {
-            if !s.event.is_null() {
-                // SAFETY: our event, not in use (waited above).
-                unsafe { raw::cudaEventDestroy(s.event) };
-                s.event = std::ptr::null_mut();
-            }
-            crate::device::with(
-                device,
-                || cuda!(cudaEventCreateWithFlags(&mut s.event, raw::cudaEventDisableTiming); "device={device}"),
-            )?;
+        s.wait()?;
+        if s.event.is_none() || s.device != device {
+            s.event = None;
+            s.event = Some(Event::on_device(device)?);
             s.device = device;
         }
         Ok(())
@@ -161,21 +148,38 @@ impl Set {
     fn free(self) -> Result<()> {
         let mut first_err = None;
         for slot in self.slots {
-            if !slot.event.is_null() {
-                // SAFETY: our event, idle.
-                unsafe { raw::cudaEventDestroy(slot.event) };
-            }
-            if let Err(e) = cuda!(cudaFreeHost(slot.buf.cast())) {
+            // SAFETY: our staging buffer, idle (no copy in flight reads or writes it).
+            if let Err(e) = unsafe { crate::memory::free_host(slot.buf.cast()) } {
                 first_err.get_or_insert(e);
             }
         }
         first_err.map_or(Ok(()), Err)
     }
 
-    fn record(&mut self, i: usize, stream: raw::cudaStream_t) -> Result<()> {
+    /// Records slot `i`'s event on `stream` (of the slot's device, see `prepare`).
+    ///
+    /// # Safety
+    /// `stream` is NULL or a live stream of the device the slot was prepared for.
+    unsafe fn record(&mut self, i: usize, stream: StreamHandle) -> Result<()> {
         let s = &mut self.slots[i];
-        cuda!(cudaEventRecord(s.event, stream); "stream={stream:p}")?;
-        s.busy = true;
+        if let Some(e) = &s.event {
+            // SAFETY: the caller's contract.
+            unsafe { e.record_raw(stream) }?;
+            s.busy = true;
+        }
+        Ok(())
+    }
+}
+
+impl Slot {
+    /// Waits for the slot's last use.
+    fn wait(&mut self) -> Result<()> {
+        if self.busy {
+            if let Some(e) = &self.event {
+                e.synchronize()?;
+            }
+            self.busy = false;
+        }
         Ok(())
     }
 }
@@ -183,7 +187,7 @@ impl Set {
 /// Takes an idle staging set (or makes one).
 fn take_set() -> Result<Set> {
     {
-        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sets = lock(&SETS);
         if let Some(i) = sets.iter_mut().position(Set::idle) {
             return Ok(sets.swap_remove(i));
         }
@@ -200,7 +204,7 @@ fn take_set() -> Result<Set> {
 /// freed.
 fn give_back(set: Set) {
     let extra = {
-        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sets = lock(&SETS);
         sets.push(set);
         let mut extra = Vec::new();
         while sets.len() > MAX_SETS {
@@ -218,12 +222,12 @@ fn give_back(set: Set) {
 }
 
 /// Frees the staging buffers no copy is using (waiting for copies still in flight on them).
-pub fn release_staging() -> Result<()> {
-    let sets = std::mem::take(&mut *SETS.lock().unwrap_or_else(|e| e.into_inner()));
+pub(crate) fn release_staging() -> Result<()> {
+    let sets = std::mem::take(&mut *lock(&SETS));
     let mut first_err = None;
-    for set in sets {
-        for slot in set.slots.iter().filter(|s| s.busy) {
-            if let Err(e) = cuda!(cudaEventSynchronize(slot.event)) {
+    for mut set in sets {
+        for slot in &mut set.slots {
+            if let Err(e) = slot.wait() {
                 first_err.get_or_insert(e);
             }
         }
@@ -323,7 +327,7 @@ fn worker_loop(w: &'static Workers) {
                 std::thread::park_timeout(std::time::Duration::from_millis(50));
             }
         }
-        let job = w.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let job = lock(&w.current).clone();
         if let Some(job) = job {
             job.work();
         }
@@ -335,12 +339,20 @@ fn worker_loop(w: &'static Workers) {
 /// # Safety
 /// `dst` and `src` are valid for `len` bytes and do not overlap.
 unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller's contract, for every copy below.
+    unsafe { par_copy_inner(dst, src, len) }
+}
+
+/// # Safety
+/// As `par_copy`.
+unsafe fn par_copy_inner(dst: *mut u8, src: *const u8, len: usize) {
     const MIN_PIECE: usize = 128 << 10;
     let w = &WORKERS;
     let threads = handles();
     let parts = (len / MIN_PIECE).clamp(1, config().threads * 2);
     if parts == 1 || threads.is_empty() {
-        std::ptr::copy_nonoverlapping(src, dst, len);
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         return;
     }
     let piece = len.div_ceil(parts).next_multiple_of(64);
@@ -353,8 +365,8 @@ unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
         next: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
     });
-    let _one_at_a_time = w.submit.lock().unwrap_or_else(|e| e.into_inner());
-    *w.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.clone());
+    let _one_at_a_time = lock(&w.submit);
+    *lock(&w.current) = Some(job.clone());
     w.generation.fetch_add(1, Ordering::Release);
     for t in threads {
         t.unpark();
@@ -363,60 +375,60 @@ unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
     while job.done.load(Ordering::Acquire) < job.pieces {
         std::hint::spin_loop();
     }
-    *w.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *lock(&w.current) = None;
 }
 
 // ---- the staged copy ------------------------------------------------------------------------
 
 /// Copies `size` bytes between pageable `host` memory and `device` memory through pinned
-/// staging, on `stream` (NULL: the legacy default stream). With `wait` the copy is complete on
-/// return; without it an H2D copy may still be in flight (the caller's buffer is already read).
+/// staging, on `stream` (NULL: the legacy default stream) of `stream_device` (None: NULL, the
+/// current device). With `wait` the copy is complete on return; without it an H2D copy may still
+/// be in flight (the caller's buffer is already read).
 ///
 /// # Safety
-/// `host` and `device` are valid for `size` bytes; `device` is device memory.
-pub unsafe fn copy(
+/// `host` and `device` are valid for `size` bytes; `device` is device memory; `stream` is NULL
+/// or a live stream.
+pub(crate) unsafe fn copy(
     direction: Direction,
     device: *mut c_void,
     host: *mut c_void,
     size: usize,
-    stream: raw::cudaStream_t,
+    stream: StreamHandle,
+    stream_device: Option<i32>,
     wait: bool,
 ) -> Result<()> {
     // Events are recorded on `stream`, so they are made on its device.
-    let stream_device = if stream.is_null() {
-        crate::device::current()?
-    } else {
-        let mut d = 0;
-        cuda!(cudaStreamGetDevice(stream, &mut d); "stream={stream:p}")?;
-        d
+    let stream_device = match stream_device {
+        Some(d) => d,
+        None if stream.is_null() => crate::device::current()?,
+        // SAFETY: the caller's contract: a live stream.
+        None => unsafe { crate::stream::device_of(stream) }?,
     };
     let mut set = take_set()?;
-    let result = match direction {
-        Direction::HostToDevice => h2d(
-            &mut set,
-            stream_device,
-            device.cast(),
-            host.cast(),
-            size,
-            stream,
-        ),
-        Direction::DeviceToHost => d2h(
-            &mut set,
-            stream_device,
-            host.cast(),
-            device.cast(),
-            size,
-            stream,
-        ),
+    // SAFETY: the caller's contract; the set's slots are prepared for `stream_device`.
+    let result = unsafe {
+        match direction {
+            Direction::HostToDevice => h2d(
+                &mut set,
+                stream_device,
+                device.cast(),
+                host.cast(),
+                size,
+                stream,
+            ),
+            Direction::DeviceToHost => d2h(
+                &mut set,
+                stream_device,
+                host.cast(),
+                device.cast(),
+                size,
+                stream,
+            ),
+        }
     };
     let result = result.and_then(|()| {
         if wait && direction == Direction::HostToDevice {
-            for i in 0..SLOTS {
-                if set.slots[i].busy {
-                    cuda!(cudaEventSynchronize(set.slots[i].event))?;
-                    set.slots[i].busy = false;
-                }
-            }
+            set.slots.iter_mut().try_for_each(Slot::wait)?;
         }
         Ok(())
     });
@@ -425,7 +437,7 @@ pub unsafe fn copy(
         // if even that fails, the set is dropped (its buffers leak rather than be overwritten
         // while a copy may still read them).
         // SAFETY: `stream` is NULL or a live stream (the caller's contract).
-        if CudaError::check(unsafe { raw::cudaStreamSynchronize(stream) }).is_ok() {
+        if unsafe { crate::stream::synchronize(stream) }.is_ok() {
             for slot in &mut set.slots {
                 slot.busy = false;
             }
@@ -457,35 +469,37 @@ fn chunk_for(size: usize) -> usize {
 }
 
 /// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
+///
+/// # Safety
+/// `dst`/`src` are valid for `n` bytes (staging buffer one side, device memory the other) until
+/// the copy has run; `stream` is NULL or a live stream.
 unsafe fn chunk_copy(
     dst: *mut u8,
     src: *const u8,
     n: usize,
     direction: Direction,
-    stream: raw::cudaStream_t,
+    stream: StreamHandle,
     off: usize,
 ) -> Result<()> {
     let kind = match direction {
-        Direction::HostToDevice => raw::cudaMemcpyKind::cudaMemcpyHostToDevice,
-        Direction::DeviceToHost => raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
+        Direction::HostToDevice => MemcpyKind::H2D,
+        Direction::DeviceToHost => MemcpyKind::D2H,
     };
-    CudaError::check(raw::cudaMemcpyAsync(
-        dst.cast(),
-        src.cast(),
-        n,
-        kind,
-        stream,
-    ))
-    .map_err(|e| Error::cuda("cudaMemcpyAsync", e, format!("chunk at {off}")))
+    // SAFETY: the caller's contract.
+    unsafe { copy::memcpy_async(dst.cast(), src.cast(), n, kind, stream) }
+        .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("chunk at {off}")))
 }
 
+/// # Safety
+/// `dst` is device memory and `src` pageable memory, both valid for `size` bytes; `stream` is
+/// NULL or a live stream of `device_id`.
 unsafe fn h2d(
     set: &mut Set,
     device_id: i32,
     dst: *mut u8,
     src: *const u8,
     size: usize,
-    stream: raw::cudaStream_t,
+    stream: StreamHandle,
 ) -> Result<()> {
     let chunk = chunk_for(size);
     let mut off = 0;
@@ -494,23 +508,30 @@ unsafe fn h2d(
         let n = chunk.min(size - off);
         let slot = i % SLOTS;
         set.prepare(slot, device_id)?;
-        par_copy(set.slots[slot].buf, src.add(off), n);
         let buf = set.slots[slot].buf;
-        chunk_copy(dst.add(off), buf, n, Direction::HostToDevice, stream, off)?;
-        set.record(slot, stream)?;
+        // SAFETY: the caller's contract for `src`; `buf` is an idle staging buffer (prepared)
+        // of CHUNK >= n bytes.
+        unsafe {
+            par_copy(buf, src.add(off), n);
+            chunk_copy(dst.add(off), buf, n, Direction::HostToDevice, stream, off)?;
+            set.record(slot, stream)?;
+        }
         off += n;
         i += 1;
     }
     Ok(())
 }
 
+/// # Safety
+/// `dst` is pageable memory and `src` device memory, both valid for `size` bytes; `stream` is
+/// NULL or a live stream of `device_id`.
 unsafe fn d2h(
     set: &mut Set,
     device_id: i32,
     dst: *mut u8,
     src: *const u8,
     size: usize,
-    stream: raw::cudaStream_t,
+    stream: StreamHandle,
 ) -> Result<()> {
     let chunk = chunk_for(size);
     let chunks = size.div_ceil(chunk);
@@ -520,8 +541,12 @@ unsafe fn d2h(
         let n = chunk.min(size - off);
         set.prepare(slot, device_id)?;
         let buf = set.slots[slot].buf;
-        chunk_copy(buf, src.add(off), n, Direction::DeviceToHost, stream, off)?;
-        set.record(slot, stream)
+        // SAFETY: the caller's contract for `src`; `buf` is an idle staging buffer of CHUNK
+        // >= n bytes.
+        unsafe {
+            chunk_copy(buf, src.add(off), n, Direction::DeviceToHost, stream, off)?;
+            set.record(slot, stream)
+        }
     };
     // Keep SLOTS - 1 chunks queued ahead of the one being copied out.
     for k in 0..chunks.min(SLOTS - 1) {
@@ -532,10 +557,11 @@ unsafe fn d2h(
             enqueue(set, k + SLOTS - 1)?;
         }
         let slot = k % SLOTS;
-        cuda!(cudaEventSynchronize(set.slots[slot].event))?;
-        set.slots[slot].busy = false;
+        set.slots[slot].wait()?;
         let off = k * chunk;
-        par_copy(dst.add(off), set.slots[slot].buf, chunk.min(size - off));
+        // SAFETY: the chunk has landed in the staging buffer (waited); the caller's contract
+        // for `dst`.
+        unsafe { par_copy(dst.add(off), set.slots[slot].buf, chunk.min(size - off)) };
     }
     Ok(())
 }

@@ -4,8 +4,11 @@
     non_camel_case_types,
     non_snake_case,
     dead_code,
+    unused_imports,
     missing_docs,
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    unsafe_op_in_unsafe_fn,
     rustdoc::all
 )]
 

@@ -1,30 +1,24 @@
 //! Process-wide facts: cudart and driver versions, the device count, and this build's facts.
 
+use crate::cudart;
 use crate::error::{CudaError, Result};
-use std::os::raw::c_int;
 
 /// The version of the cudart in use (`cudaRuntimeGetVersion`, 13000 for 13.0). Works without a
 /// driver.
 pub fn runtime_version() -> Result<i32> {
-    let mut v: c_int = 0;
-    cuda!(cudaRuntimeGetVersion(&mut v))?;
-    Ok(v)
+    Ok(cudart::runtime_get_version()?)
 }
 
 /// The CUDA version the installed driver supports (`cudaDriverGetVersion`), 0 when no driver is
 /// installed.
 pub fn driver_version() -> Result<i32> {
-    let mut v: c_int = 0;
-    cuda!(cudaDriverGetVersion(&mut v))?;
-    Ok(v)
+    Ok(cudart::driver_get_version()?)
 }
 
 /// The number of CUDA devices, or the CUDA error that explains why there are none
 /// (`cudaErrorInsufficientDriver` without a driver, `cudaErrorNoDevice` without a GPU).
 pub fn device_count() -> Result<i32> {
-    let mut n: c_int = 0;
-    cuda!(cudaGetDeviceCount(&mut n))?;
-    Ok(n)
+    Ok(cudart::get_device_count()?)
 }
 
 /// Formats a CUDA version number (12090 -> "12.9").
@@ -57,11 +51,11 @@ pub mod build {
 
 /// `cudaGetLastError`: reads and clears the runtime's last error of this thread.
 pub fn take_last_cuda_error() -> CudaError {
-    // SAFETY: no arguments.
-    CudaError::from_raw(unsafe { crate::raw::cudaGetLastError() })
+    cudart::get_last_error()
 }
 
-/// Used where an error must carry the current device; -1 when it cannot be read.
-pub fn current_device_or_unknown() -> i32 {
-    crate::device::current().unwrap_or(-1)
+/// The address of cudart's `cudaRuntimeGetVersion` in this process: `dladdr` on it names the
+/// library that provides cudart (inside this crate with the `static` feature).
+pub fn cudart_symbol_address() -> *const std::os::raw::c_void {
+    cudart::runtime_symbol_address()
 }

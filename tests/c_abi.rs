@@ -5,8 +5,8 @@
 
 mod support;
 
-use llaisys_nvidia::capi::policy::LlaisysNvidiaError;
-use llaisys_nvidia::capi::table::LlaisysRuntimeAPI;
+use llaisys_nvidia::ffi::LlaisysNvidiaError;
+use llaisys_nvidia::ffi::LlaisysRuntimeAPI;
 use std::mem::{offset_of, size_of};
 use support::{build_c_client, run, run_ok, Linkage};
 
@@ -143,7 +143,7 @@ fn abi_layout_matches_rust() {
     // The table is 12 pointers in llaisys's order, with no padding.
     assert_eq!(size_of::<LlaisysRuntimeAPI>(), 12 * size_of::<usize>());
     // The memcpy kinds equal cudaMemcpyKind's values.
-    use llaisys_nvidia::raw::cudaMemcpyKind as K;
+    use llaisys_nvidia::sys::cudaMemcpyKind as K;
     assert_eq!(K::cudaMemcpyHostToHost.0, 0);
     assert_eq!(K::cudaMemcpyHostToDevice.0, 1);
     assert_eq!(K::cudaMemcpyDeviceToHost.0, 2);

@@ -9,9 +9,10 @@
 //! destroy_stream records the event before the stream goes away. Use of our pinned memory by the
 //! host's own kernels or copies (not through the table) is not seen: synchronize before freeing.
 
-use super::{switch_on, AllocatorStats, Counters};
-use crate::error::{CudaError, Error, Result};
-use crate::raw;
+use super::{AllocatorStats, Counters};
+use crate::cudart::StreamHandle;
+use crate::error::{Error, Result};
+use crate::sync::lock;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_void;
@@ -33,8 +34,9 @@ struct Block {
     events: Vec<Event>,
 }
 
+/// An ordering event and the device it was made on (events are per device).
 struct Event {
-    event: raw::cudaEvent_t,
+    event: crate::event::Event,
     device: i32,
 }
 
@@ -56,10 +58,6 @@ struct State {
     quarantine: Vec<usize>,
 }
 
-// SAFETY: the raw event handles are only used under the mutex; CUDA events may be used from
-// any thread.
-unsafe impl Send for State {}
-
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 /// Streams are destroyed under its write lock and free_host records its events under its read
 /// lock: a block taken out of `live` by free_host can never see its stream destroyed before its
@@ -67,8 +65,8 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 static STREAM_LIFETIME: RwLock<()> = RwLock::new(());
 
 /// Held by whoever destroys a stream (see `STREAM_LIFETIME`).
-pub fn stream_lifetime_write() -> RwLockWriteGuard<'static, ()> {
-    STREAM_LIFETIME.write().unwrap_or_else(|e| e.into_inner())
+pub(crate) fn stream_lifetime_write() -> RwLockWriteGuard<'static, ()> {
+    crate::sync::write(&STREAM_LIFETIME)
 }
 static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
@@ -85,16 +83,15 @@ thread_local! {
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| switch_on("LLAISYS_NVIDIA_HOST_CACHE"))
+    *ON.get_or_init(|| crate::env::switch_on("LLAISYS_NVIDIA_HOST_CACHE"))
 }
 
 fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    f(guard.get_or_insert_with(State::default))
+    f(lock(&STATE).get_or_insert_with(State::default))
 }
 
 /// The size class of a request.
-pub fn size_class(size: usize) -> usize {
+pub(crate) fn size_class(size: usize) -> usize {
     const GIB: usize = 1 << 30;
     const STEP: usize = 256 << 20;
     if size <= GIB {
@@ -104,15 +101,9 @@ pub fn size_class(size: usize) -> usize {
     }
 }
 
-fn cuda_alloc(size: usize) -> Result<*mut c_void> {
-    let mut p: *mut c_void = std::ptr::null_mut();
-    cuda!(cudaMallocHost(&mut p, size); "size={size}")?;
-    Ok(p)
-}
-
-/// Allocates `size` bytes of pinned memory. Size 0 gives NULL and no error. Out of memory
-/// releases every cache and retries once.
-pub fn alloc(size: usize) -> Result<*mut c_void> {
+/// Allocates `size` bytes of pinned memory. Size 0 gives NULL and no error. Out of memory is
+/// returned as it is: the caller may release caches and try again (`ops::memory` does, once).
+pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
@@ -129,18 +120,7 @@ pub fn alloc(size: usize) -> Result<*mut c_void> {
     };
     let (p, hit) = match reused {
         Some(p) => (p as *mut c_void, true),
-        None => {
-            let p = match cuda_alloc(class) {
-                Ok(p) => p,
-                Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
-                    COUNTERS.oom_retry();
-                    super::release_cached()?;
-                    cuda_alloc(class)?
-                }
-                Err(e) => return Err(e),
-            };
-            (p, false)
-        }
+        None => (crate::memory::alloc_host(class)?, false),
     };
     with_state(|s| {
         s.live.insert(
@@ -162,11 +142,11 @@ pub fn alloc(size: usize) -> Result<*mut c_void> {
 /// freed) is refused and nothing is freed.
 // `p` reaches CUDA only after it was found in our table of live allocations.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn free(p: *mut c_void) -> Result<()> {
+pub(crate) fn free(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    let _streams_stay = STREAM_LIFETIME.read().unwrap_or_else(|e| e.into_inner());
+    let _streams_stay = crate::sync::read(&STREAM_LIFETIME);
     let Some(block) = with_state(|s| s.live.remove(&(p as usize))) else {
         return Err(Error::invalid_argument(format!(
             "ptr={p:p} was not returned by malloc_host, or was already freed (a device pointer, \
@@ -177,7 +157,9 @@ pub fn free(p: *mut c_void) -> Result<()> {
     EPOCH.fetch_add(1, Relaxed);
     COUNTERS.freed(block.requested);
     if !cache_on() {
-        return cuda!(cudaFreeHost(p); "ptr={p:p}");
+        // SAFETY: a live block of ours (just taken out of the table); no copy of the table
+        // uses it (the caches are off, so the caller's contract covers its own copies).
+        return unsafe { crate::memory::free_host(p) };
     }
     let mut events = block.events;
     let mut first_err = None;
@@ -219,21 +201,20 @@ pub fn free(p: *mut c_void) -> Result<()> {
 
 /// Waits for `stream` (NULL: the legacy stream of its device).
 fn synchronize((stream, device): Stream) -> Result<()> {
-    let s = stream as raw::cudaStream_t;
+    let s = stream as StreamHandle;
+    // SAFETY: `s` is NULL or a stream noted while live; destroy_stream gives blocks their event
+    // (and drops the note) before the stream goes, under the stream-lifetime lock we hold.
+    let sync = || unsafe { crate::stream::synchronize(s) };
     if device < 0 {
-        return cuda!(cudaStreamSynchronize(s); "stream={s:p}");
+        return sync();
     }
-    crate::device::for_stream(
-        s,
-        device,
-        || cuda!(cudaStreamSynchronize(s); "stream={s:p} device={device}"),
-    )
+    crate::device::for_stream(s, device, sync)
 }
 
 /// Notes that a copy on `stream` (of `stream_device`; None: NULL, the legacy stream of the
 /// current device) uses the host memory at `ptr` (any address inside one of our blocks). Cheap
 /// when `ptr` is not ours.
-pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t, stream_device: Option<i32>) {
+pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device: Option<i32>) {
     if LIVE_COUNT.load(Relaxed) == 0 || !cache_on() {
         return;
     }
@@ -261,7 +242,7 @@ pub fn record_use(ptr: *const c_void, stream: raw::cudaStream_t, stream_device: 
 }
 
 /// Called before `stream` (of `device`) is destroyed: blocks that used it get their event now.
-pub fn stream_destroyed(stream: raw::cudaStream_t, device: i32) -> Result<()> {
+pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> {
     if LIVE_COUNT.load(Relaxed) == 0 {
         return Ok(());
     }
@@ -289,7 +270,7 @@ pub fn stream_destroyed(stream: raw::cudaStream_t, device: i32) -> Result<()> {
 
 /// Records an event (taken from the spares of the stream's device, or made) on `stream`.
 fn record_event((stream, noted_device): Stream) -> Result<Event> {
-    let s = stream as raw::cudaStream_t;
+    let s = stream as StreamHandle;
     let device = if noted_device >= 0 {
         noted_device
     } else {
@@ -303,20 +284,14 @@ fn record_event((stream, noted_device): Stream) -> Result<Event> {
     });
     let ev = match spare {
         Some(e) => e,
-        None => {
-            let mut e: raw::cudaEvent_t = std::ptr::null_mut();
-            crate::device::with(
-                device,
-                || cuda!(cudaEventCreateWithFlags(&mut e, raw::cudaEventDisableTiming); "device={device}"),
-            )?;
-            Event { event: e, device }
-        }
+        None => Event {
+            event: crate::event::Event::on_device(device)?,
+            device,
+        },
     };
-    let recorded = crate::device::for_stream(
-        s,
-        device,
-        || cuda!(cudaEventRecord(ev.event, s); "stream={s:p} device={device}"),
-    );
+    // SAFETY: `s` is NULL or a live stream of `device` (see `synchronize`); the event is of
+    // that device.
+    let recorded = crate::device::for_stream(s, device, || unsafe { ev.event.record_raw(s) });
     if let Err(e) = recorded {
         with_state(|st| st.spare_events.push(ev));
         return Err(e);
@@ -335,11 +310,12 @@ impl State {
     fn collect_completed(&mut self) {
         let mut i = 0;
         while i < self.pending.len() {
-            let done = self.pending[i].events.iter().all(|e| {
-                // SAFETY: a live event handle. NotReady means still pending; any other error is
-                // treated as not complete (kept, retried later, reported by release_cached).
-                unsafe { raw::cudaEventQuery(e.event) }.0 == 0
-            });
+            // Not complete, or a query that failed: kept, retried later, and reported by
+            // release_cached, which waits for it.
+            let done = self.pending[i]
+                .events
+                .iter()
+                .all(|e| matches!(e.event.query(), Ok(true)));
             if done {
                 let p = self.pending.swap_remove(i);
                 self.spare_events.extend(p.events);
@@ -352,7 +328,7 @@ impl State {
 }
 
 /// Frees every cached block (waiting for the work pending blocks wait on).
-pub fn release_cached() -> Result<()> {
+pub(crate) fn release_cached() -> Result<()> {
     let (ready, pending) = with_state(|s| {
         let mut ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
         ready.append(&mut s.quarantine);
@@ -363,18 +339,19 @@ pub fn release_cached() -> Result<()> {
     let mut first_err = None;
     for p in pending {
         for e in p.events {
-            if let Err(err) = cuda!(cudaEventSynchronize(e.event)) {
+            if let Err(err) = e.event.synchronize() {
                 first_err.get_or_insert(err);
             }
-            // SAFETY: the event is ours and no longer referenced.
-            unsafe { raw::cudaEventDestroy(e.event) };
         }
-        if let Err(err) = cuda!(cudaFreeHost(p.ptr as *mut c_void)) {
+        // SAFETY: a cached block of ours, handed out to nobody, whose users have completed
+        // (waited for above).
+        if let Err(err) = unsafe { crate::memory::free_host(p.ptr as *mut c_void) } {
             first_err.get_or_insert(err);
         }
     }
     for p in ready {
-        if let Err(err) = cuda!(cudaFreeHost(p as *mut c_void)) {
+        // SAFETY: a cached block of ours, handed out to nobody, with no pending user.
+        if let Err(err) = unsafe { crate::memory::free_host(p as *mut c_void) } {
             first_err.get_or_insert(err);
         }
     }
@@ -382,18 +359,23 @@ pub fn release_cached() -> Result<()> {
 }
 
 /// Statistics of the pinned host allocator.
-pub fn stats() -> AllocatorStats {
+pub(crate) fn stats() -> AllocatorStats {
     let cached = with_state(|s| s.cached_bytes) as u64;
     COUNTERS.snapshot(cached)
 }
 
+/// Counts an out-of-memory failure that the caller retries.
+pub(crate) fn note_oom_retry() {
+    COUNTERS.oom_retry();
+}
+
 /// Resets the peak to the current use.
-pub fn reset_peak() {
+pub(crate) fn reset_peak() {
     COUNTERS.reset_peak();
 }
 
 /// True when `ptr` lies inside one of our live pinned blocks.
-pub fn is_ours(ptr: *const c_void) -> bool {
+pub(crate) fn is_ours(ptr: *const c_void) -> bool {
     if LIVE_COUNT.load(Relaxed) == 0 {
         return false;
     }

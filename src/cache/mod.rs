@@ -7,15 +7,19 @@
 //!   memcpy_async may still read or write is reused only after events recorded on those streams
 //!   at free time have completed (PyTorch's CachingHostAllocator scheme).
 //! - [`cross`]: with several devices, streams of one device that used another device's memory;
-//!   frees and reuse on that device are ordered with them. It also says which devices are in
-//!   use, for the pools' peer access.
+//!   frees and reuse on that device are ordered with them.
+//! - [`in_use`]: which devices are in use (one bit each), for the pools' peer access and for
+//!   `cross`.
+//!
+//! Dependencies inside this layer: `device` -> `cross` -> `in_use`; `host` stands alone.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
 
-pub mod cross;
-pub mod device;
-pub mod host;
+pub(crate) mod cross;
+pub(crate) mod device;
+pub(crate) mod host;
+pub(crate) mod in_use;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -102,20 +106,4 @@ impl Counters {
     pub(crate) fn reset_peak(&self) {
         self.peak.store(self.in_use.load(Relaxed), Relaxed);
     }
-}
-
-/// Reads a switch: unset or anything but `0`/`off`/`false` means on.
-pub(crate) fn switch_on(var: &str) -> bool {
-    !matches!(
-        std::env::var(var).as_deref().map(str::trim),
-        Ok("0") | Ok("off") | Ok("false") | Ok("OFF") | Ok("FALSE")
-    )
-}
-
-/// Returns every cache's unused memory to CUDA: device pools of every device, pinned blocks,
-/// and the pinned staging buffers of the pageable fast path.
-pub fn release_cached() -> crate::Result<()> {
-    device::release_cached()?;
-    host::release_cached()?;
-    crate::pageable::release_staging()
 }

@@ -28,10 +28,12 @@ pub unsafe extern "C" fn llaisysNvidiaGetErrorHandler(
 ) {
     let (h, u) = policy::handler();
     if !handler.is_null() {
-        *handler = h;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { *handler = h };
     }
     if !user_data.is_null() {
-        *user_data = u;
+        // SAFETY: as above.
+        unsafe { *user_data = u };
     }
 }
 
@@ -60,10 +62,10 @@ pub extern "C" fn llaisysNvidiaLastErrorDevice() -> c_int {
 /// `buf` is NULL or valid for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: usize) -> usize {
-    match policy::last() {
-        Some(r) => policy::copy_out(&r.message, buf, len),
-        None => policy::copy_out(c"", buf, len),
-    }
+    let last = policy::last();
+    let text = last.as_ref().map_or(c"", |r| r.message.as_c_str());
+    // SAFETY: the caller's contract for `buf`.
+    unsafe { policy::copy_out(text, buf, len) }
 }
 
 /// Forgets the calling thread's last error.
@@ -83,7 +85,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
     out: *mut AllocatorStats,
 ) -> c_int {
     super::api::status("llaisysNvidiaDeviceMemoryStats", || {
-        let s = crate::cache::device::stats(device)?;
+        let s = crate::ops::memory::device_memory_stats(device)?;
         write_out(out, s)
     })
 }
@@ -95,7 +97,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) -> c_int {
     super::api::status("llaisysNvidiaHostMemoryStats", || {
-        write_out(out, crate::cache::host::stats())
+        write_out(out, crate::ops::memory::host_memory_stats())
     })
 }
 
@@ -105,15 +107,14 @@ pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) 
 pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
     super::api::status(
         "llaisysNvidiaReleaseCachedMemory",
-        crate::cache::release_cached,
+        crate::ops::release_cached,
     )
 }
 
 /// Resets the peak statistics of both allocators to their current use.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
-    crate::cache::device::reset_peak();
-    crate::cache::host::reset_peak();
+    crate::ops::memory::reset_peak_stats();
 }
 
 fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::Result<()> {

@@ -1,9 +1,9 @@
-//! The C ABI: the llaisys runtime table (`table`), the error policy behind it (`policy`), the
-//! checks of hostile input (`validate`), the exported symbols of the table and errors
-//! (`exports`), and the status-returning API beyond the table (`api`).
+//! The C faces, which differ only in error policy: the llaisys runtime table (`table`, errors
+//! go to the handler), the status-returning API (`api`, errors come back as a status), the
+//! exported error getters and statistics (`exports`), and the error policy itself (`policy`:
+//! the last error, the handler, the panic boundary). Every body is in `ops`.
 
 pub mod api;
 pub mod exports;
 pub mod policy;
 pub mod table;
-pub mod validate;

@@ -50,7 +50,7 @@ impl Record {
         let device = if error.kind() == ErrorKind::InvalidArgument {
             -1
         } else {
-            crate::runtime::current_device_or_unknown()
+            crate::device::current_or_unknown()
         };
         let on = if device >= 0 {
             format!(" on device {device}")
@@ -105,14 +105,14 @@ thread_local! {
 
 /// Installs `handler` for the whole process; None restores the default (print and abort).
 pub fn set_handler(handler: ErrorHandler, user_data: *mut c_void) {
-    let mut slot = HANDLER.write().unwrap_or_else(|p| p.into_inner());
+    let mut slot = crate::sync::write(&HANDLER);
     slot.handler = handler;
     slot.user_data = user_data as usize;
 }
 
 /// The installed handler and its user data.
 pub fn handler() -> (ErrorHandler, *mut c_void) {
-    let slot = HANDLER.read().unwrap_or_else(|p| p.into_inner());
+    let slot = crate::sync::read(&HANDLER);
     (slot.handler, slot.user_data as *mut c_void)
 }
 
@@ -180,8 +180,49 @@ pub unsafe fn copy_out(text: &CStr, buf: *mut c_char, len: usize) -> usize {
     let bytes = text.to_bytes();
     if !buf.is_null() && len > 0 {
         let n = bytes.len().min(len - 1);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
-        *buf.add(n) = 0;
+        // SAFETY: the caller's contract: `buf` holds `len` > n bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
+            *buf.add(n) = 0;
+        }
     }
     bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    static SEEN: Mutex<Vec<(c_int, String)>> = Mutex::new(Vec::new());
+
+    unsafe extern "C-unwind" fn record(e: *const LlaisysNvidiaError, _user: *mut c_void) {
+        // SAFETY: the policy passes a valid error whose strings live until we return.
+        let e = unsafe { &*e };
+        // SAFETY: as above.
+        let msg = unsafe { CStr::from_ptr(e.message) }
+            .to_string_lossy()
+            .into_owned();
+        crate::sync::lock(&SEEN).push((e.status, msg));
+    }
+
+    #[test]
+    fn a_panic_inside_becomes_an_internal_error_not_an_unwind() {
+        set_handler(Some(record), std::ptr::null_mut());
+        let got: *mut c_void = run("malloc_device", std::ptr::null_mut(), || {
+            panic!("injected failure")
+        });
+        set_handler(None, std::ptr::null_mut());
+        assert!(got.is_null(), "the failure value comes back");
+        let seen = crate::sync::lock(&SEEN).clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].0, ErrorKind::Internal as i32);
+        assert!(
+            seen[0]
+                .1
+                .contains("panic in malloc_device: injected failure"),
+            "{seen:?}"
+        );
+        assert_eq!(last().map(|r| r.status), Some(4));
+    }
 }

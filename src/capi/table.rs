@@ -3,12 +3,7 @@
 //! inside `policy::run`, so no Rust panic leaves it.
 
 use super::policy::{self, run};
-use super::validate;
-use crate::cache;
-use crate::copy::{self, MemcpyKind};
-use crate::error::{CudaError, Error};
-use crate::stream::Stream;
-use crate::{device, raw, runtime};
+use crate::ops;
 use std::io::Write;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
@@ -62,132 +57,81 @@ pub static TABLE: LlaisysRuntimeAPI = LlaisysRuntimeAPI {
     memcpy_async,
 };
 
-/// The device count of this process and, when it is 0 because of an error, that error.
-struct Count {
-    count: c_int,
-    reason: Option<Arc<policy::Record>>,
-}
+/// The reason the count is 0, as a record made once (its message reused at every call).
+static COUNT_REASON: OnceLock<Option<Arc<policy::Record>>> = OnceLock::new();
 
-static COUNT: OnceLock<Count> = OnceLock::new();
-
-fn count_once() -> Count {
-    match policy::catch_panic("get_device_count", runtime::device_count) {
-        Ok(n) => Count {
-            count: n,
-            reason: None,
-        },
-        Err(e) => {
-            let record = Arc::new(policy::Record::new("get_device_count", &e));
+fn count_reason() -> Option<Arc<policy::Record>> {
+    COUNT_REASON
+        .get_or_init(|| {
+            let (_, reason) = policy::catch_panic("get_device_count", || Ok(ops::device_count()))
+                .unwrap_or((0, None));
+            let e = reason?;
+            let record = Arc::new(policy::Record::new("get_device_count", e));
             // No driver or no GPU is an ordinary answer (0) on a CPU machine: silent. Anything
             // else is a broken setup: say so once, still answer 0.
-            let ordinary =
-                [CudaError::INSUFFICIENT_DRIVER, CudaError::NO_DEVICE].contains(&e.cuda_error());
-            if !ordinary {
+            if !e.cuda_error().is_no_gpu() {
                 let _ = writeln!(
                     std::io::stderr(),
                     "{} (answering 0 devices; run `llaisys-nvidia doctor`)",
                     record.message()
                 );
             }
-            Count {
-                count: 0,
-                reason: Some(record),
-            }
-        }
-    }
+            Some(record)
+        })
+        .clone()
 }
 
 /// The number of CUDA devices; 0 without a driver or a GPU, silently, with the reason kept as
 /// the thread's last error. The count is read once per process (CUDA fixes it at init too).
 unsafe extern "C-unwind" fn get_device_count() -> c_int {
-    let c = COUNT.get_or_init(count_once);
-    if let Some(reason) = &c.reason {
-        policy::set_last(Some(reason.clone()));
+    let (n, reason) = ops::device_count();
+    if reason.is_some() {
+        policy::set_last(count_reason());
     }
-    c.count
+    n
 }
 
 unsafe extern "C-unwind" fn set_device(id: c_int) {
-    run("set_device", (), || {
-        device::set(id).map_err(|e| {
-            let count = COUNT.get_or_init(count_once).count;
-            Error::cuda(
-                e.call(),
-                e.cuda_error(),
-                format!("device={id}, device count {count}"),
-            )
-        })
-    })
+    run("set_device", (), || ops::set_device(id))
 }
 
 unsafe extern "C-unwind" fn device_synchronize() {
-    run("device_synchronize", (), device::synchronize)
+    run("device_synchronize", (), ops::device_synchronize)
 }
 
 unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
-    run("create_stream", std::ptr::null_mut(), || {
-        Ok(validate::adopt_stream(Stream::new()?)?.cast())
-    })
+    run("create_stream", std::ptr::null_mut(), ops::create_stream)
 }
 
 unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
     if s.is_null() {
         return;
     }
-    run("destroy_stream", (), || destroy_checked(s))
-}
-
-/// destroy_stream's body, shared with llaisysNvidiaStreamDestroy: refuses streams not ours,
-/// gives pinned blocks used on the stream their completion event, then destroys it. Holds the
-/// host cache's stream-lifetime lock throughout, so a concurrent free_host never records an
-/// event on a stream being destroyed.
-pub(crate) fn destroy_checked(s: LlaisysStream) -> crate::Result<()> {
-    if s.is_null() {
-        return Ok(());
-    }
-    let _no_free_host_meanwhile = cache::host::stream_lifetime_write();
-    let device = validate::stream_destroying(s.cast())?;
-    let done = cache::host::stream_destroyed(s.cast(), device)
-        .and_then(|()| cache::cross::stream_destroyed(s.cast()))
-        .and_then(|()| {
-            // SAFETY: `s` was made by create_stream and is destroyed once (checked above).
-            unsafe { Stream::from_raw(s.cast()) }.destroy()
-        });
-    if done.is_err() {
-        validate::stream_restored(s.cast(), device);
-    }
-    done
+    run("destroy_stream", (), || ops::destroy_stream(s))
 }
 
 unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
-    // SAFETY: header contract: `s` is NULL or a stream from create_stream.
-    run("stream_synchronize", (), || {
-        validate::check_stream(s.cast())?;
-        // SAFETY: `s` is NULL or a live stream of create_stream (checked).
-        unsafe { crate::stream::synchronize(s.cast::<raw::CUstream_st>()) }
-    })
+    run("stream_synchronize", (), || ops::stream_synchronize(s))
 }
 
 unsafe extern "C-unwind" fn malloc_device(size: usize) -> *mut c_void {
     run("malloc_device", std::ptr::null_mut(), || {
-        validate::check_size(size)?;
-        cache::device::alloc(size)
+        ops::malloc_device(size)
     })
 }
 
 unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
-    run("free_device", (), || cache::device::free(p))
+    run("free_device", (), || ops::free_device(p))
 }
 
 unsafe extern "C-unwind" fn malloc_host(size: usize) -> *mut c_void {
     run("malloc_host", std::ptr::null_mut(), || {
-        validate::check_size(size)?;
-        cache::host::alloc(size)
+        ops::malloc_host(size)
     })
 }
 
 unsafe extern "C-unwind" fn free_host(p: *mut c_void) {
-    run("free_host", (), || cache::host::free(p))
+    run("free_host", (), || ops::free_host(p))
 }
 
 unsafe extern "C-unwind" fn memcpy_sync(
@@ -198,7 +142,7 @@ unsafe extern "C-unwind" fn memcpy_sync(
 ) {
     // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
     run("memcpy_sync", (), || unsafe {
-        memcpy_sync_checked(dst, src, size, kind)
+        ops::memcpy_sync(dst, src, size, kind)
     })
 }
 
@@ -211,56 +155,6 @@ unsafe extern "C-unwind" fn memcpy_async(
 ) {
     // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
     run("memcpy_async", (), || unsafe {
-        memcpy_async_checked(dst, src, size, kind, s)
+        ops::memcpy_async(dst, src, size, kind, s)
     })
-}
-
-/// memcpy_async's body, shared with llaisysNvidiaMemcpyAsync: checks, the copy, and the note
-/// that keeps pinned blocks it reads or writes out of reuse until it has run.
-///
-/// # Safety
-/// The pointers are valid for `size` bytes of the memory `kind` says until the copy has run.
-pub(crate) unsafe fn memcpy_async_checked(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-    s: LlaisysStream,
-) -> crate::Result<()> {
-    let kind = MemcpyKind::from_raw(kind)?;
-    let stream_device = validate::check_stream(s.cast())?;
-    validate::check_copy(dst, src, size, kind)?;
-    if size > 0 && cache::cross::active() {
-        if matches!(kind, MemcpyKind::H2D | MemcpyKind::D2D) {
-            cache::cross::before_use(dst, s.cast(), stream_device)?;
-        }
-        if matches!(kind, MemcpyKind::D2H | MemcpyKind::D2D) {
-            cache::cross::before_use(src, s.cast(), stream_device)?;
-        }
-    }
-    copy::copy_async(dst, src, size, kind, s.cast())?;
-    if size > 0 {
-        if matches!(kind, MemcpyKind::H2D | MemcpyKind::H2H) {
-            cache::host::record_use(src, s.cast(), stream_device);
-        }
-        if matches!(kind, MemcpyKind::D2H | MemcpyKind::H2H) {
-            cache::host::record_use(dst, s.cast(), stream_device);
-        }
-    }
-    Ok(())
-}
-
-/// memcpy_sync's body, shared with llaisysNvidiaMemcpy.
-///
-/// # Safety
-/// The pointers are valid for `size` bytes of the memory `kind` says.
-pub(crate) unsafe fn memcpy_sync_checked(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-) -> crate::Result<()> {
-    let kind = MemcpyKind::from_raw(kind)?;
-    validate::check_copy(dst, src, size, kind)?;
-    copy::copy_sync(dst, src, size, kind)
 }

@@ -14,7 +14,6 @@ use crate::copy::MemcpyKind;
 use crate::error::Result;
 use crate::event::Event;
 use crate::memory::{self, DeviceBuffer, PinnedBuffer};
-use crate::raw;
 use crate::stream::Stream;
 use std::os::raw::c_void;
 use std::time::Instant;
@@ -197,8 +196,8 @@ impl Buffers {
             // CUDA's own copy, not the crate's copy layer (which has its own pageable path):
             // the figures are the machine's. Every buffer holds at least `size` bytes
             // (size <= max) and outlives the copy, which completes before `stop.synchronize`.
-            let (kind, stream) = (raw::cudaMemcpyKind(how as u32), self.stream.as_raw());
-            cuda!(cudaMemcpyAsync(dst, src, size, kind, stream); "size={size} kind={how:?}")?;
+            // SAFETY: as said above.
+            unsafe { crate::copy::memcpy_async(dst, src, size, how, self.stream.as_raw()) }?;
             self.stop.record(Some(&self.stream))?;
             self.stop.synchronize()?;
             if rep > 0 {

@@ -5,7 +5,7 @@
 
 use crate::common::{api, fill};
 use crate::require_gpu;
-use llaisys_nvidia::capi::api::{copies::*, device::*, memory::*, streams::*};
+use llaisys_nvidia::ffi::*;
 use std::os::raw::c_void;
 use std::ptr::null_mut;
 use std::time::Instant;
@@ -17,10 +17,7 @@ fn ok(status: i32, what: &str) {
 fn last() -> String {
     let mut buf = vec![0u8; 1024];
     unsafe {
-        llaisys_nvidia::capi::exports::llaisysNvidiaLastErrorMessage(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
+        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
     };
     std::ffi::CStr::from_bytes_until_nul(&buf)
         .map(|c| c.to_string_lossy().into_owned())
@@ -81,10 +78,7 @@ fn init_count_properties_and_priorities() {
         assert_eq!(done, 1);
         ok(llaisysNvidiaStreamDestroy(s), "destroy");
         assert_eq!(llaisysNvidiaSetDevice(n), 1, "bad device is a CUDA error");
-        assert_eq!(
-            llaisys_nvidia::capi::exports::llaisysNvidiaLastCudaError(),
-            101
-        );
+        assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastCudaError(), 101);
     }
 }
 

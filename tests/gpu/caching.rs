@@ -6,8 +6,8 @@
 
 use crate::common::{api, expect_errors, fill, Dev, Pinned};
 use crate::require_gpu;
-use llaisys_nvidia::cache::{self, AllocatorStats};
-use llaisys_nvidia::raw;
+use llaisys_nvidia::ffi::AllocatorStats;
+use llaisys_nvidia::sys as raw;
 use std::os::raw::c_void;
 use std::time::Instant;
 
@@ -35,7 +35,7 @@ fn busy(stream: *mut c_void, ms: f64) -> (Dev, Dev) {
 }
 
 fn device_stats() -> AllocatorStats {
-    cache::device::stats(-1).expect("device stats")
+    llaisys_nvidia::ops::memory::device_memory_stats(-1).expect("device stats")
 }
 
 #[test]
@@ -284,16 +284,13 @@ fn device_cache_hits_statistics_and_release() {
             "cache switched off but hits counted"
         );
     }
-    assert_eq!(
-        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
-        0
-    );
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
     assert_eq!(
         device_stats().cached_bytes,
         0,
         "release left cached device memory"
     );
-    let h = cache::host::stats();
+    let h = llaisys_nvidia::ops::memory::host_memory_stats();
     assert!(h.alloc_count >= h.free_count);
 }
 
@@ -301,11 +298,11 @@ fn device_cache_hits_statistics_and_release() {
 fn host_cache_hits_and_statistics() {
     require_gpu!();
     let api = api();
-    let before = cache::host::stats();
+    let before = llaisys_nvidia::ops::memory::host_memory_stats();
     let p = unsafe { (api.malloc_host)(1 << 20) };
     unsafe { (api.free_host)(p) };
     let q = unsafe { (api.malloc_host)(1 << 20) };
-    let during = cache::host::stats();
+    let during = llaisys_nvidia::ops::memory::host_memory_stats();
     unsafe { (api.free_host)(q) };
     assert_eq!(during.alloc_count, before.alloc_count + 2);
     if std::env::var("LLAISYS_NVIDIA_HOST_CACHE").as_deref() != Ok("0") {
@@ -353,8 +350,5 @@ fn out_of_memory_releases_the_caches_and_retries() {
         errs[0].2.contains("after releasing all cached memory"),
         "{errs:?}"
     );
-    assert_eq!(
-        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
-        0
-    );
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
 }

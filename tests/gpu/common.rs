@@ -72,8 +72,8 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-use llaisys_nvidia::capi::policy::LlaisysNvidiaError;
-use llaisys_nvidia::capi::table::{LlaisysRuntimeAPI, TABLE};
+use llaisys_nvidia::ffi::LlaisysNvidiaError;
+use llaisys_nvidia::ffi::{LlaisysRuntimeAPI, TABLE};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::os::raw::c_void;
@@ -103,7 +103,7 @@ unsafe extern "C-unwind" fn test_handler(e: *const LlaisysNvidiaError, _: *mut c
 
 /// The llaisys table, with the test handler installed.
 pub fn api() -> &'static LlaisysRuntimeAPI {
-    llaisys_nvidia::capi::policy::set_handler(Some(test_handler), std::ptr::null_mut());
+    llaisys_nvidia::ffi::llaisysNvidiaSetErrorHandler(Some(test_handler), std::ptr::null_mut());
     &TABLE
 }
 

@@ -5,7 +5,7 @@ use crate::require_gpu;
 use llaisys_nvidia::doctor::diagnose::Status;
 use llaisys_nvidia::doctor::report::{CopyKind, SmokeStatus};
 use llaisys_nvidia::doctor::{self, bench, Options};
-use llaisys_nvidia::raw;
+use llaisys_nvidia::sys as raw;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
@@ -112,9 +112,16 @@ fn device_facts_equal_cuda_get_device_properties() {
 fn smoke_test_through_the_table_passes() {
     require_gpu!();
     let _one = lock();
-    let before = llaisys_nvidia::capi::policy::handler();
+    let handler = || {
+        let mut h: llaisys_nvidia::ffi::ErrorHandler = None;
+        let mut u: *mut std::os::raw::c_void = std::ptr::null_mut();
+        // SAFETY: writes the handler and its user data to locals.
+        unsafe { llaisys_nvidia::ffi::llaisysNvidiaGetErrorHandler(&mut h, &mut u) };
+        (h, u as usize)
+    };
+    let before = handler();
     let report = run_doctor();
-    let after = llaisys_nvidia::capi::policy::handler();
+    let after = handler();
     assert_eq!(
         before.0.map(|f| f as usize),
         after.0.map(|f| f as usize),

@@ -3,19 +3,15 @@
 
 use crate::common::{api, fill};
 use crate::require_gpu;
-use llaisys_nvidia::cache;
 
 #[test]
 fn memory_returns_to_where_it_started_once_caches_are_released() {
     require_gpu!();
     let api = api();
     unsafe { (api.device_synchronize)() };
-    assert_eq!(
-        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
-        0
-    );
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
     let (free0, _) = llaisys_nvidia::device::mem_info().expect("mem info");
-    let h0 = cache::host::stats();
+    let h0 = llaisys_nvidia::ops::memory::host_memory_stats();
     // Work: device and pinned allocations of many sizes, copies through the fast paths.
     let s = unsafe { (api.create_stream)() };
     let mut kept = Vec::new();
@@ -45,13 +41,10 @@ fn memory_returns_to_where_it_started_once_caches_are_released() {
         (api.destroy_stream)(s);
         (api.device_synchronize)();
     }
-    assert_eq!(
-        llaisys_nvidia::capi::exports::llaisysNvidiaReleaseCachedMemory(),
-        0
-    );
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
     let (free1, _) = llaisys_nvidia::device::mem_info().expect("mem info");
-    let h1 = cache::host::stats();
-    let d1 = cache::device::stats(-1).expect("stats");
+    let h1 = llaisys_nvidia::ops::memory::host_memory_stats();
+    let d1 = llaisys_nvidia::ops::memory::device_memory_stats(-1).expect("stats");
     eprintln!("leaks: device free before {free0}, after {free1}; host {h1:?}; device {d1:?}");
     // The driver may keep a few MiB of its own bookkeeping (pool and stream structures).
     assert!(

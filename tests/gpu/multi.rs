@@ -5,8 +5,8 @@
 
 use crate::common::{api, fill};
 use crate::require_gpus;
-use llaisys_nvidia::capi::api::{copies::*, device::*, memory::*};
-use llaisys_nvidia::{cache, raw};
+use llaisys_nvidia::ffi::*;
+use llaisys_nvidia::sys as raw;
 use std::os::raw::c_void;
 use std::sync::{Arc, Barrier};
 
@@ -20,7 +20,7 @@ fn ok(status: i32, what: &str) {
 }
 
 fn device_of(p: *const c_void) -> i32 {
-    llaisys_nvidia::memory_kinds::attributes(p)
+    llaisys_nvidia::pointer::attributes(p)
         .expect("attributes")
         .device
 }
@@ -46,7 +46,9 @@ fn threads_on_two_devices_at_once() {
             std::thread::spawn(move || {
                 let api = api();
                 unsafe { (api.set_device)(d) };
-                let before = cache::device::stats(d).expect("stats").in_use_bytes;
+                let before = llaisys_nvidia::ops::memory::device_memory_stats(d)
+                    .expect("stats")
+                    .in_use_bytes;
                 let s = unsafe { (api.create_stream)() };
                 start.wait();
                 for i in 0..300usize {
@@ -71,7 +73,9 @@ fn threads_on_two_devices_at_once() {
                 }
                 unsafe { (api.destroy_stream)(s) };
                 unsafe { (api.device_synchronize)() };
-                let after = cache::device::stats(d).expect("stats").in_use_bytes;
+                let after = llaisys_nvidia::ops::memory::device_memory_stats(d)
+                    .expect("stats")
+                    .in_use_bytes;
                 assert_eq!(after, before, "device {d}: bytes in use");
             })
         })

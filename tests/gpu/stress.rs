@@ -4,7 +4,6 @@
 
 use crate::common::{api, fill};
 use crate::require_gpu;
-use llaisys_nvidia::cache;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -84,8 +83,8 @@ fn worker(t: usize, devices: i32, deadline: Instant, iterations: Arc<AtomicU64>)
 fn many_threads_mix_every_call_with_checksums() {
     let devices = require_gpu!().min(2);
     unsafe { (api().device_synchronize)() };
-    let d0 = cache::device::stats(-1).expect("stats");
-    let h0 = cache::host::stats();
+    let d0 = llaisys_nvidia::ops::memory::device_memory_stats(-1).expect("stats");
+    let h0 = llaisys_nvidia::ops::memory::host_memory_stats();
     let n = threads();
     let iterations = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -110,8 +109,8 @@ fn many_threads_mix_every_call_with_checksums() {
     assert_eq!(ok, n);
     let total = iterations.load(Ordering::Relaxed);
     unsafe { (api().device_synchronize)() };
-    let d = cache::device::stats(-1).expect("stats");
-    let h = cache::host::stats();
+    let d = llaisys_nvidia::ops::memory::device_memory_stats(-1).expect("stats");
+    let h = llaisys_nvidia::ops::memory::host_memory_stats();
     eprintln!(
         "stress: {n} threads on {devices} device(s), {total} iterations; device {d:?}; host {h:?}"
     );

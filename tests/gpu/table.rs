@@ -3,7 +3,7 @@
 
 use crate::common::{api, expect_errors, fill, Dev, Pinned};
 use crate::require_gpu;
-use llaisys_nvidia::raw;
+use llaisys_nvidia::sys as raw;
 use std::os::raw::c_void;
 
 const H2H: i32 = 0;
@@ -218,10 +218,7 @@ fn real_cuda_errors_reach_the_handler_and_return_failure_values() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     let errs = expect_errors(|| p = unsafe { (api.malloc_host)(usize::MAX / 2) });
     assert!(p.is_null() && errs.len() == 1, "{errs:?}");
-    assert_eq!(
-        llaisys_nvidia::capi::exports::llaisysNvidiaLastErrorStatus(),
-        1
-    );
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastErrorStatus(), 1);
     // Size 0 and NULL frees: no error, NULL back.
     let errs = expect_errors(|| unsafe {
         assert!((api.malloc_device)(0).is_null());

@@ -2,9 +2,7 @@
 //! copies between devices.
 
 use super::status;
-use crate::capi::table;
-use crate::capi::validate;
-use crate::copy;
+use crate::ops;
 use std::os::raw::{c_int, c_void};
 
 /// memcpy_sync with a status: returns with the copy complete.
@@ -20,7 +18,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpy(
 ) -> c_int {
     // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
     status("llaisysNvidiaMemcpy", || unsafe {
-        table::memcpy_sync_checked(dst, src, size, kind)
+        ops::memcpy_sync(dst, src, size, kind)
     })
 }
 
@@ -38,7 +36,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
 ) -> c_int {
     // SAFETY: header contract, until the copy has run.
     status("llaisysNvidiaMemcpyAsync", || unsafe {
-        table::memcpy_async_checked(dst, src, size, kind, stream)
+        ops::memcpy_async(dst, src, size, kind, stream)
     })
 }
 
@@ -54,20 +52,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
     src_device: c_int,
     size: usize,
 ) -> c_int {
-    status("llaisysNvidiaMemcpyPeer", || {
-        validate::check_size(size)?;
-        // SAFETY: header contract: device memory of those devices.
-        unsafe {
-            copy::copy_peer(
-                dst,
-                dst_device,
-                src,
-                src_device,
-                size,
-                std::ptr::null_mut(),
-                true,
-            )
-        }
+    // SAFETY: header contract: device memory of those devices.
+    status("llaisysNvidiaMemcpyPeer", || unsafe {
+        ops::memcpy_peer(dst, dst_device, src, src_device, size, None)
     })
 }
 
@@ -84,14 +71,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    status("llaisysNvidiaMemcpyPeerAsync", || {
-        validate::check_size(size)?;
-        let stream_device = validate::check_stream(stream.cast())?;
-        if size > 0 {
-            crate::cache::cross::before_use(dst, stream.cast(), stream_device)?;
-            crate::cache::cross::before_use(src, stream.cast(), stream_device)?;
-        }
-        // SAFETY: header contract, until the copy has run.
-        unsafe { copy::copy_peer(dst, dst_device, src, src_device, size, stream.cast(), false) }
+    // SAFETY: header contract, until the copy has run.
+    status("llaisysNvidiaMemcpyPeerAsync", || unsafe {
+        ops::memcpy_peer(dst, dst_device, src, src_device, size, Some(stream))
     })
 }

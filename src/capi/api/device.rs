@@ -2,7 +2,7 @@
 //! peer access.
 
 use super::{out, status};
-use crate::device;
+use crate::{device, ops};
 use std::os::raw::{c_char, c_double, c_int};
 
 /// Device properties (`llaisysNvidiaDeviceProperties` in the header).
@@ -42,9 +42,10 @@ fn fill_str<const N: usize>(dst: &mut [c_char; N], s: &str) {
 /// `count` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
-    status("llaisysNvidiaDeviceCount", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaDeviceCount", || unsafe {
         out(count, "count", 0)?;
-        out(count, "count", crate::runtime::device_count()?)
+        out(count, "count", ops::device_count_checked()?)
     })
 }
 
@@ -56,8 +57,9 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
 /// `ms` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaInitDevice(dev: c_int, ms: *mut c_double) -> c_int {
-    status("llaisysNvidiaInitDevice", || {
-        let took = device::init(dev)?;
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaInitDevice", || unsafe {
+        let took = ops::init_device(dev)?;
         if !ms.is_null() {
             ms.write(took.as_secs_f64() * 1e3);
         }
@@ -71,7 +73,8 @@ pub unsafe extern "C" fn llaisysNvidiaInitDevice(dev: c_int, ms: *mut c_double) 
 /// `dev` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetDevice(dev: *mut c_int) -> c_int {
-    status("llaisysNvidiaGetDevice", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaGetDevice", || unsafe {
         out(dev, "device", -1)?;
         out(dev, "device", device::current()?)
     })
@@ -80,13 +83,13 @@ pub unsafe extern "C" fn llaisysNvidiaGetDevice(dev: *mut c_int) -> c_int {
 /// Makes `dev` the calling thread's current device (devices are per thread, as in CUDA).
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaSetDevice(dev: c_int) -> c_int {
-    status("llaisysNvidiaSetDevice", || device::set(dev))
+    status("llaisysNvidiaSetDevice", || ops::set_device(dev))
 }
 
 /// Waits for all work on the current device.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaDeviceSynchronize() -> c_int {
-    status("llaisysNvidiaDeviceSynchronize", device::synchronize)
+    status("llaisysNvidiaDeviceSynchronize", ops::device_synchronize)
 }
 
 /// Fills `*props` with the properties of `dev`.
@@ -98,7 +101,8 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
     dev: c_int,
     props: *mut DeviceProperties,
 ) -> c_int {
-    status("llaisysNvidiaGetDeviceProperties", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaGetDeviceProperties", || unsafe {
         if props.is_null() {
             return out(props, "props", std::mem::zeroed());
         }
@@ -126,7 +130,8 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
 /// Non-NULL pointers are valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
-    status("llaisysNvidiaMemGetInfo", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaMemGetInfo", || unsafe {
         let (f, t) = device::mem_info()?;
         if !free.is_null() {
             free.write(f);
@@ -148,7 +153,8 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceCanAccessPeer(
     dev: c_int,
     peer: c_int,
 ) -> c_int {
-    status("llaisysNvidiaDeviceCanAccessPeer", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaDeviceCanAccessPeer", || unsafe {
         out(can, "can", 0)?;
         out(can, "can", device::can_access_peer(dev, peer)? as c_int)
     })

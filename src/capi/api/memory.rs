@@ -1,12 +1,9 @@
 //! Memory: device and pinned host memory (the table's caches), stream-ordered allocation,
 //! managed memory with prefetch and advice, mapped zero-copy host memory, registered host
-//! memory, memset, and pointer attributes.
+//! memory, memset, and pointer attributes. Bodies in `ops::memory`.
 
 use super::{out, status};
-use crate::cache;
-use crate::capi::validate;
-use crate::error::Error;
-use crate::memory_kinds::{self as kinds, MemoryKind};
+use crate::ops::{self, memory as mem};
 use std::os::raw::{c_int, c_uint, c_void};
 
 /// Pointer attributes (`llaisysNvidiaPointerAttributes` in the header).
@@ -31,20 +28,17 @@ pub struct PointerAttributes {
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocDevice(p: *mut *mut c_void, size: usize) -> c_int {
-    status("llaisysNvidiaMallocDevice", || {
+    // SAFETY: the caller's contract for `p`.
+    status("llaisysNvidiaMallocDevice", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
-        validate::check_size(size)?;
-        out(p, "ptr", cache::device::alloc(size)?)
+        out(p, "ptr", ops::malloc_device(size)?)
     })
 }
 
 /// Frees device memory of llaisysNvidiaMallocDevice / malloc_device / llaisysNvidiaMallocAsync.
-///
-/// # Safety
-/// The pointers follow the header's contract for this function.
 #[no_mangle]
-pub unsafe extern "C" fn llaisysNvidiaFreeDevice(ptr: *mut c_void) -> c_int {
-    status("llaisysNvidiaFreeDevice", || cache::device::free(ptr))
+pub extern "C" fn llaisysNvidiaFreeDevice(ptr: *mut c_void) -> c_int {
+    status("llaisysNvidiaFreeDevice", || ops::free_device(ptr))
 }
 
 /// Stream-ordered allocation: usable by work queued on `stream` after this call (and by other
@@ -58,24 +52,17 @@ pub unsafe extern "C" fn llaisysNvidiaMallocAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    status("llaisysNvidiaMallocAsync", || {
+    // SAFETY: the caller's contract for `p`.
+    status("llaisysNvidiaMallocAsync", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
-        validate::check_size(size)?;
-        validate::check_stream(stream.cast())?;
-        out(p, "ptr", cache::device::alloc_on(size, stream.cast())?)
+        out(p, "ptr", mem::malloc_async(size, stream)?)
     })
 }
 
 /// Stream-ordered free: the memory returns to the pool when `stream` reaches this point.
-///
-/// # Safety
-/// The pointers follow the header's contract for this function.
 #[no_mangle]
-pub unsafe extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) -> c_int {
-    status("llaisysNvidiaFreeAsync", || {
-        validate::check_stream(stream.cast())?;
-        cache::device::free_on(ptr, stream.cast())
-    })
+pub extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) -> c_int {
+    status("llaisysNvidiaFreeAsync", || mem::free_async(ptr, stream))
 }
 
 /// Pinned host memory from the table's cache (as malloc_host).
@@ -84,20 +71,17 @@ pub unsafe extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocHost(p: *mut *mut c_void, size: usize) -> c_int {
-    status("llaisysNvidiaMallocHost", || {
+    // SAFETY: the caller's contract for `p`.
+    status("llaisysNvidiaMallocHost", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
-        validate::check_size(size)?;
-        out(p, "ptr", cache::host::alloc(size)?)
+        out(p, "ptr", ops::malloc_host(size)?)
     })
 }
 
 /// Frees pinned memory of llaisysNvidiaMallocHost / malloc_host.
-///
-/// # Safety
-/// The pointers follow the header's contract for this function.
 #[no_mangle]
-pub unsafe extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
-    status("llaisysNvidiaFreeHost", || cache::host::free(ptr))
+pub extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
+    status("llaisysNvidiaFreeHost", || ops::free_host(ptr))
 }
 
 /// Managed (unified) memory; refused when larger than the device's free memory.
@@ -106,38 +90,17 @@ pub unsafe extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocManaged(p: *mut *mut c_void, size: usize) -> c_int {
-    status("llaisysNvidiaMallocManaged", || {
+    // SAFETY: the caller's contract for `p`.
+    status("llaisysNvidiaMallocManaged", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
-        validate::check_size(size)?;
-        out(p, "ptr", kinds::alloc_managed(size)?)
+        out(p, "ptr", mem::malloc_managed(size)?)
     })
-}
-
-fn expect_kind(ptr: *const c_void, want: MemoryKind, function: &str) -> crate::Result<()> {
-    let a = kinds::attributes(ptr)?;
-    if a.kind != want || cache::host::is_ours(ptr) {
-        return Err(Error::invalid_argument(format!(
-            "ptr={ptr:p} is {:?} memory, not memory of {function}; nothing was freed",
-            a.kind
-        )));
-    }
-    Ok(())
 }
 
 /// Frees managed memory; a pointer that is not managed memory is refused.
-///
-/// # Safety
-/// The pointers follow the header's contract for this function.
 #[no_mangle]
-pub unsafe extern "C" fn llaisysNvidiaFreeManaged(ptr: *mut c_void) -> c_int {
-    status("llaisysNvidiaFreeManaged", || {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-        // SAFETY: managed memory (checked).
-        unsafe { kinds::free_managed(ptr) }
-    })
+pub extern "C" fn llaisysNvidiaFreeManaged(ptr: *mut c_void) -> c_int {
+    status("llaisysNvidiaFreeManaged", || mem::free_managed(ptr))
 }
 
 /// Prefetches managed memory to `device` (-1: the host) on `stream`.
@@ -151,11 +114,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemPrefetch(
     device: c_int,
     stream: *mut c_void,
 ) -> c_int {
-    status("llaisysNvidiaMemPrefetch", || {
-        validate::check_stream(stream.cast())?;
-        expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-        // SAFETY: managed memory (checked); CUDA checks the range.
-        unsafe { kinds::prefetch(ptr, size, device, stream.cast()) }
+    // SAFETY: the header's contract.
+    status("llaisysNvidiaMemPrefetch", || unsafe {
+        mem::mem_prefetch(ptr, size, device, stream)
     })
 }
 
@@ -170,10 +131,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemAdvise(
     advice: c_uint,
     device: c_int,
 ) -> c_int {
-    status("llaisysNvidiaMemAdvise", || {
-        expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-        // SAFETY: managed memory (checked); CUDA checks the range and the advice.
-        unsafe { kinds::advise(ptr, size, advice, device) }
+    // SAFETY: the header's contract.
+    status("llaisysNvidiaMemAdvise", || unsafe {
+        mem::mem_advise(ptr, size, advice, device)
     })
 }
 
@@ -187,30 +147,20 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
     device: *mut *mut c_void,
     size: usize,
 ) -> c_int {
-    status("llaisysNvidiaMallocMapped", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaMallocMapped", || unsafe {
         out(host, "host", std::ptr::null_mut())?;
         out(device, "device", std::ptr::null_mut())?;
-        validate::check_size(size)?;
-        let (h, d) = kinds::alloc_mapped(size)?;
+        let (h, d) = mem::malloc_mapped(size)?;
         out(host, "host", h)?;
         out(device, "device", d)
     })
 }
 
 /// Frees memory of llaisysNvidiaMallocMapped (its host pointer).
-///
-/// # Safety
-/// The pointers follow the header's contract for this function.
 #[no_mangle]
-pub unsafe extern "C" fn llaisysNvidiaFreeMapped(host: *mut c_void) -> c_int {
-    status("llaisysNvidiaFreeMapped", || {
-        if host.is_null() {
-            return Ok(());
-        }
-        expect_kind(host, MemoryKind::Host, "llaisysNvidiaMallocMapped")?;
-        // SAFETY: pinned host memory not of our cache (checked).
-        unsafe { kinds::free_mapped(host) }
-    })
+pub extern "C" fn llaisysNvidiaFreeMapped(host: *mut c_void) -> c_int {
+    status("llaisysNvidiaFreeMapped", || mem::free_mapped(host))
 }
 
 /// Page-locks `size` bytes of existing host memory at `ptr` (usable by fast copies and mapped
@@ -220,15 +170,9 @@ pub unsafe extern "C" fn llaisysNvidiaFreeMapped(host: *mut c_void) -> c_int {
 /// The pointers follow the header's contract for this function.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostRegister(ptr: *mut c_void, size: usize) -> c_int {
-    status("llaisysNvidiaHostRegister", || {
-        validate::check_size(size)?;
-        if ptr.is_null() || size == 0 {
-            return Err(Error::invalid_argument(format!(
-                "ptr={ptr:p} size={size}: nothing to register"
-            )));
-        }
-        // SAFETY: the caller keeps the memory alive until unregister (header contract).
-        unsafe { kinds::register(ptr, size) }
+    // SAFETY: the caller keeps the memory alive until unregister (header contract).
+    status("llaisysNvidiaHostRegister", || unsafe {
+        mem::host_register(ptr, size)
     })
 }
 
@@ -238,12 +182,9 @@ pub unsafe extern "C" fn llaisysNvidiaHostRegister(ptr: *mut c_void, size: usize
 /// The pointers follow the header's contract for this function.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostUnregister(ptr: *mut c_void) -> c_int {
-    status("llaisysNvidiaHostUnregister", || {
-        if ptr.is_null() {
-            return Err(Error::invalid_argument("ptr=NULL: nothing to unregister"));
-        }
-        // SAFETY: CUDA refuses pointers it did not register.
-        unsafe { kinds::unregister(ptr) }
+    // SAFETY: the header's contract.
+    status("llaisysNvidiaHostUnregister", || unsafe {
+        mem::host_unregister(ptr)
     })
 }
 
@@ -253,13 +194,9 @@ pub unsafe extern "C" fn llaisysNvidiaHostUnregister(ptr: *mut c_void) -> c_int 
 /// The pointers follow the header's contract for this function.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemset(ptr: *mut c_void, value: c_int, size: usize) -> c_int {
-    status("llaisysNvidiaMemset", || {
-        validate::check_size(size)?;
-        if ptr.is_null() && size > 0 {
-            return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
-        }
-        // SAFETY: header contract: device-accessible memory of `size` bytes.
-        unsafe { kinds::memset(ptr, value as u8, size, None) }
+    // SAFETY: header contract: device-accessible memory of `size` bytes.
+    status("llaisysNvidiaMemset", || unsafe {
+        mem::memset(ptr, value as u8, size, None)
     })
 }
 
@@ -274,17 +211,9 @@ pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    status("llaisysNvidiaMemsetAsync", || {
-        validate::check_size(size)?;
-        let stream_device = validate::check_stream(stream.cast())?;
-        if ptr.is_null() && size > 0 {
-            return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
-        }
-        if size > 0 {
-            crate::cache::cross::before_use(ptr, stream.cast(), stream_device)?;
-        }
-        // SAFETY: as llaisysNvidiaMemset, until the memset has run.
-        unsafe { kinds::memset(ptr, value as u8, size, Some(stream.cast())) }
+    // SAFETY: as llaisysNvidiaMemset, until the memset has run.
+    status("llaisysNvidiaMemsetAsync", || unsafe {
+        mem::memset(ptr, value as u8, size, Some(stream))
     })
 }
 
@@ -297,12 +226,12 @@ pub unsafe extern "C" fn llaisysNvidiaPointerGetAttributes(
     ptr: *const c_void,
     attr: *mut PointerAttributes,
 ) -> c_int {
-    status("llaisysNvidiaPointerGetAttributes", || {
+    // SAFETY: the caller's contract for `attr`.
+    status("llaisysNvidiaPointerGetAttributes", || unsafe {
         if attr.is_null() {
             return out(attr, "attributes", std::mem::zeroed());
         }
-        let a = kinds::attributes(ptr)?;
-        let ours = cache::host::is_ours(ptr) || cache::device::size_of(ptr).is_some();
+        let (a, ours) = mem::pointer_attributes(ptr)?;
         out(
             attr,
             "attributes",

@@ -38,6 +38,7 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
             "{name}=NULL: nowhere to write the result"
         )));
     }
-    out.write(value);
+    // SAFETY: the caller's contract; not NULL (checked).
+    unsafe { out.write(value) };
     Ok(())
 }

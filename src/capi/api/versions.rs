@@ -27,7 +27,8 @@ pub extern "C" fn llaisysNvidiaVersion() -> *const c_char {
 /// `out` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
-    status("llaisysNvidiaGetVersions", || {
+    // SAFETY: the caller's contract for the out-pointers.
+    status("llaisysNvidiaGetVersions", || unsafe {
         let versions = Versions {
             built_cudart: crate::runtime::build::cudart_version(),
             runtime: crate::runtime::runtime_version()?,

@@ -1,0 +1,755 @@
+//! The thin per-call layer over cudart: one function per cudart call this crate makes, each
+//! with its safety argument next to the call (in the manner of cudarc's `runtime/result.rs`).
+//! A call that has no precondition beyond "any value" is a safe `fn`; one whose pointers must
+//! be valid is an `unsafe fn` with a `# Safety` section. Every function returns what the call
+//! wrote, or a [`Failed`] naming the call and its code; the safe layer above adds the
+//! arguments that matter ([`Detail::detail`]).
+//!
+//! This is the only module besides `error` that touches [`crate::raw`].
+
+use crate::error::{CudaError, Error};
+use crate::raw;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr::null_mut;
+
+pub(crate) use raw::{cudaEvent_t as EventHandle, cudaStream_t as StreamHandle};
+
+/// A failed cudart call: which one and what it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Failed {
+    pub(crate) call: &'static str,
+    pub(crate) code: CudaError,
+}
+
+/// What a call of this layer returns.
+pub(crate) type CallResult<T> = std::result::Result<T, Failed>;
+
+fn check(call: &'static str, rc: raw::cudaError_t) -> CallResult<()> {
+    CudaError::check(rc).map_err(|code| Failed { call, code })
+}
+
+/// The one not-ready rule: `cudaErrorNotReady` from a query means "not yet" (false), success
+/// means "done" (true), anything else is a failure.
+fn ready(call: &'static str, rc: raw::cudaError_t) -> CallResult<bool> {
+    match CudaError::from_raw(rc) {
+        e if e.is_success() => Ok(true),
+        e if e == CudaError::NOT_READY => Ok(false),
+        code => Err(Failed { call, code }),
+    }
+}
+
+impl From<Failed> for Error {
+    #[track_caller]
+    fn from(f: Failed) -> Error {
+        Error::cuda(f.call, f.code, String::new())
+    }
+}
+
+/// Adds the arguments that matter to a failed call.
+pub(crate) trait Detail<T> {
+    /// The failure as an [`Error`] whose detail is `f()`.
+    fn detail(self, f: impl FnOnce() -> String) -> crate::Result<T>;
+}
+
+impl<T> Detail<T> for CallResult<T> {
+    #[track_caller]
+    fn detail(self, f: impl FnOnce() -> String) -> crate::Result<T> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(Error::cuda(e.call, e.code, f())),
+        }
+    }
+}
+
+// ---- process and versions -------------------------------------------------------------------
+
+/// `cudaRuntimeGetVersion`.
+pub(crate) fn runtime_get_version() -> CallResult<i32> {
+    let mut v: c_int = 0;
+    // SAFETY: writes one int to a local.
+    check("cudaRuntimeGetVersion", unsafe {
+        raw::cudaRuntimeGetVersion(&mut v)
+    })?;
+    Ok(v)
+}
+
+/// `cudaDriverGetVersion` (0 without a driver).
+pub(crate) fn driver_get_version() -> CallResult<i32> {
+    let mut v: c_int = 0;
+    // SAFETY: writes one int to a local.
+    check("cudaDriverGetVersion", unsafe {
+        raw::cudaDriverGetVersion(&mut v)
+    })?;
+    Ok(v)
+}
+
+/// `cudaGetDeviceCount`.
+pub(crate) fn get_device_count() -> CallResult<i32> {
+    let mut n: c_int = 0;
+    // SAFETY: writes one int to a local.
+    check("cudaGetDeviceCount", unsafe {
+        raw::cudaGetDeviceCount(&mut n)
+    })?;
+    Ok(n)
+}
+
+/// `cudaGetLastError`: reads and clears the runtime's last error of this thread.
+pub(crate) fn get_last_error() -> CudaError {
+    // SAFETY: no arguments.
+    CudaError::from_raw(unsafe { raw::cudaGetLastError() })
+}
+
+/// The address of cudart's `cudaRuntimeGetVersion` in this process (which library provides
+/// cudart, for `dladdr`).
+pub(crate) fn runtime_symbol_address() -> *const c_void {
+    raw::cudaRuntimeGetVersion as *const c_void
+}
+
+// ---- devices --------------------------------------------------------------------------------
+
+/// `cudaSetDevice`.
+pub(crate) fn set_device(device: i32) -> CallResult<()> {
+    // SAFETY: any value; cudart checks it.
+    check("cudaSetDevice", unsafe { raw::cudaSetDevice(device) })
+}
+
+/// `cudaGetDevice`.
+pub(crate) fn get_device() -> CallResult<i32> {
+    let mut d: c_int = 0;
+    // SAFETY: writes one int to a local.
+    check("cudaGetDevice", unsafe { raw::cudaGetDevice(&mut d) })?;
+    Ok(d)
+}
+
+/// `cudaInitDevice(device, 0, 0)`.
+pub(crate) fn init_device(device: i32) -> CallResult<()> {
+    // SAFETY: any value; cudart checks it.
+    check("cudaInitDevice", unsafe {
+        raw::cudaInitDevice(device, 0, 0)
+    })
+}
+
+/// `cudaFree(NULL)`: creates the current device's primary context if it has none.
+pub(crate) fn create_context() -> CallResult<()> {
+    // SAFETY: cudaFree(NULL) frees nothing.
+    check("cudaFree", unsafe { raw::cudaFree(null_mut()) })
+}
+
+/// `cudaDeviceSynchronize`.
+pub(crate) fn device_synchronize() -> CallResult<()> {
+    // SAFETY: no arguments.
+    check("cudaDeviceSynchronize", unsafe {
+        raw::cudaDeviceSynchronize()
+    })
+}
+
+/// `cudaMemGetInfo`: (free, total) of the current device.
+pub(crate) fn mem_get_info() -> CallResult<(usize, usize)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: writes two sizes to locals.
+    check("cudaMemGetInfo", unsafe {
+        raw::cudaMemGetInfo(&mut free, &mut total)
+    })?;
+    Ok((free, total))
+}
+
+/// `cudaGetDeviceProperties`.
+pub(crate) fn get_device_properties(device: i32) -> CallResult<raw::cudaDeviceProp> {
+    // SAFETY: cudaDeviceProp is plain data; all-zero is a valid value to be overwritten.
+    let mut p: raw::cudaDeviceProp = unsafe { std::mem::zeroed() };
+    // SAFETY: writes one cudaDeviceProp to a local; cudart checks `device`.
+    check("cudaGetDeviceProperties", unsafe {
+        raw::cudaGetDeviceProperties(&mut p, device)
+    })?;
+    Ok(p)
+}
+
+/// `cudaDeviceGetAttribute`.
+pub(crate) fn device_get_attribute(attr: raw::cudaDeviceAttr, device: i32) -> CallResult<i32> {
+    let mut v: c_int = 0;
+    // SAFETY: writes one int to a local; cudart checks both values.
+    check("cudaDeviceGetAttribute", unsafe {
+        raw::cudaDeviceGetAttribute(&mut v, attr, device)
+    })?;
+    Ok(v)
+}
+
+/// Whether `device` supports stream-ordered memory pools.
+pub(crate) fn memory_pools_supported(device: i32) -> CallResult<bool> {
+    device_get_attribute(raw::cudaDeviceAttr::cudaDevAttrMemoryPoolsSupported, device)
+        .map(|v| v != 0)
+}
+
+/// `cudaDeviceGetPCIBusId`.
+pub(crate) fn device_get_pci_bus_id(device: i32) -> CallResult<String> {
+    let mut bus = [0 as c_char; 32];
+    // SAFETY: cudart writes at most `len` bytes, NUL-terminated, into the local array.
+    check("cudaDeviceGetPCIBusId", unsafe {
+        raw::cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, device)
+    })?;
+    // SAFETY: NUL-terminated by cudart (the array is zeroed, so also when it wrote nothing).
+    Ok(unsafe { CStr::from_ptr(bus.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// `cudaDeviceEnablePeerAccess(peer, 0)` for the current device.
+pub(crate) fn device_enable_peer_access(peer: i32) -> CallResult<()> {
+    // SAFETY: any value; cudart checks it.
+    check("cudaDeviceEnablePeerAccess", unsafe {
+        raw::cudaDeviceEnablePeerAccess(peer, 0)
+    })
+}
+
+/// `cudaDeviceCanAccessPeer`.
+pub(crate) fn device_can_access_peer(from: i32, to: i32) -> CallResult<bool> {
+    let mut v: c_int = 0;
+    // SAFETY: writes one int to a local; cudart checks both ids.
+    check("cudaDeviceCanAccessPeer", unsafe {
+        raw::cudaDeviceCanAccessPeer(&mut v, from, to)
+    })?;
+    Ok(v != 0)
+}
+
+/// `cudaDeviceGetStreamPriorityRange`: (least, greatest).
+pub(crate) fn device_get_stream_priority_range() -> CallResult<(i32, i32)> {
+    let (mut least, mut greatest) = (0, 0);
+    // SAFETY: writes two ints to locals.
+    check("cudaDeviceGetStreamPriorityRange", unsafe {
+        raw::cudaDeviceGetStreamPriorityRange(&mut least, &mut greatest)
+    })?;
+    Ok((least, greatest))
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+/// `cudaMalloc`.
+pub(crate) fn malloc(size: usize) -> CallResult<*mut c_void> {
+    let mut p = null_mut();
+    // SAFETY: writes one pointer to a local.
+    check("cudaMalloc", unsafe { raw::cudaMalloc(&mut p, size) })?;
+    Ok(p)
+}
+
+/// `cudaFree`.
+///
+/// # Safety
+/// `p` is NULL or memory of cudaMalloc / cudaMallocManaged not yet freed, and no queued work
+/// uses it any more (cudaFree waits for the device, but the caller must not use it after).
+pub(crate) unsafe fn free(p: *mut c_void) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaFree", unsafe { raw::cudaFree(p) })
+}
+
+/// `cudaMallocHost`.
+pub(crate) fn malloc_host(size: usize) -> CallResult<*mut c_void> {
+    let mut p = null_mut();
+    // SAFETY: writes one pointer to a local.
+    check("cudaMallocHost", unsafe {
+        raw::cudaMallocHost(&mut p, size)
+    })?;
+    Ok(p)
+}
+
+/// `cudaHostAllocPortable`: pinned for every device, not only the current one.
+pub(crate) const HOST_ALLOC_PORTABLE: u32 = raw::cudaHostAllocPortable;
+/// `cudaHostAllocMapped`: also mapped into the device address space.
+pub(crate) const HOST_ALLOC_MAPPED: u32 = raw::cudaHostAllocMapped;
+
+/// `cudaHostAlloc`.
+pub(crate) fn host_alloc(size: usize, flags: u32) -> CallResult<*mut c_void> {
+    let mut p = null_mut();
+    // SAFETY: writes one pointer to a local; cudart checks the flags.
+    check("cudaHostAlloc", unsafe {
+        raw::cudaHostAlloc(&mut p, size, flags)
+    })?;
+    Ok(p)
+}
+
+/// `cudaFreeHost`.
+///
+/// # Safety
+/// `p` is NULL or memory of cudaMallocHost / cudaHostAlloc not yet freed, which no queued work
+/// uses any more.
+pub(crate) unsafe fn free_host(p: *mut c_void) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaFreeHost", unsafe { raw::cudaFreeHost(p) })
+}
+
+/// `cudaMallocManaged(size, cudaMemAttachGlobal)`.
+pub(crate) fn malloc_managed(size: usize) -> CallResult<*mut c_void> {
+    let mut p = null_mut();
+    // SAFETY: writes one pointer to a local.
+    check("cudaMallocManaged", unsafe {
+        raw::cudaMallocManaged(&mut p, size, raw::cudaMemAttachGlobal)
+    })?;
+    Ok(p)
+}
+
+/// `cudaHostGetDevicePointer`.
+///
+/// # Safety
+/// `host` is mapped pinned memory of cudaHostAlloc or registered memory.
+pub(crate) unsafe fn host_get_device_pointer(host: *mut c_void) -> CallResult<*mut c_void> {
+    let mut d = null_mut();
+    // SAFETY: writes one pointer to a local; the caller's contract for `host`.
+    check("cudaHostGetDevicePointer", unsafe {
+        raw::cudaHostGetDevicePointer(&mut d, host, 0)
+    })?;
+    Ok(d)
+}
+
+/// `cudaHostRegister` (portable and mapped).
+///
+/// # Safety
+/// `p` is valid for `size` bytes until it is unregistered.
+pub(crate) unsafe fn host_register(p: *mut c_void, size: usize) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaHostRegister", unsafe {
+        raw::cudaHostRegister(
+            p,
+            size,
+            raw::cudaHostRegisterPortable | raw::cudaHostRegisterMapped,
+        )
+    })
+}
+
+/// `cudaHostUnregister`.
+///
+/// # Safety
+/// No queued work uses the registered range any more; cudart refuses unregistered pointers.
+pub(crate) unsafe fn host_unregister(p: *mut c_void) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaHostUnregister", unsafe { raw::cudaHostUnregister(p) })
+}
+
+/// `cudaMemset`.
+///
+/// # Safety
+/// `p` is device-accessible memory valid for `size` bytes.
+pub(crate) unsafe fn memset(p: *mut c_void, value: u8, size: usize) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemset", unsafe {
+        raw::cudaMemset(p, c_int::from(value), size)
+    })
+}
+
+/// `cudaMemsetAsync`.
+///
+/// # Safety
+/// `p` is device-accessible memory valid for `size` bytes until the memset has run; `s` is
+/// NULL or a live stream.
+pub(crate) unsafe fn memset_async(
+    p: *mut c_void,
+    value: u8,
+    size: usize,
+    s: StreamHandle,
+) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemsetAsync", unsafe {
+        raw::cudaMemsetAsync(p, c_int::from(value), size, s)
+    })
+}
+
+fn location(device: i32) -> raw::cudaMemLocation {
+    raw::cudaMemLocation {
+        type_: if device < 0 {
+            raw::cudaMemLocationType::cudaMemLocationTypeHost
+        } else {
+            raw::cudaMemLocationType::cudaMemLocationTypeDevice
+        },
+        id: device.max(0),
+    }
+}
+
+/// `cudaMemPrefetchAsync` to `device` (-1: the host).
+///
+/// # Safety
+/// `p` is managed memory valid for `size` bytes; `s` NULL or a live stream.
+pub(crate) unsafe fn mem_prefetch_async(
+    p: *const c_void,
+    size: usize,
+    device: i32,
+    s: StreamHandle,
+) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    #[cfg(llaisys_cuda13)]
+    let rc = unsafe { raw::cudaMemPrefetchAsync(p, size, location(device), 0, s) };
+    // SAFETY: the caller's contract.
+    #[cfg(not(llaisys_cuda13))]
+    let rc = unsafe { raw::cudaMemPrefetchAsync_v2(p, size, location(device), 0, s) };
+    check("cudaMemPrefetchAsync", rc)
+}
+
+/// `cudaMemAdvise` (`advice` a cudaMemoryAdvise value, `device` -1 for the host).
+///
+/// # Safety
+/// `p` is managed memory valid for `size` bytes.
+pub(crate) unsafe fn mem_advise(
+    p: *const c_void,
+    size: usize,
+    advice: u32,
+    device: i32,
+) -> CallResult<()> {
+    let a = raw::cudaMemoryAdvise(advice);
+    // SAFETY: the caller's contract; cudart checks the advice value.
+    #[cfg(llaisys_cuda13)]
+    let rc = unsafe { raw::cudaMemAdvise(p, size, a, location(device)) };
+    // SAFETY: as above.
+    #[cfg(not(llaisys_cuda13))]
+    let rc = unsafe { raw::cudaMemAdvise_v2(p, size, a, location(device)) };
+    check("cudaMemAdvise", rc)
+}
+
+/// What `cudaPointerGetAttributes` says about an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PointerInfo {
+    /// 0 unregistered, 1 host, 2 device, 3 managed (cudaMemoryType).
+    pub(crate) memory_type: u32,
+    pub(crate) device: i32,
+    pub(crate) device_pointer: *mut c_void,
+    pub(crate) host_pointer: *mut c_void,
+}
+
+/// `cudaMemoryTypeHost`.
+pub(crate) const MEMORY_TYPE_HOST: u32 = raw::cudaMemoryType::cudaMemoryTypeHost.0;
+/// `cudaMemoryTypeDevice`.
+pub(crate) const MEMORY_TYPE_DEVICE: u32 = raw::cudaMemoryType::cudaMemoryTypeDevice.0;
+/// `cudaMemoryTypeManaged`.
+pub(crate) const MEMORY_TYPE_MANAGED: u32 = raw::cudaMemoryType::cudaMemoryTypeManaged.0;
+
+/// `cudaPointerGetAttributes`: any address may be asked about.
+pub(crate) fn pointer_get_attributes(p: *const c_void) -> CallResult<PointerInfo> {
+    // SAFETY: plain data; all-zero is a valid value to be overwritten.
+    let mut a: raw::cudaPointerAttributes = unsafe { std::mem::zeroed() };
+    // SAFETY: writes one struct to a local; the address is only looked up, never accessed.
+    check("cudaPointerGetAttributes", unsafe {
+        raw::cudaPointerGetAttributes(&mut a, p)
+    })?;
+    Ok(PointerInfo {
+        memory_type: a.type_.0,
+        device: a.device,
+        device_pointer: a.devicePointer,
+        host_pointer: a.hostPointer,
+    })
+}
+
+// ---- copies ---------------------------------------------------------------------------------
+
+/// `cudaMemcpy` (`kind` 0..=3: HostToHost .. DeviceToDevice).
+///
+/// # Safety
+/// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
+pub(crate) unsafe fn memcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: u32,
+) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemcpy", unsafe {
+        raw::cudaMemcpy(dst, src, size, raw::cudaMemcpyKind(kind))
+    })
+}
+
+/// `cudaMemcpyAsync`.
+///
+/// # Safety
+/// As `memcpy`, until the copy has run; `s` is NULL or a live stream.
+pub(crate) unsafe fn memcpy_async(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: u32,
+    s: StreamHandle,
+) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemcpyAsync", unsafe {
+        raw::cudaMemcpyAsync(dst, src, size, raw::cudaMemcpyKind(kind), s)
+    })
+}
+
+/// `cudaMemcpyPeerAsync`.
+///
+/// # Safety
+/// `dst`/`src` are device memory of `dst_device`/`src_device` valid for `size` bytes until the
+/// copy has run; `s` is NULL or a live stream.
+pub(crate) unsafe fn memcpy_peer_async(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    size: usize,
+    s: StreamHandle,
+) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemcpyPeerAsync", unsafe {
+        raw::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, size, s)
+    })
+}
+
+// ---- streams --------------------------------------------------------------------------------
+
+/// `cudaStreamNonBlocking`.
+pub(crate) const STREAM_NON_BLOCKING: u32 = raw::cudaStreamNonBlocking;
+/// `cudaStreamDefault`.
+pub(crate) const STREAM_DEFAULT: u32 = raw::cudaStreamDefault;
+
+/// `cudaStreamCreate`.
+pub(crate) fn stream_create() -> CallResult<StreamHandle> {
+    let mut s = null_mut();
+    // SAFETY: writes one handle to a local.
+    check("cudaStreamCreate", unsafe { raw::cudaStreamCreate(&mut s) })?;
+    Ok(s)
+}
+
+/// `cudaStreamCreateWithPriority`.
+pub(crate) fn stream_create_with_priority(flags: u32, priority: i32) -> CallResult<StreamHandle> {
+    let mut s = null_mut();
+    // SAFETY: writes one handle to a local; cudart checks flags and priority.
+    check("cudaStreamCreateWithPriority", unsafe {
+        raw::cudaStreamCreateWithPriority(&mut s, flags, priority)
+    })?;
+    Ok(s)
+}
+
+/// `cudaStreamDestroy`.
+///
+/// # Safety
+/// `s` is a live stream, destroyed once, not used afterwards.
+pub(crate) unsafe fn stream_destroy(s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaStreamDestroy", unsafe { raw::cudaStreamDestroy(s) })
+}
+
+/// `cudaStreamSynchronize`.
+///
+/// # Safety
+/// `s` is NULL (the legacy stream) or a live stream.
+pub(crate) unsafe fn stream_synchronize(s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaStreamSynchronize", unsafe {
+        raw::cudaStreamSynchronize(s)
+    })
+}
+
+/// `cudaStreamQuery`: true when all its work has completed.
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+pub(crate) unsafe fn stream_query(s: StreamHandle) -> CallResult<bool> {
+    // SAFETY: the caller's contract.
+    ready("cudaStreamQuery", unsafe { raw::cudaStreamQuery(s) })
+}
+
+/// `cudaStreamWaitEvent(s, e, 0)`.
+///
+/// # Safety
+/// `s` is NULL or a live stream; `e` a live event.
+pub(crate) unsafe fn stream_wait_event(s: StreamHandle, e: EventHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaStreamWaitEvent", unsafe {
+        raw::cudaStreamWaitEvent(s, e, 0)
+    })
+}
+
+/// `cudaStreamGetDevice`.
+///
+/// # Safety
+/// `s` is a live stream.
+pub(crate) unsafe fn stream_get_device(s: StreamHandle) -> CallResult<i32> {
+    let mut d: c_int = 0;
+    // SAFETY: writes one int to a local; the caller's contract for `s`.
+    check("cudaStreamGetDevice", unsafe {
+        raw::cudaStreamGetDevice(s, &mut d)
+    })?;
+    Ok(d)
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+/// `cudaEventDefault`.
+pub(crate) const EVENT_DEFAULT: u32 = raw::cudaEventDefault;
+/// `cudaEventBlockingSync`.
+pub(crate) const EVENT_BLOCKING_SYNC: u32 = raw::cudaEventBlockingSync;
+/// `cudaEventDisableTiming`.
+pub(crate) const EVENT_DISABLE_TIMING: u32 = raw::cudaEventDisableTiming;
+
+/// `cudaEventCreateWithFlags` on the current device.
+pub(crate) fn event_create_with_flags(flags: u32) -> CallResult<EventHandle> {
+    let mut e = null_mut();
+    // SAFETY: writes one handle to a local; cudart checks the flags.
+    check("cudaEventCreateWithFlags", unsafe {
+        raw::cudaEventCreateWithFlags(&mut e, flags)
+    })?;
+    Ok(e)
+}
+
+/// `cudaEventDestroy`.
+///
+/// # Safety
+/// `e` is a live event, destroyed once, not used afterwards.
+pub(crate) unsafe fn event_destroy(e: EventHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaEventDestroy", unsafe { raw::cudaEventDestroy(e) })
+}
+
+/// `cudaEventRecord`.
+///
+/// # Safety
+/// `e` is a live event; `s` NULL or a live stream of the event's device.
+pub(crate) unsafe fn event_record(e: EventHandle, s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaEventRecord", unsafe { raw::cudaEventRecord(e, s) })
+}
+
+/// `cudaEventQuery`: true when complete (or never recorded).
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn event_query(e: EventHandle) -> CallResult<bool> {
+    // SAFETY: the caller's contract.
+    ready("cudaEventQuery", unsafe { raw::cudaEventQuery(e) })
+}
+
+/// `cudaEventSynchronize`.
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn event_synchronize(e: EventHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaEventSynchronize", unsafe {
+        raw::cudaEventSynchronize(e)
+    })
+}
+
+/// `cudaEventElapsedTime` in milliseconds.
+///
+/// # Safety
+/// Both are live events.
+pub(crate) unsafe fn event_elapsed_time(start: EventHandle, end: EventHandle) -> CallResult<f32> {
+    let mut ms = 0f32;
+    // SAFETY: writes one float to a local; the caller's contract for the events.
+    check("cudaEventElapsedTime", unsafe {
+        raw::cudaEventElapsedTime(&mut ms, start, end)
+    })?;
+    Ok(ms)
+}
+
+// ---- stream-ordered memory pools --------------------------------------------------------------
+
+pub(crate) use raw::cudaMemPool_t as PoolHandle;
+
+/// `cudaMemPoolCreate` for device memory of `device`, pinned allocation, no export handles,
+/// release threshold at the maximum (freed memory stays in the pool).
+pub(crate) fn mem_pool_create(device: i32) -> CallResult<PoolHandle> {
+    // SAFETY: plain data; zero is the documented default for the fields not set.
+    let mut props: raw::cudaMemPoolProps = unsafe { std::mem::zeroed() };
+    props.allocType = raw::cudaMemAllocationType::cudaMemAllocationTypePinned;
+    props.handleTypes = raw::cudaMemAllocationHandleType::cudaMemHandleTypeNone;
+    props.location.type_ = raw::cudaMemLocationType::cudaMemLocationTypeDevice;
+    props.location.id = device;
+    let mut pool = null_mut();
+    // SAFETY: writes one handle to a local; `props` is a valid description.
+    check("cudaMemPoolCreate", unsafe {
+        raw::cudaMemPoolCreate(&mut pool, &props)
+    })?;
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: the release threshold attribute is a u64; `pool` was just made.
+    let set = check("cudaMemPoolSetAttribute", unsafe {
+        raw::cudaMemPoolSetAttribute(
+            pool,
+            raw::cudaMemPoolAttr::cudaMemPoolAttrReleaseThreshold,
+            (&mut threshold as *mut u64).cast(),
+        )
+    });
+    if let Err(e) = set {
+        // SAFETY: just made, never used.
+        let _ = unsafe { mem_pool_destroy(pool) };
+        return Err(e);
+    }
+    Ok(pool)
+}
+
+/// `cudaMemPoolDestroy`.
+///
+/// # Safety
+/// `pool` is a live pool, destroyed once, not used afterwards.
+pub(crate) unsafe fn mem_pool_destroy(pool: PoolHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemPoolDestroy", unsafe {
+        raw::cudaMemPoolDestroy(pool)
+    })
+}
+
+/// `cudaMemPoolGetAttribute(cudaMemPoolAttrReservedMemCurrent)`: bytes the pool holds.
+///
+/// # Safety
+/// `pool` is a live pool.
+pub(crate) unsafe fn mem_pool_reserved(pool: PoolHandle) -> CallResult<u64> {
+    let mut v: u64 = 0;
+    // SAFETY: the attribute is a u64 written to a local; the caller's contract for `pool`.
+    check("cudaMemPoolGetAttribute", unsafe {
+        raw::cudaMemPoolGetAttribute(
+            pool,
+            raw::cudaMemPoolAttr::cudaMemPoolAttrReservedMemCurrent,
+            (&mut v as *mut u64).cast(),
+        )
+    })?;
+    Ok(v)
+}
+
+/// `cudaMemPoolSetAccess`: device `peer` may read and write memory of `pool`.
+///
+/// # Safety
+/// `pool` is a live pool.
+pub(crate) unsafe fn mem_pool_grant(pool: PoolHandle, peer: i32) -> CallResult<()> {
+    // SAFETY: plain data.
+    let mut desc: raw::cudaMemAccessDesc = unsafe { std::mem::zeroed() };
+    desc.location.type_ = raw::cudaMemLocationType::cudaMemLocationTypeDevice;
+    desc.location.id = peer;
+    desc.flags = raw::cudaMemAccessFlags::cudaMemAccessFlagsProtReadWrite;
+    // SAFETY: one valid descriptor; the caller's contract for `pool`.
+    check("cudaMemPoolSetAccess", unsafe {
+        raw::cudaMemPoolSetAccess(pool, &desc, 1)
+    })
+}
+
+/// `cudaMemPoolTrimTo(pool, 0)`.
+///
+/// # Safety
+/// `pool` is a live pool.
+pub(crate) unsafe fn mem_pool_trim(pool: PoolHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaMemPoolTrimTo", unsafe {
+        raw::cudaMemPoolTrimTo(pool, 0)
+    })
+}
+
+/// `cudaMallocFromPoolAsync`.
+///
+/// # Safety
+/// `pool` is a live pool; `s` NULL or a live stream.
+pub(crate) unsafe fn malloc_from_pool_async(
+    size: usize,
+    pool: PoolHandle,
+    s: StreamHandle,
+) -> CallResult<*mut c_void> {
+    let mut p = null_mut();
+    // SAFETY: writes one pointer to a local; the caller's contract.
+    check("cudaMallocFromPoolAsync", unsafe {
+        raw::cudaMallocFromPoolAsync(&mut p, size, pool, s)
+    })?;
+    Ok(p)
+}
+
+/// `cudaFreeAsync`.
+///
+/// # Safety
+/// `p` is pool memory not yet freed, not used by work queued after this on `s`; `s` NULL or a
+/// live stream.
+pub(crate) unsafe fn free_async(p: *mut c_void, s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaFreeAsync", unsafe { raw::cudaFreeAsync(p, s) })
+}

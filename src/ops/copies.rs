@@ -1,0 +1,362 @@
+//! Copies: what memcpy_sync and memcpy_async do, and the status API's peer copies. One place
+//! decides, per copy: the checks, where each pointer lives (one look-up per pointer, made only
+//! when something needs it), the cross-device ordering, the staged pageable fast path or plain
+//! cudart, the host copy without a GPU, and the pinned-cache notes.
+
+use super::validate;
+use crate::cache;
+use crate::copy::{self, MemcpyKind};
+use crate::cudart::StreamHandle;
+use crate::error::{Error, Result};
+use crate::pageable::{self, Direction};
+use crate::pointer::{self, MemoryKind};
+use std::os::raw::c_void;
+
+/// From this size up, copies check that their kind matches the pointers (two attribute
+/// queries, under 1% of the copy's time). Smaller ones leave it to CUDA's own checks.
+pub const KIND_CHECK_MIN_BYTES: usize = 64 << 10;
+
+/// Where a pointer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Host memory CUDA does not know.
+    Pageable,
+    /// Pinned or registered host memory (ours or not).
+    Pinned,
+    /// Device memory of that device.
+    Device(i32),
+    /// Managed memory: valid on both sides.
+    Managed,
+    /// No driver or no GPU: no device memory exists, and every CUDA call will say why.
+    NoGpu,
+}
+
+/// Where `p` lives: our own allocations are known without asking the driver.
+pub(crate) fn locate(p: *const c_void) -> Result<Place> {
+    if cache::host::is_ours(p) {
+        return Ok(Place::Pinned);
+    }
+    if let Some((_, device)) = cache::device::owner(p) {
+        return Ok(Place::Device(device));
+    }
+    match pointer::attributes(p) {
+        Ok(a) => Ok(match a.kind {
+            MemoryKind::Unregistered => Place::Pageable,
+            MemoryKind::Host => Place::Pinned,
+            MemoryKind::Device => Place::Device(a.device),
+            MemoryKind::Managed => Place::Managed,
+        }),
+        Err(e) if e.cuda_error().is_no_gpu() => {
+            // cudart keeps the error as its last error; the copy's own call will report it.
+            crate::runtime::take_last_cuda_error();
+            Ok(Place::NoGpu)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A pointer of a copy and, once asked for, where it lives.
+struct Ptr {
+    p: *const c_void,
+    place: Option<Place>,
+}
+
+impl Ptr {
+    fn new(p: *const c_void) -> Ptr {
+        Ptr { p, place: None }
+    }
+
+    fn place(&mut self) -> Result<Place> {
+        match self.place {
+            Some(place) => Ok(place),
+            None => {
+                let place = locate(self.p)?;
+                self.place = Some(place);
+                Ok(place)
+            }
+        }
+    }
+}
+
+/// One copy's arguments, checked.
+struct Copy {
+    dst: Ptr,
+    src: Ptr,
+    size: usize,
+    kind: MemcpyKind,
+}
+
+impl Copy {
+    /// The checks every copy gets before CUDA sees it: kind, size, NULL with a size, and (from
+    /// `KIND_CHECK_MIN_BYTES` up) that its kind matches its pointers. None for size 0.
+    fn checked(
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize,
+        kind: MemcpyKind,
+    ) -> Result<Option<Copy>> {
+        validate::check_size(size)?;
+        if size == 0 {
+            return Ok(None);
+        }
+        if dst.is_null() || src.is_null() {
+            return Err(Error::invalid_argument(format!(
+                "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
+            )));
+        }
+        let mut c = Copy {
+            dst: Ptr::new(dst),
+            src: Ptr::new(src),
+            size,
+            kind,
+        };
+        if size >= KIND_CHECK_MIN_BYTES {
+            c.check_kind()?;
+        }
+        Ok(Some(c))
+    }
+
+    /// Refuses a copy whose kind says host where the pointer is device memory, or the reverse.
+    fn check_kind(&mut self) -> Result<()> {
+        let (dst_device, src_device) = match self.kind {
+            MemcpyKind::H2H => (false, false),
+            MemcpyKind::H2D => (true, false),
+            MemcpyKind::D2H => (false, true),
+            MemcpyKind::D2D => (true, true),
+        };
+        let kind = self.kind;
+        for (name, ptr, want_device) in [
+            ("dst", &mut self.dst, dst_device),
+            ("src", &mut self.src, src_device),
+        ] {
+            let on_device = match ptr.place()? {
+                Place::Managed | Place::NoGpu => continue,
+                Place::Device(_) => true,
+                Place::Pageable | Place::Pinned => false,
+            };
+            if on_device != want_device {
+                return Err(Error::invalid_argument(format!(
+                    "kind={kind:?} but {name}={:p} is {} memory; nothing was copied",
+                    ptr.p,
+                    if on_device { "device" } else { "host" }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn dst(&self) -> *mut c_void {
+        self.dst.p.cast_mut()
+    }
+
+    fn src(&self) -> *const c_void {
+        self.src.p
+    }
+
+    /// The staged direction when the copy takes the pageable fast path.
+    fn staged(&mut self) -> Result<Option<Direction>> {
+        if !pageable::wanted(self.size) {
+            return Ok(None);
+        }
+        Ok(match self.kind {
+            MemcpyKind::H2D if self.src.place()? == Place::Pageable => {
+                Some(Direction::HostToDevice)
+            }
+            MemcpyKind::D2H if self.dst.place()? == Place::Pageable => {
+                Some(Direction::DeviceToHost)
+            }
+            _ => None,
+        })
+    }
+
+    /// Runs the staged copy in `direction` on `stream`.
+    ///
+    /// # Safety
+    /// The copy's pointers are valid for its size; `stream` is NULL or a live stream.
+    unsafe fn stage(
+        &self,
+        direction: Direction,
+        stream: StreamHandle,
+        stream_device: Option<i32>,
+        wait: bool,
+    ) -> Result<()> {
+        let (device, host) = match direction {
+            Direction::HostToDevice => (self.dst(), self.src().cast_mut()),
+            Direction::DeviceToHost => (self.src().cast_mut(), self.dst()),
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            pageable::copy(
+                direction,
+                device,
+                host,
+                self.size,
+                stream,
+                stream_device,
+                wait,
+            )
+        }
+    }
+
+    /// H2H without a GPU is a host copy: llaisys keeps CPU tensors on such machines, and with
+    /// no device no asynchronous work can touch the buffers.
+    ///
+    /// # Safety
+    /// The copy's pointers are valid host memory for its size.
+    unsafe fn host_copy_without_gpu(&self, failed: &Error) -> bool {
+        if self.kind == MemcpyKind::H2H && failed.cuda_error().is_no_gpu() {
+            crate::runtime::take_last_cuda_error();
+            // SAFETY: the caller's contract; `std::ptr::copy` allows overlap, as cudaMemcpy.
+            unsafe { std::ptr::copy(self.src().cast::<u8>(), self.dst().cast::<u8>(), self.size) };
+            return true;
+        }
+        false
+    }
+}
+
+/// memcpy_sync: copies `size` bytes and returns with the copy complete. Copies that CUDA lets
+/// return early (device to device, and host to device from pageable memory, which returns once
+/// the data is staged) are waited for on the legacy default stream. Large copies between
+/// pageable memory and the device take the staged fast path. Size 0 does nothing.
+///
+/// # Safety
+/// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
+pub unsafe fn memcpy_sync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: i32,
+) -> Result<()> {
+    let Some(mut c) = Copy::checked(dst, src, size, MemcpyKind::from_raw(kind)?)? else {
+        return Ok(());
+    };
+    if let Some(direction) = c.staged()? {
+        // SAFETY: the caller's contract; NULL is the legacy stream.
+        return unsafe { c.stage(direction, std::ptr::null_mut(), None, true) };
+    }
+    // Host to device from pageable memory returns once the data is staged: waited for below.
+    let pageable_src = c.kind == MemcpyKind::H2D && c.src.place()? == Place::Pageable;
+    // SAFETY: the caller's contract.
+    if let Err(e) = unsafe { copy::memcpy(c.dst(), c.src(), c.size, c.kind) } {
+        // SAFETY: the caller's contract (H2H: host memory).
+        if unsafe { c.host_copy_without_gpu(&e) } {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    if c.kind == MemcpyKind::D2D || pageable_src {
+        // SAFETY: NULL is the legacy stream.
+        unsafe { crate::stream::synchronize(std::ptr::null_mut()) }.map_err(|e| {
+            Error::cuda(
+                e.call(),
+                e.cuda_error(),
+                format!("dst={dst:p} src={src:p} size={size} kind={:?}", c.kind),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// memcpy_async: queues a copy of `size` bytes on `stream` (NULL: the legacy default stream).
+/// With several devices in use, a stream's first use of another device's memory is ordered
+/// after that device's work; pinned blocks of ours it reads or writes are noted so that they
+/// are not reused before it has run. Size 0 does nothing.
+///
+/// # Safety
+/// The pointers are valid for `size` bytes of the memory `kind` says until the copy has run.
+pub unsafe fn memcpy_async(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: i32,
+    stream: *mut c_void,
+) -> Result<()> {
+    let kind = MemcpyKind::from_raw(kind)?;
+    let s: StreamHandle = stream.cast();
+    let stream_device = validate::check_stream(s)?;
+    let Some(mut c) = Copy::checked(dst, src, size, kind)? else {
+        return Ok(());
+    };
+    if cache::cross::active() {
+        if matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
+            if let Place::Device(d) = c.dst.place()? {
+                cache::cross::before_use(d, s, stream_device)?;
+            }
+        }
+        if matches!(c.kind, MemcpyKind::D2H | MemcpyKind::D2D) {
+            if let Place::Device(d) = c.src.place()? {
+                cache::cross::before_use(d, s, stream_device)?;
+            }
+        }
+    }
+    if let Some(direction) = c.staged()? {
+        // SAFETY: the caller's contract; `s` is NULL or live (checked).
+        unsafe { c.stage(direction, s, stream_device, false) }?;
+    } else {
+        // SAFETY: the caller's contract; `s` is NULL or live (checked).
+        if let Err(e) = unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, s) } {
+            // SAFETY: the caller's contract (H2H: host memory). Only on the legacy stream: a
+            // stream of ours cannot exist without a GPU.
+            if !(s.is_null() && unsafe { c.host_copy_without_gpu(&e) }) {
+                return Err(e);
+            }
+        }
+    }
+    if matches!(c.kind, MemcpyKind::H2D | MemcpyKind::H2H) {
+        cache::host::record_use(c.src(), s, stream_device);
+    }
+    if matches!(c.kind, MemcpyKind::D2H | MemcpyKind::H2H) {
+        cache::host::record_use(c.dst(), s, stream_device);
+    }
+    Ok(())
+}
+
+/// A peer copy of `size` bytes from `src` on `src_device` to `dst` on `dst_device`: complete on
+/// return (`stream` None) or queued on it.
+///
+/// # Safety
+/// The pointers are device memory of those devices, valid for `size` bytes until the copy has
+/// run.
+pub unsafe fn memcpy_peer(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    size: usize,
+    stream: Option<*mut c_void>,
+) -> Result<()> {
+    validate::check_size(size)?;
+    let s: StreamHandle = stream.unwrap_or(std::ptr::null_mut()).cast();
+    let stream_device = match stream {
+        Some(_) => validate::check_stream(s)?,
+        None => None,
+    };
+    if size == 0 {
+        return Ok(());
+    }
+    if dst.is_null() || src.is_null() {
+        return Err(Error::invalid_argument(format!(
+            "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
+        )));
+    }
+    if stream.is_some() && cache::cross::active() {
+        for p in [dst as *const c_void, src] {
+            if let Place::Device(d) = locate(p)? {
+                cache::cross::before_use(d, s, stream_device)?;
+            }
+        }
+    }
+    // SAFETY: the caller's contract; `s` is NULL or live (checked).
+    unsafe { copy::memcpy_peer_async(dst, dst_device, src, src_device, size, s) }?;
+    if stream.is_none() {
+        // SAFETY: NULL is the legacy stream.
+        unsafe { crate::stream::synchronize(s) }.map_err(|e| {
+            Error::cuda(
+                e.call(),
+                e.cuda_error(),
+                format!("after cudaMemcpyPeerAsync stream={s:p}"),
+            )
+        })?;
+    }
+    Ok(())
+}

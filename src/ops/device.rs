@@ -1,0 +1,60 @@
+//! Devices: what get_device_count, set_device, device_synchronize and the status API's device
+//! functions do. A device a caller makes current counts as in use (the caches' peer access).
+
+use crate::cache;
+use crate::device;
+use crate::error::{Error, Result};
+use std::sync::OnceLock;
+
+/// The device count of this process, read once (CUDA fixes it at init too), and when it is 0
+/// because of an error, that error.
+pub fn device_count() -> (i32, Option<&'static Error>) {
+    static COUNT: OnceLock<(i32, Option<Error>)> = OnceLock::new();
+    let (n, e) = COUNT.get_or_init(|| match crate::runtime::device_count() {
+        Ok(n) => (n, None),
+        Err(e) => (0, Some(e)),
+    });
+    (*n, e.as_ref())
+}
+
+/// The device count with the reason when there are none: `Err` for no driver (35), no device
+/// (100) or a broken setup (the status API's `llaisysNvidiaDeviceCount`).
+pub fn device_count_checked() -> Result<i32> {
+    match device_count() {
+        (_, Some(e)) => Err(e.clone()),
+        (n, None) => Ok(n),
+    }
+}
+
+/// Makes `id` the calling thread's current device and notes it in use (the first time, the
+/// memory pools of the other devices in use grant it access; should that fail, the error says
+/// so and `id` is current all the same).
+pub fn set_device(id: i32) -> Result<()> {
+    device::set(id).map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!("device={id}, device count {}", device_count().0),
+        )
+    })?;
+    cache::device::device_seen(id).map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!("{} (device {id} is current all the same)", e.detail()),
+        )
+    })
+}
+
+/// Creates the context of `device` now, makes it current and notes it in use; returns how long
+/// the context took (see `device::init`).
+pub fn init_device(id: i32) -> Result<std::time::Duration> {
+    let took = device::init(id)?;
+    set_device(id)?;
+    Ok(took)
+}
+
+/// Waits for all work on the current device.
+pub fn device_synchronize() -> Result<()> {
+    device::synchronize()
+}

@@ -1,0 +1,19 @@
+//! The operations layer: the body of every function of the two C faces, written once. Each
+//! takes the C arguments, checks them (`validate`), keeps the caches' books, dispatches to the
+//! caches, the pageable fast path or plain cudart, and returns a `Result`; the llaisys table
+//! (`capi::table`) and the status API (`capi::api`) differ only in what they do with an error.
+//!
+//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`; the checks
+//! and handle registries in `validate`. This is also the crate's Rust API for the table's
+//! behaviour (the doctor's smoke test calls it).
+
+pub mod copies;
+pub mod device;
+pub mod memory;
+pub mod streams;
+pub(crate) mod validate;
+
+pub use copies::{memcpy_async, memcpy_peer, memcpy_sync, KIND_CHECK_MIN_BYTES};
+pub use device::{device_count, device_count_checked, device_synchronize, init_device, set_device};
+pub use memory::{free_device, free_host, malloc_device, malloc_host, release_cached};
+pub use streams::{create_stream, destroy_stream, stream_synchronize};
