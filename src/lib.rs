@@ -5,7 +5,7 @@
 //! 0. `raw`: the bindgen output over `wrapper.h` (`cuda_runtime.h`), nothing else.
 //! 1. [`error`] ([`CudaError`], [`Error`]), `cudart` (one thin function per cudart call, each
 //!    with its safety argument: the only user of `raw` besides `error`), `sync` (the lock
-//!    helper), `env` (switches).
+//!    helper), `env` (switches), `hash` (the address hasher of the caches' maps).
 //! 2. The safe layer, plain cudart with RAII types: [`runtime`] (versions, device count, build
 //!    facts), [`device`], [`stream`], [`event`], [`memory`] (device and pinned), `memory_kinds`
 //!    (managed, mapped, registered, memset), `pointer` (attributes), `pool` (stream-ordered
@@ -46,6 +46,7 @@ pub mod sys {
 pub(crate) mod cudart;
 pub(crate) mod env;
 pub mod error;
+pub(crate) mod hash;
 pub(crate) mod sync;
 
 // Layer 2: the safe layer.

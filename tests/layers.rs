@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// Top-level modules by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
     &["raw"],
-    &["error", "cudart", "sync", "env"],
+    &["error", "cudart", "sync", "env", "hash"],
     &[
         "runtime",
         "device",

@@ -15,9 +15,9 @@
 use super::{cross, in_use, AllocatorStats, Counters};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
+use crate::hash::AddrMap;
 use crate::pool::Pool;
 use crate::sync::lock;
-use std::collections::HashMap;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
@@ -32,7 +32,7 @@ struct Live {
     device: i32,
 }
 
-static LIVE: [Mutex<Option<HashMap<usize, Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+static LIVE: [Mutex<Option<AddrMap<Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
 static POOLS: [OnceLock<Option<Pool>>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
 static COUNTERS: [Counters; MAX_DEVICES] = [const { Counters::new() }; MAX_DEVICES];
 static RESERVED_SEEN: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
@@ -46,7 +46,7 @@ fn cache_on() -> bool {
     *ON.get_or_init(|| crate::env::switch_on("LLAISYS_NVIDIA_DEVICE_CACHE"))
 }
 
-fn shard(p: usize) -> &'static Mutex<Option<HashMap<usize, Live>>> {
+fn shard(p: usize) -> &'static Mutex<Option<AddrMap<Live>>> {
     &LIVE[(p >> 8) % SHARDS]
 }
 
@@ -182,7 +182,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     // SAFETY: the caller's contract.
     let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
     lock(shard(p as usize))
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(AddrMap::default)
         .insert(p as usize, Live { size, device });
     COUNTERS[device_index(device)?].allocated(size, hit);
     if stream.is_null() && pool.is_some() {
@@ -237,7 +237,7 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
     if result.is_err() {
         // Keep it recorded: the memory was not freed.
         lock(shard(p as usize))
-            .get_or_insert_with(HashMap::new)
+            .get_or_insert_with(AddrMap::default)
             .insert(p as usize, live);
     } else {
         let d = device_index(live.device)?;

@@ -71,6 +71,15 @@ pub(crate) fn stream_lifetime_write() -> RwLockWriteGuard<'static, ()> {
 static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
 static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The lowest start and highest end of any block ever handed out: an address outside is not
+/// ours, known without the lock (most memcpy_async host pointers are pageable memory).
+static SPAN_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
+static SPAN_HI: AtomicUsize = AtomicUsize::new(0);
+
+/// False when `addr` cannot lie in a block of ours.
+fn in_span(addr: usize) -> bool {
+    LIVE_COUNT.load(Relaxed) != 0 && addr >= SPAN_LO.load(Relaxed) && addr < SPAN_HI.load(Relaxed)
+}
 /// Bumped by every free_host and destroy_stream: a thread's remembered (block, stream) note is
 /// valid only within one epoch.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -133,6 +142,8 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
             },
         )
     });
+    SPAN_LO.fetch_min(p as usize, Relaxed);
+    SPAN_HI.fetch_max(p as usize + class, Relaxed);
     LIVE_COUNT.fetch_add(1, Relaxed);
     COUNTERS.allocated(size, hit);
     Ok(p)
@@ -215,10 +226,10 @@ fn synchronize((stream, device): Stream) -> Result<()> {
 /// current device) uses the host memory at `ptr` (any address inside one of our blocks). Cheap
 /// when `ptr` is not ours.
 pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device: Option<i32>) {
-    if LIVE_COUNT.load(Relaxed) == 0 || !cache_on() {
+    let addr = ptr as usize;
+    if !in_span(addr) || !cache_on() {
         return;
     }
-    let addr = ptr as usize;
     let device = stream_device.unwrap_or_else(|| crate::device::current().unwrap_or(-1));
     let stream: Stream = (stream as usize, device);
     let epoch = EPOCH.load(Relaxed);
@@ -376,10 +387,10 @@ pub(crate) fn reset_peak() {
 
 /// True when `ptr` lies inside one of our live pinned blocks.
 pub(crate) fn is_ours(ptr: *const c_void) -> bool {
-    if LIVE_COUNT.load(Relaxed) == 0 {
+    let addr = ptr as usize;
+    if !in_span(addr) {
         return false;
     }
-    let addr = ptr as usize;
     with_state(|s| {
         s.live
             .range(..=addr)

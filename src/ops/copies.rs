@@ -153,6 +153,25 @@ impl Copy {
         self.src.p
     }
 
+    /// With several devices in use: a stream's first use of another device's memory is ordered
+    /// after that device's work, and the pair is noted for frees (see `cache::cross`).
+    fn order_across_devices(&mut self, s: StreamHandle, stream_device: Option<i32>) -> Result<()> {
+        if !cache::cross::active() {
+            return Ok(());
+        }
+        if matches!(self.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
+            if let Place::Device(d) = self.dst.place()? {
+                cache::cross::before_use(d, s, stream_device)?;
+            }
+        }
+        if matches!(self.kind, MemcpyKind::D2H | MemcpyKind::D2D) {
+            if let Place::Device(d) = self.src.place()? {
+                cache::cross::before_use(d, s, stream_device)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The staged direction when the copy takes the pageable fast path.
     fn staged(&mut self) -> Result<Option<Direction>> {
         if !pageable::wanted(self.size) {
@@ -214,10 +233,20 @@ impl Copy {
     }
 }
 
-/// memcpy_sync: copies `size` bytes and returns with the copy complete. Copies that CUDA lets
-/// return early (device to device, and host to device from pageable memory, which returns once
-/// the data is staged) are waited for on the legacy default stream. Large copies between
-/// pageable memory and the device take the staged fast path. Size 0 does nothing.
+/// `LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE=1`: memcpy_sync returns with every copy complete on
+/// the device too (H2D and D2D wait for the legacy stream), for debugging. Read once.
+pub fn complete_on_return() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| crate::env::flag_on("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE"))
+}
+
+/// memcpy_sync: copies `size` bytes with exactly `cudaMemcpy`'s host-visible guarantees, and
+/// waits no more than it does. On return the source may be reused or freed, and a host
+/// destination (D2H, H2H) holds the data; a device destination is complete for all later work
+/// on the legacy stream and on blocking streams (H2D from pageable memory returns once the
+/// source has been read, D2D is only queued; H2D from pinned memory returns complete). Large
+/// copies between pageable memory and the device take the staged fast path, with the same
+/// guarantees. `complete_on_return` restores waiting for the device. Size 0 does nothing.
 ///
 /// # Safety
 /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
@@ -230,12 +259,14 @@ pub unsafe fn memcpy_sync(
     let Some(mut c) = Copy::checked(dst, src, size, MemcpyKind::from_raw(kind)?)? else {
         return Ok(());
     };
+    // Queued on the legacy stream of the current device: with several devices, frees of the
+    // memory on another device must wait for it as for memcpy_async.
+    c.order_across_devices(std::ptr::null_mut(), None)?;
+    let complete = complete_on_return();
     if let Some(direction) = c.staged()? {
         // SAFETY: the caller's contract; NULL is the legacy stream.
-        return unsafe { c.stage(direction, std::ptr::null_mut(), None, true) };
+        return unsafe { c.stage(direction, std::ptr::null_mut(), None, complete) };
     }
-    // Host to device from pageable memory returns once the data is staged: waited for below.
-    let pageable_src = c.kind == MemcpyKind::H2D && c.src.place()? == Place::Pageable;
     // SAFETY: the caller's contract.
     if let Err(e) = unsafe { copy::memcpy(c.dst(), c.src(), c.size, c.kind) } {
         // SAFETY: the caller's contract (H2H: host memory).
@@ -244,7 +275,7 @@ pub unsafe fn memcpy_sync(
         }
         return Err(e);
     }
-    if c.kind == MemcpyKind::D2D || pageable_src {
+    if complete && matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
         // SAFETY: NULL is the legacy stream.
         unsafe { crate::stream::synchronize(std::ptr::null_mut()) }.map_err(|e| {
             Error::cuda(
@@ -277,18 +308,7 @@ pub unsafe fn memcpy_async(
     let Some(mut c) = Copy::checked(dst, src, size, kind)? else {
         return Ok(());
     };
-    if cache::cross::active() {
-        if matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
-            if let Place::Device(d) = c.dst.place()? {
-                cache::cross::before_use(d, s, stream_device)?;
-            }
-        }
-        if matches!(c.kind, MemcpyKind::D2H | MemcpyKind::D2D) {
-            if let Place::Device(d) = c.src.place()? {
-                cache::cross::before_use(d, s, stream_device)?;
-            }
-        }
-    }
+    c.order_across_devices(s, stream_device)?;
     if let Some(direction) = c.staged()? {
         // SAFETY: the caller's contract; `s` is NULL or live (checked).
         unsafe { c.stage(direction, s, stream_device, false) }?;

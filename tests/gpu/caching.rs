@@ -7,7 +7,6 @@
 use crate::common::{api, expect_errors, fill, Dev, Pinned};
 use crate::require_gpu;
 use llaisys_nvidia::ffi::AllocatorStats;
-use llaisys_nvidia::sys as raw;
 use std::os::raw::c_void;
 use std::time::Instant;
 
@@ -17,7 +16,7 @@ const D2D: i32 = 3;
 
 /// Queues about `ms` milliseconds of copy-engine work on `stream` (1 GiB device-to-device
 /// copies back and forth), so that what is queued after it waits.
-fn busy(stream: *mut c_void, ms: f64) -> (Dev, Dev) {
+pub(crate) fn busy(stream: *mut c_void, ms: f64) -> (Dev, Dev) {
     let api = api();
     let size = 1 << 30;
     let (a, b) = (Dev::new(size), Dev::new(size));
@@ -215,28 +214,17 @@ fn pageable_copies_keep_their_meaning() {
     let mut back = vec![0u8; size];
     unsafe { (api.memcpy_async)(back.as_mut_ptr().cast(), d.ptr, size, D2H, s) };
     assert!(back == want, "pageable async H2D -> D2H");
-    // Sync H2D from pageable memory is complete on return: a non-blocking stream sees it.
+    // Sync H2D from pageable memory (cudaMemcpy's guarantees): ordered before later work on
+    // blocking streams, such as `s`.
     unsafe { (api.memcpy_sync)(d.ptr, src.as_ptr().cast(), size, H2D) };
     let out = Pinned::new(size);
-    let mut nb: raw::cudaStream_t = std::ptr::null_mut();
     unsafe {
-        assert_eq!(
-            raw::cudaStreamCreateWithFlags(&mut nb, raw::cudaStreamNonBlocking).0,
-            0
-        );
-        raw::cudaMemcpyAsync(
-            out.ptr.cast(),
-            d.ptr,
-            size,
-            raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
-            nb,
-        );
-        raw::cudaStreamSynchronize(nb);
-        raw::cudaStreamDestroy(nb);
+        (api.memcpy_async)(out.ptr.cast(), d.ptr, size, D2H, s);
+        (api.stream_synchronize)(s);
     }
     assert!(
         out.as_ref() == &src[..],
-        "memcpy_sync pageable H2D was not complete on return"
+        "memcpy_sync pageable H2D was not ordered before a blocking stream's later work"
     );
     // Unaligned sub-ranges through the fast path.
     let mut part = vec![0u8; size - 3];

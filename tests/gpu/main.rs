@@ -10,4 +10,5 @@ mod hostile;
 mod leaks;
 mod multi;
 mod stress;
+mod sync_semantics;
 mod table;

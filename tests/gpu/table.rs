@@ -141,41 +141,6 @@ fn async_copies_on_two_streams_then_synchronize() {
     }
 }
 
-/// memcpy_sync D2D must return with the copy complete: a D2H on a non-blocking stream (which
-/// does not wait for the legacy stream) right after it must see the new data.
-#[test]
-fn memcpy_sync_d2d_returns_complete() {
-    require_gpu!();
-    let api = api();
-    let size = 512 << 20;
-    let (a, b) = (Dev::new(size), Dev::new(size));
-    let mut src = Pinned::new(size);
-    fill(src.as_mut(), 21);
-    let out = Pinned::new(size);
-    let mut s: raw::cudaStream_t = std::ptr::null_mut();
-    assert_eq!(
-        unsafe { raw::cudaStreamCreateWithFlags(&mut s, raw::cudaStreamNonBlocking) }.0,
-        0
-    );
-    unsafe {
-        (api.memcpy_sync)(a.ptr, src.ptr.cast(), size, H2D);
-        (api.memcpy_sync)(b.ptr, a.ptr, size, D2D);
-        raw::cudaMemcpyAsync(
-            out.ptr.cast(),
-            b.ptr,
-            size,
-            raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
-            s,
-        );
-        raw::cudaStreamSynchronize(s);
-        raw::cudaStreamDestroy(s);
-    }
-    assert!(
-        out.as_ref() == src.as_ref(),
-        "D2D was not complete when memcpy_sync returned"
-    );
-}
-
 /// llaisys creates its stream before set_device: the stream belongs to the device current then.
 #[test]
 fn stream_created_before_set_device_works() {

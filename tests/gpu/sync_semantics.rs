@@ -1,0 +1,171 @@
+//! memcpy_sync keeps exactly cudaMemcpy's host-visible guarantees and waits no more (issue 13):
+//! the source is reusable on return, a host destination holds the data, a device destination is
+//! ordered before later work on the legacy stream and on blocking streams; D2D is only queued.
+//! `LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE=1` restores complete-on-return (tested in a child process,
+//! since the switch is read once per process).
+
+use crate::caching::busy;
+use crate::common::{api, fill, Dev, Pinned};
+use crate::require_gpu;
+use llaisys_nvidia::sys as raw;
+use std::time::Instant;
+
+const H2D: i32 = 1;
+const D2H: i32 = 2;
+const D2D: i32 = 3;
+
+/// Reads `size` bytes of device memory at `d` on a new blocking stream of ours (ordered after
+/// the legacy stream's earlier work).
+fn read_on_blocking_stream(d: &Dev, size: usize) -> Vec<u8> {
+    let api = api();
+    let out = Pinned::new(size);
+    unsafe {
+        let s = (api.create_stream)();
+        (api.memcpy_async)(out.ptr.cast(), d.ptr, size, D2H, s);
+        (api.stream_synchronize)(s);
+        (api.destroy_stream)(s);
+    }
+    out.as_ref().to_vec()
+}
+
+#[test]
+fn memcpy_sync_d2d_is_queued_not_waited_and_ordered_for_blocking_streams() {
+    require_gpu!();
+    let api = api();
+    if llaisys_nvidia::ops::copies::complete_on_return() {
+        eprintln!("(LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE is set: the child test covers it)");
+        return;
+    }
+    let size = 64 << 20;
+    let (a, b) = (Dev::new(size), Dev::new(size));
+    let mut src = Pinned::new(size);
+    fill(src.as_mut(), 31);
+    unsafe { (api.memcpy_sync)(a.ptr, src.ptr.cast(), size, H2D) };
+    // ~40 ms of work queued on the legacy stream: a D2D memcpy_sync behind it returns at once.
+    let _work = busy(std::ptr::null_mut(), 40.0);
+    let t = Instant::now();
+    unsafe { (api.memcpy_sync)(b.ptr, a.ptr, size, D2D) };
+    let took = t.elapsed().as_secs_f64() * 1e3;
+    // The source may be freed at once: its block is reused only after the copy (stream order),
+    // here by an allocation that is overwritten right away.
+    drop(a);
+    let c = Dev::new(size);
+    let mut junk = Pinned::new(size);
+    fill(junk.as_mut(), 99);
+    unsafe { (api.memcpy_sync)(c.ptr, junk.ptr.cast(), size, H2D) };
+    assert!(
+        took < 20.0,
+        "memcpy_sync D2D waited {took:.1} ms behind queued work"
+    );
+    assert!(
+        read_on_blocking_stream(&b, size) == src.as_ref(),
+        "D2D result not seen by a blocking stream's later work (or its source was reused early)"
+    );
+}
+
+#[test]
+fn memcpy_sync_h2d_pageable_source_is_reusable_on_return() {
+    require_gpu!();
+    let api = api();
+    // The staged fast path (64 MiB) and cudaMemcpy's own (256 KiB).
+    for size in [64usize << 20, 256 << 10] {
+        let d = Dev::new(size);
+        let mut src = vec![0u8; size];
+        fill(&mut src, 41);
+        let want = src.clone();
+        let _work = busy(std::ptr::null_mut(), 20.0);
+        unsafe { (api.memcpy_sync)(d.ptr, src.as_ptr().cast(), size, H2D) };
+        fill(&mut src, 42); // reused at once
+        drop(src);
+        assert!(
+            read_on_blocking_stream(&d, size) == want,
+            "size {size}: the device did not get the source as it was at the call"
+        );
+        // The legacy stream orders it too.
+        let mut back = vec![0u8; size];
+        unsafe { (api.memcpy_sync)(back.as_mut_ptr().cast(), d.ptr, size, D2H) };
+        assert!(back == want, "size {size}: legacy-stream read");
+    }
+}
+
+#[test]
+fn memcpy_sync_d2h_holds_the_data_on_return() {
+    require_gpu!();
+    let api = api();
+    for size in [64usize << 20, 4 << 10] {
+        let d = Dev::new(size);
+        let mut src = Pinned::new(size);
+        fill(src.as_mut(), 51);
+        unsafe { (api.memcpy_sync)(d.ptr, src.ptr.cast(), size, H2D) };
+        let _work = busy(std::ptr::null_mut(), 20.0);
+        let mut pageable = vec![0u8; size];
+        let pinned = Pinned::new(size);
+        unsafe {
+            (api.memcpy_sync)(pageable.as_mut_ptr().cast(), d.ptr, size, D2H);
+            // Checked before anything else runs: the data is there on return.
+            assert!(pageable == src.as_ref(), "size {size}: pageable D2H");
+            (api.memcpy_sync)(pinned.ptr.cast(), d.ptr, size, D2H);
+        }
+        assert!(pinned.as_ref() == src.as_ref(), "size {size}: pinned D2H");
+    }
+}
+
+/// Runs only as the child of `complete_on_return_switch_restores_waiting`.
+#[test]
+#[ignore = "child of complete_on_return_switch_restores_waiting"]
+fn child_memcpy_sync_complete_on_return() {
+    require_gpu!();
+    let api = api();
+    assert!(llaisys_nvidia::ops::copies::complete_on_return());
+    let size = 64 << 20;
+    let (a, b) = (Dev::new(size), Dev::new(size));
+    let mut src = Pinned::new(size);
+    fill(src.as_mut(), 61);
+    unsafe { (api.memcpy_sync)(a.ptr, src.ptr.cast(), size, H2D) };
+    let _work = busy(std::ptr::null_mut(), 40.0);
+    let t = Instant::now();
+    unsafe { (api.memcpy_sync)(b.ptr, a.ptr, size, D2D) };
+    let took = t.elapsed().as_secs_f64() * 1e3;
+    // Complete: even a non-blocking stream (not ordered with the legacy stream) sees it.
+    let out = Pinned::new(size);
+    let mut nb: raw::cudaStream_t = std::ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            raw::cudaStreamCreateWithFlags(&mut nb, raw::cudaStreamNonBlocking).0,
+            0
+        );
+        raw::cudaMemcpyAsync(
+            out.ptr.cast(),
+            b.ptr,
+            size,
+            raw::cudaMemcpyKind::cudaMemcpyDeviceToHost,
+            nb,
+        );
+        raw::cudaStreamSynchronize(nb);
+        raw::cudaStreamDestroy(nb);
+    }
+    assert!(took >= 10.0, "returned after {took:.1} ms: it did not wait");
+    assert!(out.as_ref() == src.as_ref(), "D2D not complete on return");
+}
+
+#[test]
+fn complete_on_return_switch_restores_waiting() {
+    require_gpu!();
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "sync_semantics::child_memcpy_sync_complete_on_return",
+            "--test-threads=1",
+        ])
+        .env("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE", "1")
+        .output()
+        .expect("run child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "child failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
