@@ -160,10 +160,21 @@ extern "C" {
  *                      broken (no event, no synchronize), p is taken all the same but kept
  *                      out of use until llaisysNvidiaReleaseCachedMemory, and the error is
  *                      reported.
- * memcpy_sync(d,s,n,k) Copies n bytes; returns with the copy complete (also for D2D and for H2D
- *                      from pageable memory, which cudaMemcpy alone lets return early). n == 0
- *                      does nothing. H2H works without a driver or GPU (a host copy). A kind
- *                      outside 0..3 or a NULL pointer with n > 0 is LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT.
+ * memcpy_sync(d,s,n,k) Copies n bytes with exactly cudaMemcpy's host-visible guarantees, and
+ *                      waits no more than it does. On return:
+ *                        kind              source reusable   destination
+ *                        H2H               yes               holds the data
+ *                        D2H               yes               holds the data
+ *                        H2D from pinned   yes               complete
+ *                        H2D from pageable yes (read)        ordered: complete for later work on
+ *                                                            the legacy stream and blocking
+ *                                                            streams (DMA may be in flight)
+ *                        D2D               ordered           ordered, as above (only queued)
+ *                      "Ordered" memory may be freed with free_device at once (frees are
+ *                      stream-ordered). Set LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE=1 to make every
+ *                      copy complete on return (debugging). n == 0 does nothing. H2H works
+ *                      without a driver or GPU (a host copy). A kind outside 0..3 or a NULL
+ *                      pointer with n > 0 is LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT.
  * memcpy_async(d,s,n,k,st) Queues the copy on stream st (NULL: legacy default stream). n == 0
  *                      does nothing. Bad kind / NULL pointer as memcpy_sync. From pageable memory
  *                      CUDA copies synchronously with respect to the host.
