@@ -1,0 +1,182 @@
+//! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight, each slot
+//! a pinned buffer (made on first use) and the event of its last use. A slot is used by one
+//! thread at a time (its lock) and overwritten only once its event has completed. Sets are kept
+//! for reuse, at most `MAX_SETS` idle.
+
+use super::CHUNK_MAX;
+use crate::cudart::StreamHandle;
+use crate::error::Result;
+use crate::event::Event;
+use crate::sync::lock;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Idle sets kept for reuse.
+const MAX_SETS: usize = 2;
+
+/// One staging buffer and the event of its last use.
+pub(super) struct Slot {
+    buf: *mut u8,
+    /// Made on `device` (events are per device); None before the first use.
+    event: Option<Event>,
+    device: i32,
+    busy: bool,
+}
+
+// SAFETY: the buffer is pinned memory owned by the slot, used under the slot's lock only.
+unsafe impl Send for Slot {}
+
+impl Slot {
+    /// Makes the slot ready for a chunk on `device`: its buffer exists, its last use has
+    /// completed, its event is of that device. Returns the buffer (CHUNK_MAX bytes).
+    pub(super) fn prepare(&mut self, device: i32) -> Result<*mut u8> {
+        if self.buf.is_null() {
+            self.buf = crate::memory::alloc_host_portable(CHUNK_MAX)?.cast();
+        }
+        self.wait()?;
+        if self.event.is_none() || self.device != device {
+            self.event = None;
+            self.event = Some(Event::on_device(device)?);
+            self.device = device;
+        }
+        Ok(self.buf)
+    }
+
+    /// Records the slot's event on `stream` (of the device the slot was prepared for): the
+    /// buffer is in use until the work queued there so far has completed.
+    ///
+    /// # Safety
+    /// `stream` is NULL or a live stream of that device.
+    pub(super) unsafe fn record(&mut self, stream: StreamHandle) -> Result<()> {
+        if let Some(e) = &self.event {
+            // SAFETY: the caller's contract.
+            unsafe { e.record_raw(stream) }?;
+            self.busy = true;
+        }
+        Ok(())
+    }
+
+    /// Waits for the slot's last use.
+    pub(super) fn wait(&mut self) -> Result<()> {
+        if self.busy {
+            if let Some(e) = &self.event {
+                e.synchronize()?;
+            }
+            self.busy = false;
+        }
+        Ok(())
+    }
+
+    fn idle(&mut self) -> bool {
+        if self.busy && matches!(self.event.as_ref().map(Event::query), Some(Ok(true))) {
+            self.busy = false;
+        }
+        !self.busy
+    }
+}
+
+/// The slots of one copy.
+pub(super) struct Set {
+    pub(super) slots: Vec<Mutex<Slot>>,
+}
+
+static SETS: Mutex<Vec<Arc<Set>>> = Mutex::new(Vec::new());
+
+impl Set {
+    fn new(slots: usize) -> Set {
+        Set {
+            slots: (0..slots)
+                .map(|_| {
+                    Mutex::new(Slot {
+                        buf: std::ptr::null_mut(),
+                        event: None,
+                        device: -1,
+                        busy: false,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The slot of chunk `k`.
+    pub(super) fn slot(&self, k: usize) -> MutexGuard<'_, Slot> {
+        lock(&self.slots[k % self.slots.len()])
+    }
+
+    fn idle(&self) -> bool {
+        self.slots.iter().all(|s| lock(s).idle())
+    }
+
+    /// Waits for every slot's last use.
+    pub(super) fn wait_all(&self) -> Result<()> {
+        self.slots.iter().try_for_each(|s| lock(s).wait())
+    }
+
+    /// Forgets pending uses, after the stream they were on was waited for.
+    pub(super) fn mark_idle(&self) {
+        for s in &self.slots {
+            lock(s).busy = false;
+        }
+    }
+
+    /// Frees the buffers of an idle set; the first failure is returned.
+    fn free(&self) -> Result<()> {
+        let mut first_err = None;
+        for s in &self.slots {
+            let mut s = lock(s);
+            s.event = None;
+            if !s.buf.is_null() {
+                // SAFETY: our staging buffer, idle (no copy in flight reads or writes it).
+                if let Err(e) = unsafe { crate::memory::free_host(s.buf.cast()) } {
+                    first_err.get_or_insert(e);
+                }
+                s.buf = std::ptr::null_mut();
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// An idle set of `slots` slots (or a new one).
+pub(super) fn take(slots: usize) -> Arc<Set> {
+    let mut sets = lock(&SETS);
+    if let Some(i) = sets
+        .iter()
+        .position(|s| s.slots.len() == slots && Arc::strong_count(s) == 1 && s.idle())
+    {
+        return sets.swap_remove(i);
+    }
+    drop(sets);
+    Arc::new(Set::new(slots))
+}
+
+/// Returns a set for reuse; idle sets beyond `MAX_SETS` are freed.
+pub(super) fn give_back(set: Arc<Set>) {
+    let extra = {
+        let mut sets = lock(&SETS);
+        sets.push(set);
+        let mut extra = Vec::new();
+        while sets.len() > MAX_SETS {
+            match sets.iter().position(|s| s.idle()) {
+                Some(i) => extra.push(sets.swap_remove(i)),
+                None => break,
+            }
+        }
+        extra
+    };
+    for set in extra {
+        // Nobody to tell from here; release reports such failures.
+        let _ = set.free();
+    }
+}
+
+/// Frees the staging buffers no copy is using (waiting for copies still in flight on them).
+pub(crate) fn release() -> Result<()> {
+    let sets = std::mem::take(&mut *lock(&SETS));
+    let mut first_err = None;
+    for set in sets {
+        if let Err(e) = set.wait_all().and_then(|()| set.free()) {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}

@@ -1,0 +1,165 @@
+//! The fast path's host threads. Started on first use; after a job they spin a short while
+//! (the chunks of a copy, and copies, come in bursts), then sleep until the next job, so an idle
+//! process uses no CPU. One job at a time: a caller that finds the threads busy does its job
+//! alone.
+
+use crate::sync::lock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Work that any number of threads can take part in: `work` claims pieces until none is left
+/// and returns; `finished` is true once every piece is done (or abandoned after an error).
+pub(crate) trait Task: Send + Sync {
+    /// Claims and does pieces until none is left.
+    fn work(&self);
+    /// True once no piece is left to do or in progress.
+    fn finished(&self) -> bool;
+}
+
+struct Pool {
+    generation: AtomicU64,
+    current: Mutex<Option<Arc<dyn Task>>>,
+    submit: Mutex<()>,
+}
+
+static POOL: Pool = Pool {
+    generation: AtomicU64::new(0),
+    current: Mutex::new(None),
+    submit: Mutex::new(()),
+};
+
+/// How long a thread spins for the next job before it sleeps.
+const SPIN: Duration = Duration::from_micros(250);
+
+/// The threads (`helpers` of them), started on first use.
+fn threads(helpers: usize) -> &'static [std::thread::Thread] {
+    static THREADS: OnceLock<Vec<std::thread::Thread>> = OnceLock::new();
+    THREADS.get_or_init(|| {
+        (0..helpers)
+            .filter_map(|i| {
+                std::thread::Builder::new()
+                    .name(format!("llaisys-nvidia-copy-{i}"))
+                    .spawn(worker_loop)
+                    .ok()
+                    .map(|h| h.thread().clone())
+            })
+            .collect()
+    })
+}
+
+fn worker_loop() {
+    let mut seen = POOL.generation.load(Ordering::Acquire);
+    loop {
+        let idle_since = Instant::now();
+        loop {
+            let g = POOL.generation.load(Ordering::Acquire);
+            if g != seen {
+                seen = g;
+                break;
+            }
+            if idle_since.elapsed() < SPIN {
+                std::hint::spin_loop();
+            } else {
+                // A job published after the check above unparks us: park returns at once.
+                std::thread::park();
+            }
+        }
+        let task = lock(&POOL.current).clone();
+        if let Some(task) = task {
+            task.work();
+        }
+    }
+}
+
+/// Runs `task` on the calling thread and the pool's threads (`pool` of them, started on first
+/// use; `wake` of them are woken, the others join only if they are still spinning), and returns
+/// once it has finished.
+pub(crate) fn run(task: Arc<dyn Task>, pool: usize, wake: usize) {
+    let helpers_ready = pool > 0 && wake > 0 && !threads(pool).is_empty();
+    let alone = || {
+        task.work();
+        while !task.finished() {
+            std::thread::yield_now();
+        }
+    };
+    let Some(_one_job) = helpers_ready.then(|| POOL.submit.try_lock().ok()).flatten() else {
+        alone();
+        return;
+    };
+    *lock(&POOL.current) = Some(task.clone());
+    POOL.generation.fetch_add(1, Ordering::Release);
+    for t in threads(pool).iter().take(wake) {
+        t.unpark();
+    }
+    task.work();
+    while !task.finished() {
+        std::hint::spin_loop();
+    }
+    *lock(&POOL.current) = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Copies `src` into `dst` in pieces of `piece` bytes.
+    struct Copy {
+        src: Vec<u8>,
+        dst: Mutex<Vec<u8>>,
+        piece: usize,
+        next: AtomicUsize,
+        done: AtomicUsize,
+        pieces: usize,
+    }
+
+    impl Task for Copy {
+        fn work(&self) {
+            loop {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                if i >= self.pieces {
+                    return;
+                }
+                let off = i * self.piece;
+                let end = (off + self.piece).min(self.src.len());
+                lock(&self.dst)[off..end].copy_from_slice(&self.src[off..end]);
+                self.done.fetch_add(1, Ordering::Release);
+            }
+        }
+        fn finished(&self) -> bool {
+            self.done.load(Ordering::Acquire) >= self.pieces
+        }
+    }
+
+    fn job(len: usize, piece: usize, seed: u8) -> Arc<Copy> {
+        Arc::new(Copy {
+            src: (0..len)
+                .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+                .collect(),
+            dst: Mutex::new(vec![0; len]),
+            piece,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            pieces: len.div_ceil(piece),
+        })
+    }
+
+    #[test]
+    fn every_piece_of_every_job_is_done_from_many_threads() {
+        let callers: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for k in 0..100 {
+                        let j = job(4096 + k * 97 + t, 64, (k + t) as u8);
+                        run(j.clone(), 3, 3);
+                        assert!(*lock(&j.dst) == j.src, "caller {t} job {k}");
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().expect("caller");
+        }
+    }
+}
