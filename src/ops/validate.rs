@@ -6,12 +6,12 @@ use crate::cudart::{EventHandle, StreamHandle};
 use crate::error::{Error, Result};
 use crate::sync::lock;
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use crate::hash::AddrMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Live streams of ours and the device each belongs to.
-static STREAMS: Mutex<Option<HashMap<usize, i32>>> = Mutex::new(None);
+static STREAMS: Mutex<Option<AddrMap<i32>>> = Mutex::new(None);
 /// Bumped whenever a stream is destroyed: a thread's remembered "this stream is live" is valid
 /// only within one epoch.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -34,7 +34,7 @@ pub(crate) fn adopt_stream(made: crate::stream::Stream) -> Result<StreamHandle> 
 /// Records a stream made by create_stream on `device`.
 fn stream_created(s: StreamHandle, device: i32) {
     lock(&STREAMS)
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(AddrMap::default)
         .insert(s as usize, device);
 }
 
@@ -79,21 +79,21 @@ fn unknown_stream(s: StreamHandle) -> Error {
     ))
 }
 
-static EVENTS: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+static EVENTS: Mutex<Option<AddrMap<()>>> = Mutex::new(None);
 
 /// Records an event made by llaisysNvidiaEventCreate.
 pub(crate) fn event_created(e: EventHandle) {
     lock(&EVENTS)
-        .get_or_insert_with(HashSet::new)
-        .insert(e as usize);
+        .get_or_insert_with(AddrMap::default)
+        .insert(e as usize, ());
 }
 
 /// `Ok` for a live event of ours; with `remove` it is forgotten (about to be destroyed).
 pub(crate) fn check_event(e: EventHandle, remove: bool) -> Result<()> {
     let mut set = lock(&EVENTS);
     let known = match set.as_mut() {
-        Some(set) if remove => set.remove(&(e as usize)),
-        Some(set) => set.contains(&(e as usize)),
+        Some(set) if remove => set.remove(&(e as usize)).is_some(),
+        Some(set) => set.contains_key(&(e as usize)),
         None => false,
     };
     if known {
