@@ -225,3 +225,27 @@ fn copies_without_a_driver_fail_alike_at_every_size() {
         a.fill(0);
     }
 }
+
+#[test]
+fn malloc_host_names_the_size_asked_for_and_refuses_sizes_without_a_class() {
+    // Issue 16, point 5: the message names the request (not only its size class), and a size
+    // whose class would exceed PTRDIFF_MAX is refused before any cache is touched.
+    let before = llaisys_nvidia::ops::memory::host_memory_stats();
+    let errs = reported(|| unsafe {
+        (TABLE.malloc_host)(1);
+    });
+    one(&errs, CUDA, "size=1 (pinned size class 4096)");
+    let errs = reported(|| unsafe {
+        (TABLE.malloc_host)(isize::MAX as usize);
+    });
+    one(
+        &errs,
+        INVALID_ARGUMENT,
+        &format!("size={}: its pinned size class", isize::MAX),
+    );
+    let after = llaisys_nvidia::ops::memory::host_memory_stats();
+    assert_eq!(
+        after.oom_retries, before.oom_retries,
+        "a refused size took the retry path"
+    );
+}

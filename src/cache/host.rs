@@ -117,6 +117,14 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
         return Ok(std::ptr::null_mut());
     }
     let class = if cache_on() { size_class(size) } else { size };
+    if class > isize::MAX as usize {
+        // Refused before the cache is touched, as sizes above PTRDIFF_MAX are.
+        return Err(Error::invalid_argument(format!(
+            "size={size}: its pinned size class ({class} bytes) is larger than any buffer in \
+             this process (at most {})",
+            isize::MAX
+        )));
+    }
     let reused = if cache_on() {
         with_state(|s| {
             s.take_ready(class).or_else(|| {
@@ -129,7 +137,16 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     };
     let (p, hit) = match reused {
         Some(p) => (p as *mut c_void, true),
-        None => (crate::memory::alloc_host(class)?, false),
+        None => {
+            let p = crate::memory::alloc_host(class).map_err(|e| {
+                Error::cuda(
+                    e.call(),
+                    e.cuda_error(),
+                    format!("size={size} (pinned size class {class})"),
+                )
+            })?;
+            (p, false)
+        }
     };
     with_state(|s| {
         s.live.insert(

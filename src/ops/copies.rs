@@ -31,6 +31,13 @@ pub(crate) enum Place {
     NoGpu,
 }
 
+/// The one rule for a machine without a usable GPU: no driver or no device (35, 100), or any
+/// failure at all once get_device_count has answered 0 because of an error (a broken driver:
+/// cuInit failing with 999 or 2, say). Then no device memory exists.
+fn no_usable_gpu(failed: &Error) -> bool {
+    failed.cuda_error().is_no_gpu() || super::device::device_count().1.is_some()
+}
+
 /// Where `p` lives: our own allocations are known without asking the driver.
 pub(crate) fn locate(p: *const c_void) -> Result<Place> {
     if cache::host::is_ours(p) {
@@ -46,7 +53,7 @@ pub(crate) fn locate(p: *const c_void) -> Result<Place> {
             MemoryKind::Device => Place::Device(a.device),
             MemoryKind::Managed => Place::Managed,
         }),
-        Err(e) if e.cuda_error().is_no_gpu() => {
+        Err(e) if no_usable_gpu(&e) => {
             // cudart keeps the error as its last error; the copy's own call will report it.
             crate::runtime::take_last_cuda_error();
             Ok(Place::NoGpu)
@@ -223,7 +230,7 @@ impl Copy {
     /// # Safety
     /// The copy's pointers are valid host memory for its size.
     unsafe fn host_copy_without_gpu(&self, failed: &Error) -> bool {
-        if self.kind == MemcpyKind::H2H && failed.cuda_error().is_no_gpu() {
+        if self.kind == MemcpyKind::H2H && no_usable_gpu(failed) {
             crate::runtime::take_last_cuda_error();
             // SAFETY: the caller's contract; `std::ptr::copy` allows overlap, as cudaMemcpy.
             unsafe { std::ptr::copy(self.src().cast::<u8>(), self.dst().cast::<u8>(), self.size) };

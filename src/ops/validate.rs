@@ -4,9 +4,9 @@
 
 use crate::cudart::{EventHandle, StreamHandle};
 use crate::error::{Error, Result};
+use crate::hash::AddrMap;
 use crate::sync::lock;
 use std::cell::Cell;
-use crate::hash::AddrMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 

@@ -32,10 +32,35 @@ static POOL: Pool = Pool {
 /// How long a thread spins for the next job before it sleeps.
 const SPIN: Duration = Duration::from_micros(250);
 
-/// The threads (`helpers` of them), started on first use.
+/// Keeps the object holding this code mapped for the rest of the process: the threads run its
+/// code, so a `dlclose` of the cdylib (or of a library it is linked into) must not unmap it.
+/// `RTLD_NOLOAD | RTLD_NODELETE` on ourselves only marks the loaded object; for the staticlib in
+/// an executable it names the program itself, which is never unloaded.
+fn pin_this_library() {
+    // SAFETY: plain data, filled by dladdr.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = pin_this_library as *const libc::c_void;
+    // SAFETY: dladdr only reads the loader's tables about an address of our own code.
+    if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+        return;
+    }
+    // SAFETY: `dli_fname` is the NUL-terminated path of the loaded object holding us; with
+    // RTLD_NOLOAD nothing new is loaded, the object's reference is kept for good.
+    unsafe {
+        libc::dlopen(
+            info.dli_fname,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+        )
+    };
+}
+
+/// The threads (`helpers` of them), started on first use, after the library is pinned.
 fn threads(helpers: usize) -> &'static [std::thread::Thread] {
     static THREADS: OnceLock<Vec<std::thread::Thread>> = OnceLock::new();
     THREADS.get_or_init(|| {
+        if helpers > 0 {
+            pin_this_library();
+        }
         (0..helpers)
             .filter_map(|i| {
                 std::thread::Builder::new()

@@ -132,6 +132,11 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
 pub unsafe extern "C" fn llaisysNvidiaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     status("llaisysNvidiaMemGetInfo", || unsafe {
+        for p in [free, total] {
+            if !p.is_null() {
+                p.write(0);
+            }
+        }
         let (f, t) = device::mem_info()?;
         if !free.is_null() {
             free.write(f);

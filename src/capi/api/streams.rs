@@ -133,6 +133,7 @@ pub unsafe extern "C" fn llaisysNvidiaEventElapsedTime(
 ) -> c_int {
     // SAFETY: the caller's contract for `ms`.
     status("llaisysNvidiaEventElapsedTime", || unsafe {
+        out(ms, "ms", 0.0)?;
         let elapsed = ops::event_elapsed_time(start, end)?;
         out(ms, "ms", elapsed)
     })
