@@ -3,6 +3,7 @@
  * The library pins itself once its threads run, so nothing they execute is ever unmapped.
  *   cc -std=c99 dlclose_cycles.c -ldl -o dlclose_cycles && ./dlclose_cycles PATH/libllaisys_nvidia.so
  * Prints "ok: N cycles" and exits 0; a failed check exits 1; a crash is a signal. */
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
