@@ -16,8 +16,7 @@
 //! - `src/bin/llaisys-nvidia.rs`: the command-line program.
 #![warn(missing_docs)]
 
-#[cfg(all(feature = "static", feature = "dynamic"))]
-compile_error!("features `static` and `dynamic` are both on: pick one (`--no-default-features --features dynamic` for the shared libcudart)");
+// `static` and `dynamic` are additive: with both on, `dynamic` wins (build.rs).
 #[cfg(not(any(feature = "static", feature = "dynamic")))]
 compile_error!("enable one of the features `static` (libcudart_static.a, the default) or `dynamic` (shared libcudart)");
 
