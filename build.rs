@@ -22,8 +22,12 @@ use std::process::Command;
 
 fn main() {
     if let Err(e) = run() {
-        // `{:?}` of anyhow: the message, then each cause on its own line.
-        eprintln!("{e:?}");
+        // The message, then each cause (not `{:?}`: with RUST_BACKTRACE set it adds a backtrace
+        // of the build script, which helps no one fix their CUDA).
+        eprintln!("{e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("Caused by: {cause}");
+        }
         // cargo shows stderr of a failed build script; also print as a warning line for `-q`.
         println!("cargo:warning=llaisys-nvidia build failed: see the message above");
         std::process::exit(1);

@@ -123,9 +123,16 @@ fn preprocess(
         )
     })?;
     if !out.status.success() {
+        // The program and its arguments only: `{cmd:?}` would print the whole environment cc
+        // gives the compiler.
+        let shown: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         bail!(
-            "the C preprocessor failed ({}) on the CUDA headers: {cmd:?}\n{}",
+            "the C preprocessor failed ({}) on the CUDA headers: {}\n{}",
             out.status,
+            shown.join(" "),
             String::from_utf8_lossy(&out.stderr).trim_end()
         );
     }

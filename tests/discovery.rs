@@ -953,7 +953,10 @@ fn rename_parsing_keeps_only_single_versioned_identifiers() {
 /// The renames of a real `.deps/` root, through wrapper.h, as the build resolves them.
 fn real_renames(cuda: &CudaRoot) -> Vec<(String, String)> {
     let t = TempDir::new("real_renames");
-    renames::resolve(&c_compiler(&[]), &wrapper_h(), &cuda.include_dirs, t.path())
+    // The compiler is a local so that no temporary outlives `t` (the same drop order in the
+    // 2021 and 2024 editions).
+    let compiler = c_compiler(&[]);
+    renames::resolve(&compiler, &wrapper_h(), &cuda.include_dirs, t.path())
         .unwrap_or_else(|e| panic!("{e:?}"))
 }
 

@@ -413,10 +413,16 @@ fn compiler_view(cpp: bool) -> BTreeMap<String, String> {
         .arg(&src)
         .arg("-o")
         .arg(&exe);
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    // The program and its arguments (`{cmd:?}` would add the whole environment cc passes).
+    let shown = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
     assert!(
         out.status.success(),
-        "{cmd:?} failed:\n{}",
+        "{shown} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let run = Command::new(&exe).output().expect("run the probe");
