@@ -1,9 +1,10 @@
 //! bindgen over wrapper.h: the cudart API only (allowlists), every C enum as a newtype over its
 //! integer (a code the headers did not know is then just a value, never undefined behaviour), and
-//! the header's `#define cudaX cudaX_vN` renames mapped back to the plain name.
+//! the header's `#define cudaX cudaX_vN` renames (build/renames.rs) mapped back to the plain name.
 
-use crate::discover::{define_renames, CudaRoot};
+use crate::discover::CudaRoot;
 use crate::libclang::Clang;
+use anyhow::{anyhow, Context, Result};
 use bindgen::callbacks::{ItemInfo, ParseCallbacks};
 use std::path::Path;
 
@@ -28,15 +29,21 @@ impl ParseCallbacks for Callbacks {
     }
 }
 
-/// Writes the bindings to `out`.
-pub fn generate(cuda: &CudaRoot, clang: &Clang, wrapper: &Path, out: &Path) -> Result<(), String> {
-    std::env::set_var("LIBCLANG_PATH", &clang.dir);
-    let mut renames = Vec::new();
-    for inc in &cuda.include_dirs {
-        if let Ok(text) = std::fs::read_to_string(inc.join("cuda_runtime_api.h")) {
-            renames.extend(define_renames(&text));
-        }
-    }
+/// Writes the bindings to `out`. `renames` are (versioned, plain) pairs; `compiler` gives the
+/// builtin headers when libclang lacks them.
+pub fn generate(
+    cuda: &CudaRoot,
+    clang: &Clang,
+    compiler: &cc::Tool,
+    wrapper: &Path,
+    renames: &[(String, String)],
+    out: &Path,
+) -> Result<()> {
+    // clang-sys (inside bindgen) loads libclang from LIBCLANG_PATH; bindgen offers no other way
+    // to name the library.
+    // SAFETY: the build script is single-threaded: no other thread reads or writes the
+    // environment while it is changed (std::env::set_var's requirement, `unsafe` in edition 2024).
+    unsafe { std::env::set_var("LIBCLANG_PATH", &clang.dir) };
     let attempt = |builtin: Option<&Path>| {
         let mut b = bindgen::Builder::default()
             .header(wrapper.display().to_string())
@@ -53,7 +60,7 @@ pub fn generate(cuda: &CudaRoot, clang: &Clang, wrapper: &Path, out: &Path) -> R
             .layout_tests(true)
             .generate_comments(true)
             .parse_callbacks(Box::new(Callbacks {
-                renames: renames.clone(),
+                renames: renames.to_vec(),
             }))
             .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
         for inc in &cuda.include_dirs {
@@ -71,14 +78,14 @@ pub fn generate(cuda: &CudaRoot, clang: &Clang, wrapper: &Path, out: &Path) -> R
         Ok(b) => b,
         Err(first) if first.contains("file not found") && clang.builtin_include.is_none() => {
             // A libclang without its resource folder: retry with the C compiler's builtins.
-            let cc_inc = crate::libclang::cc_builtin_include();
-            attempt(cc_inc.as_deref()).map_err(|e| failure(cuda, clang, &e))?
+            let cc_inc = crate::libclang::cc_builtin_include(compiler);
+            attempt(cc_inc.as_deref()).map_err(|e| anyhow!(failure(cuda, clang, &e)))?
         }
-        Err(e) => return Err(failure(cuda, clang, &e)),
+        Err(e) => return Err(anyhow!(failure(cuda, clang, &e))),
     };
     bindings
         .write_to_file(out)
-        .map_err(|e| format!("llaisys-nvidia: cannot write {}: {e}", out.display()))
+        .with_context(|| format!("llaisys-nvidia: cannot write {}", out.display()))
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

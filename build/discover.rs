@@ -2,10 +2,11 @@
 //! `tests/discovery.rs` can drive it against fake roots made in temporary directories.
 //!
 //! A place counts only if it has `cuda_runtime.h`, `crt/host_config.h` and the library the chosen
-//! link mode needs. A place may be a toolkit root (`include/`, `lib64/`, `lib/`,
-//! `targets/x86_64-linux/`), the CUDA 13 PyPI layout (`nvidia/cu13`), the CUDA 12 PyPI layout
-//! (`nvidia/cuda_runtime` with `crt/` from `nvidia/cuda_nvcc`), or a site-packages folder holding
-//! either.
+//! link mode needs. A place may be a toolkit root (`include/`, `lib64/`, `lib/`, or
+//! `targets/<target>/` with the target folder of the cargo `TARGET`: `x86_64-linux`, `sbsa-linux`
+//! or `aarch64-linux` for aarch64, see [`cuda_target_dirs`]), the CUDA 13 PyPI layout
+//! (`nvidia/cu13`), the CUDA 12 PyPI layout (`nvidia/cuda_runtime` with `crt/` from
+//! `nvidia/cuda_nvcc`), or a site-packages folder holding either.
 
 use std::fmt;
 use std::fs;
@@ -24,6 +25,27 @@ pub const PIP_CUDA13: &str = "nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0
 /// The pip packages that give a usable CUDA 12.9.
 #[allow(dead_code)] // used by tests/discovery.rs and the README
 pub const PIP_CUDA12: &str = "nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86";
+
+/// The folders under a toolkit's `targets/` that may hold the headers and libraries for the
+/// rust target `triple` (cargo's `TARGET`), in the order they are tried. CUDA names them
+/// `x86_64-linux`; for aarch64 `sbsa-linux` (servers, Grace, the arm64-sbsa installers and
+/// conda packages) and `aarch64-linux` (Jetson/L4T and the cross-aarch64 packages);
+/// `ppc64le-linux`. Empty for a target CUDA has no folder for (only `include/`, `lib64/`, `lib/`
+/// are looked at then).
+pub fn cuda_target_dirs(triple: &str) -> Vec<String> {
+    let mut parts = triple.split('-');
+    let arch = parts.next().unwrap_or_default();
+    if !parts.any(|p| p == "linux") {
+        return Vec::new();
+    }
+    let dirs: &[&str] = match arch {
+        "x86_64" => &["x86_64-linux"],
+        "aarch64" => &["sbsa-linux", "aarch64-linux"],
+        "powerpc64le" => &["ppc64le-linux"],
+        _ => &[],
+    };
+    dirs.iter().map(|d| d.to_string()).collect()
+}
 
 /// How libcudart is linked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +87,8 @@ pub struct Probe {
     pub site_packages: Vec<PathBuf>,
     /// Where `cuda-X.Y` and `cuda` are looked for (`/usr/local` outside tests).
     pub usr_local: PathBuf,
+    /// The `targets/` folders for the cargo `TARGET` ([`cuda_target_dirs`]).
+    pub cuda_targets: Vec<String>,
 }
 
 /// A usable CUDA: the include folders to give the compiler and the library to link.
@@ -145,6 +169,8 @@ impl fmt::Display for NotFound {
     }
 }
 
+impl std::error::Error for NotFound {}
+
 /// Searches in the documented order and returns the first usable root.
 pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
     let mut rejected = Vec::new();
@@ -179,7 +205,7 @@ pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
         candidates.push((plain.display().to_string(), plain));
     }
     for (origin, path) in candidates {
-        match inspect(&path, mode) {
+        match inspect(&path, mode, &probe.cuda_targets) {
             Ok(mut root) => {
                 root.origin = origin;
                 return Ok(root);
@@ -212,8 +238,9 @@ fn versioned_roots(usr_local: &Path) -> Vec<PathBuf> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
-/// Checks one place; `Err` says why it is unusable.
-pub fn inspect(path: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
+/// Checks one place; `Err` says why it is unusable. `targets` are the `targets/` folders to look
+/// in ([`cuda_target_dirs`]).
+pub fn inspect(path: &Path, mode: LinkMode, targets: &[String]) -> Result<CudaRoot, String> {
     if !path.is_dir() {
         return Err(format!(
             "{} does not exist or is not a folder",
@@ -227,17 +254,16 @@ pub fn inspect(path: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
     // complete CUDA 12.
     let mut cu13_err = None;
     if cu13.is_dir() {
-        match inspect_layout(&cu13, &cu13, mode) {
+        match inspect_layout(&cu13, &cu13, mode, targets) {
             Ok(r) => return Ok(r),
             Err(e) => cu13_err = Some(e),
         }
     }
     if cu12.is_dir() {
-        return inspect_layout(&cu12, &path.join("nvidia").join("cuda_nvcc"), mode).map_err(|e| {
-            match cu13_err {
-                Some(first) => format!("{first}; {e}"),
-                None => e,
-            }
+        let nvcc = path.join("nvidia").join("cuda_nvcc");
+        return inspect_layout(&cu12, &nvcc, mode, targets).map_err(|e| match cu13_err {
+            Some(first) => format!("{first}; {e}"),
+            None => e,
         });
     }
     if let Some(e) = cu13_err {
@@ -248,24 +274,34 @@ pub fn inspect(path: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
             .parent()
             .map(|p| p.join("cuda_nvcc"))
             .unwrap_or_default();
-        return inspect_layout(path, &nvcc, mode);
+        return inspect_layout(path, &nvcc, mode, targets);
     }
-    inspect_layout(path, path, mode)
+    inspect_layout(path, path, mode, targets)
 }
 
 /// Checks a root whose headers are in `root` and whose `crt/` may be in `crt_root` (the CUDA 12
 /// wheels split them).
-fn inspect_layout(root: &Path, crt_root: &Path, mode: LinkMode) -> Result<CudaRoot, String> {
+fn inspect_layout(
+    root: &Path,
+    crt_root: &Path,
+    mode: LinkMode,
+    targets: &[String],
+) -> Result<CudaRoot, String> {
     let include_candidates = |r: &Path| {
-        vec![
-            r.join("include"),
-            r.join("targets").join("x86_64-linux").join("include"),
-        ]
+        let mut dirs = vec![r.join("include")];
+        dirs.extend(
+            targets
+                .iter()
+                .map(|t| r.join("targets").join(t).join("include")),
+        );
+        dirs
     };
-    let main_inc = include_candidates(root)
-        .into_iter()
+    let main_candidates = include_candidates(root);
+    let main_inc = main_candidates
+        .iter()
         .find(|d| d.join("cuda_runtime.h").is_file())
-        .ok_or_else(|| format!("no cuda_runtime.h in {}/include", root.display()))?;
+        .cloned()
+        .ok_or_else(|| format!("no cuda_runtime.h in {}", shown(&main_candidates)))?;
     let mut crt_dirs = vec![main_inc.clone()];
     crt_dirs.extend(include_candidates(crt_root));
     let crt_inc = crt_dirs
@@ -279,7 +315,7 @@ fn inspect_layout(root: &Path, crt_root: &Path, mode: LinkMode) -> Result<CudaRo
             )
         })?;
     let cudart_version = read_cudart_version(&main_inc.join("cuda_runtime_api.h"))?;
-    let (lib_dir, lib_name) = find_library(root, mode)?;
+    let (lib_dir, lib_name) = find_library(root, mode, targets)?;
     let mut include_dirs = vec![main_inc.clone()];
     if crt_inc != main_inc {
         include_dirs.push(crt_inc);
@@ -310,13 +346,27 @@ pub fn read_cudart_version(header: &Path) -> Result<u32, String> {
         .ok_or_else(|| format!("{} defines no CUDART_VERSION", header.display()))
 }
 
-/// The library the mode needs, in `lib64`, `lib` or `targets/x86_64-linux/lib`.
-fn find_library(root: &Path, mode: LinkMode) -> Result<(PathBuf, String), String> {
-    let dirs = [
-        root.join("lib64"),
-        root.join("lib"),
-        root.join("targets").join("x86_64-linux").join("lib"),
-    ];
+/// Folders as the failure messages list them: `a, b or c`.
+fn shown(dirs: &[PathBuf]) -> String {
+    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// The library the mode needs, in `lib64`, `lib` or `targets/<target>/lib`.
+fn find_library(
+    root: &Path,
+    mode: LinkMode,
+    targets: &[String],
+) -> Result<(PathBuf, String), String> {
+    let mut dirs = vec![root.join("lib64"), root.join("lib")];
+    dirs.extend(
+        targets
+            .iter()
+            .map(|t| root.join("targets").join(t).join("lib")),
+    );
     for d in dirs.iter().filter(|d| d.is_dir()) {
         match mode {
             LinkMode::Static => {
@@ -334,11 +384,10 @@ fn find_library(root: &Path, mode: LinkMode) -> Result<(PathBuf, String), String
             }
         }
     }
-    let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(format!(
         "headers found but no {} in {}",
         mode.library_wanted(),
-        shown.join(", ")
+        shown(&dirs)
     ))
 }
 
@@ -362,35 +411,4 @@ fn newest_versioned(dir: &Path) -> Option<String> {
         }
     }
     best.map(|(_, n)| n)
-}
-
-/// The `#define cudaX cudaX_vN` renames of a header (also inside `__CUDART_API_PTSZ(...)`), as
-/// (versioned, plain) pairs: bindgen sees the versioned name, the crate uses the plain one.
-pub fn define_renames(header_text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for line in header_text.lines() {
-        let mut t = line.split_whitespace();
-        if t.next() != Some("#define") {
-            continue;
-        }
-        let (Some(name), Some(value)) = (t.next(), t.next()) else {
-            continue;
-        };
-        if !name.starts_with("cuda") || name.contains('(') {
-            continue;
-        }
-        let inner = value
-            .rsplit('(')
-            .next()
-            .unwrap_or(value)
-            .trim_end_matches(')');
-        if let Some(suffix) = inner.strip_prefix(name).and_then(|s| s.strip_prefix("_v")) {
-            if !suffix.is_empty() && suffix.chars().all(|c| c.is_ascii_digit()) {
-                out.push((inner.to_string(), name.to_string()));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
 }

@@ -28,8 +28,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-#[cfg(all(feature = "static", feature = "dynamic"))]
-compile_error!("features `static` and `dynamic` are both on: pick one (`--no-default-features --features dynamic` for the shared libcudart)");
+// `static` and `dynamic` are additive: with both on, `dynamic` wins (build.rs).
 #[cfg(not(any(feature = "static", feature = "dynamic")))]
 compile_error!("enable one of the features `static` (libcudart_static.a, the default) or `dynamic` (shared libcudart)");
 

@@ -1,12 +1,19 @@
-//! Host-only tests of the CUDA discovery in `build/discover.rs` (the logic build.rs runs), driven
-//! against fake CUDA roots made in temporary folders, plus the real `.deps/` roots the bootstrap
-//! installs and the build facts compiled into the crate. No GPU or driver needed.
+//! Host-only tests of the build script's logic: the CUDA discovery in `build/discover.rs`, driven
+//! against fake CUDA roots made in temporary folders (for the x86_64 and aarch64 target folders),
+//! the `#define` renames that `build/renames.rs` resolves with the real C preprocessor, the
+//! environment variables the build script reads (`build/vars.rs`), plus the real `.deps/` roots
+//! the bootstrap installs and the build facts compiled into the crate. No GPU or driver needed.
 
 #[path = "../build/discover.rs"]
 mod discover;
+#[path = "../build/renames.rs"]
+mod renames;
+#[path = "../build/vars.rs"]
+#[allow(dead_code)] // the tests use its tables, not its readers
+mod vars;
 
 use discover::{
-    define_renames, find_cuda, inspect, read_cudart_version, CudaRoot, LinkMode, NotFound, Probe,
+    cuda_target_dirs, find_cuda, inspect, read_cudart_version, CudaRoot, LinkMode, NotFound, Probe,
     Rejected, PIP_CUDA12, PIP_CUDA13, ROOT_VARS,
 };
 use std::fs;
@@ -89,6 +96,15 @@ fn libs(dir: &Path, names: &[&str]) {
     }
 }
 
+/// The `targets/` folders of the rust targets the tests build for.
+const X86_64: &str = "x86_64-unknown-linux-gnu";
+const AARCH64: &str = "aarch64-unknown-linux-gnu";
+
+/// The `targets/` folders for x86_64, what most tests inspect with.
+fn x86() -> Vec<String> {
+    cuda_target_dirs(X86_64)
+}
+
 /// How a fake toolkit root lays out its folders.
 #[derive(Clone, Copy, Debug)]
 enum Layout {
@@ -96,17 +112,17 @@ enum Layout {
     Lib64,
     /// `include/` and `lib/`.
     Lib,
-    /// `targets/x86_64-linux/{include,lib}`.
-    Targets,
+    /// `targets/<folder>/{include,lib}`.
+    Targets(&'static str),
 }
 
 impl Layout {
-    const ALL: [Layout; 3] = [Layout::Lib64, Layout::Lib, Layout::Targets];
+    const ALL: [Layout; 3] = [Layout::Lib64, Layout::Lib, Layout::Targets("x86_64-linux")];
 
     fn include(self, root: &Path) -> PathBuf {
         match self {
             Layout::Lib64 | Layout::Lib => root.join("include"),
-            Layout::Targets => root.join("targets").join("x86_64-linux").join("include"),
+            Layout::Targets(t) => root.join("targets").join(t).join("include"),
         }
     }
 
@@ -114,7 +130,7 @@ impl Layout {
         match self {
             Layout::Lib64 => root.join("lib64"),
             Layout::Lib => root.join("lib"),
-            Layout::Targets => root.join("targets").join("x86_64-linux").join("lib"),
+            Layout::Targets(t) => root.join("targets").join(t).join("lib"),
         }
     }
 }
@@ -170,11 +186,12 @@ fn empty_probe(base: &Path) -> Probe {
         nvcc_dir: None,
         site_packages: Vec::new(),
         usr_local: base.join("usr-local"),
+        cuda_targets: x86(),
     }
 }
 
 /// Sets one root variable of the probe.
-fn set_var(probe: &mut Probe, var: &str, value: &Path) {
+fn set_root_var(probe: &mut Probe, var: &str, value: &Path) {
     let slot = probe
         .root_vars
         .iter_mut()
@@ -184,7 +201,7 @@ fn set_var(probe: &mut Probe, var: &str, value: &Path) {
 }
 
 fn accepted(path: &Path, mode: LinkMode) -> CudaRoot {
-    inspect(path, mode).unwrap_or_else(|reason| {
+    inspect(path, mode, &x86()).unwrap_or_else(|reason| {
         panic!(
             "{} should be accepted for {mode:?}, was rejected: {reason}",
             path.display()
@@ -193,7 +210,7 @@ fn accepted(path: &Path, mode: LinkMode) -> CudaRoot {
 }
 
 fn rejected(path: &Path, mode: LinkMode) -> String {
-    match inspect(path, mode) {
+    match inspect(path, mode, &x86()) {
         Ok(root) => panic!(
             "{} should be rejected for {mode:?}, was accepted: {root:?}",
             path.display()
@@ -564,7 +581,7 @@ fn a_bad_root_variable_fails_even_when_other_places_are_valid() {
         for bad in [&no_crt, &missing] {
             for mode in [LinkMode::Static, LinkMode::Dynamic] {
                 let mut probe = base.clone();
-                set_var(&mut probe, var, bad);
+                set_root_var(&mut probe, var, bad);
                 let nf = not_found(&probe, mode);
                 let value = bad.display().to_string();
                 assert_eq!(nf.mode, mode);
@@ -600,7 +617,7 @@ fn several_bad_root_variables_are_all_listed_in_order() {
         .map(|v| t.join(format!("bad-{v}")))
         .collect();
     for (var, value) in ROOT_VARS.iter().zip(&values) {
-        set_var(&mut probe, var, value);
+        set_root_var(&mut probe, var, value);
     }
     let nf = not_found(&probe, LinkMode::Static);
     assert_eq!(nf.vars_set, ROOT_VARS.map(String::from).to_vec());
@@ -622,7 +639,7 @@ fn a_valid_root_variable_wins_over_everything_else() {
     let home = t.join("opt-cuda");
     toolkit(
         &home,
-        Layout::Targets,
+        Layout::Targets("x86_64-linux"),
         12090,
         &["libcudart_static.a", "libcudart.so.12"],
     );
@@ -630,7 +647,7 @@ fn a_valid_root_variable_wins_over_everything_else() {
     for var in ROOT_VARS {
         for mode in [LinkMode::Static, LinkMode::Dynamic] {
             let mut probe = base.clone();
-            set_var(&mut probe, var, &home);
+            set_root_var(&mut probe, var, &home);
             let cuda = found(&probe, mode);
             assert_eq!(cuda.origin, format!("{var}={}", home.display()));
             assert_eq!(cuda.root, home);
@@ -640,9 +657,9 @@ fn a_valid_root_variable_wins_over_everything_else() {
 
     // A bad earlier variable does not stop a good later one, and the first good one wins.
     let mut probe = base.clone();
-    set_var(&mut probe, "CUDA_HOME", &t.join("nowhere"));
-    set_var(&mut probe, "CUDA_PATH", &home);
-    set_var(&mut probe, "CUDA_ROOT", &t.join("deps-cuda13"));
+    set_root_var(&mut probe, "CUDA_HOME", &t.join("nowhere"));
+    set_root_var(&mut probe, "CUDA_PATH", &home);
+    set_root_var(&mut probe, "CUDA_ROOT", &t.join("deps-cuda13"));
     let cuda = found(&probe, LinkMode::Static);
     assert_eq!(cuda.origin, format!("CUDA_PATH={}", home.display()));
 }
@@ -758,43 +775,581 @@ fn nothing_anywhere_lists_usr_local_cuda() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// #define renames
+// #define renames, resolved by the C preprocessor
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn define_renames_finds_versioned_api_names() {
-    let header = "\
+/// The rust triple of the machine running the tests (the crate is Linux-only).
+fn host_triple() -> String {
+    let env = if cfg!(target_env = "musl") {
+        "musl"
+    } else {
+        "gnu"
+    };
+    format!("{}-unknown-linux-{env}", std::env::consts::ARCH)
+}
+
+/// The C compiler as the build script gets it: the `cc` crate's choice (CC, CFLAGS).
+fn c_compiler(defines: &[&str]) -> cc::Tool {
+    let triple = host_triple();
+    let mut b = cc::Build::new();
+    b.cargo_metadata(false)
+        .target(&triple)
+        .host(&triple)
+        .opt_level(0);
+    for d in defines {
+        b.define(d, None);
+    }
+    b.try_get_compiler()
+        .unwrap_or_else(|e| panic!("the cc crate finds no C compiler: {e}"))
+}
+
+fn wrapper_h() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("wrapper.h")
+}
+
+fn pair(versioned: &str, plain: &str) -> (String, String) {
+    (versioned.to_string(), plain.to_string())
+}
+
+/// A fake `cuda_runtime.h` shaped like the real one: the PTDS/PTSZ helpers defined in both
+/// branches, renames through them, and look-alikes that are not renames.
+const FAKE_RENAMING_HEADER: &str = "\
 #pragma once
-#define CUDART_VERSION  13000
+#define CUDART_VERSION  12090
 #define __CUDART_API_VERSION CUDART_VERSION
 #if defined(__CUDART_API_PER_THREAD_DEFAULT_STREAM)
+    #define __CUDART_API_PTDS(api) api ## _ptds
     #define __CUDART_API_PTSZ(api) api ## _ptsz
+#else
+    #define __CUDART_API_PTDS(api) api
+    #define __CUDART_API_PTSZ(api) api
 #endif
+#define __LLAISYS_TEST_VERSIONED(api, n) api ## _v ## n
 #define cudaStreamGetCaptureInfo       __CUDART_API_PTSZ(cudaStreamGetCaptureInfo_v2)
 #define cudaGetDeviceProperties cudaGetDeviceProperties_v2
 #define cudaMemcpy                     __CUDART_API_PTDS(cudaMemcpy)
     #define cudaStreamGetCaptureInfo_v3    __CUDART_API_PTSZ(cudaStreamGetCaptureInfo_v3)
+#define cudaPasted __LLAISYS_TEST_VERSIONED(cudaPasted, 3)
+#if 0
+#define cudaNeverDefined cudaNeverDefined_v2
+#endif
+#define cudaUndone cudaUndone_v2
+#undef cudaUndone
 #define cudaFoo cudaFooBar_v2
 #define cudaBar cudaBar_vX
 #define cudaMax(a, b) cudaMax_v2
 #define notCuda notCuda_v2
+#define cudaHostAllocDefault 0x00
 #define cudaGetDeviceProperties cudaGetDeviceProperties_v2
 ";
+
+#[test]
+fn renames_are_what_the_preprocessor_expands() {
+    let t = TempDir::new("renames");
+    let inc = t.join("include");
+    write(&inc.join("cuda_runtime.h"), FAKE_RENAMING_HEADER);
+    let got = renames::resolve(&c_compiler(&[]), &wrapper_h(), &[inc], &t.join("scratch"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    // Only what a C caller really gets: not the names under `#if 0` or `#undef` (a reading of the
+    // header text would have taken them), not function-like macros, not other prefixes, and
+    // token pasting is followed.
     assert_eq!(
-        define_renames(header),
+        got,
         vec![
-            (
-                "cudaGetDeviceProperties_v2".to_string(),
-                "cudaGetDeviceProperties".to_string()
-            ),
-            (
-                "cudaStreamGetCaptureInfo_v2".to_string(),
-                "cudaStreamGetCaptureInfo".to_string()
-            ),
+            pair("cudaGetDeviceProperties_v2", "cudaGetDeviceProperties"),
+            pair("cudaPasted_v3", "cudaPasted"),
+            pair("cudaStreamGetCaptureInfo_v2", "cudaStreamGetCaptureInfo"),
         ]
     );
-    assert!(define_renames("").is_empty());
-    assert!(define_renames("#define CUDART_VERSION 13000\n#include <x.h>\n").is_empty());
+
+    // Headers without renames give none.
+    let plain = t.join("plain");
+    write(
+        &plain.join("cuda_runtime.h"),
+        "#pragma once\n#define CUDART_VERSION 13000\n#define cudaHostAllocDefault 0x00\n\
+         #define cudaMemcpy cudaMemcpy\n",
+    );
+    let got = renames::resolve(&c_compiler(&[]), &wrapper_h(), &[plain], &t.join("s2"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(got.is_empty(), "{got:?}");
+}
+
+#[test]
+fn renames_failures_name_the_compiler_and_its_error() {
+    let t = TempDir::new("renames_fail");
+    // No cuda_runtime.h anywhere: the preprocessor's own message comes through.
+    let err = renames::resolve(
+        &c_compiler(&[]),
+        &wrapper_h(),
+        &[t.join("empty")],
+        &t.join("scratch"),
+    )
+    .expect_err("no headers must fail");
+    let text = format!("{err:?}");
+    assert!(text.contains("the C preprocessor failed"), "{text}");
+    assert!(text.contains("cuda_runtime.h"), "{text}");
+
+    // CFLAGS defining CUDA_API_PER_THREAD_DEFAULT_STREAM hit wrapper.h's #error.
+    let inc = t.join("include");
+    write(&inc.join("cuda_runtime.h"), FAKE_RENAMING_HEADER);
+    let err = renames::resolve(
+        &c_compiler(&["CUDA_API_PER_THREAD_DEFAULT_STREAM"]),
+        &wrapper_h(),
+        &[inc],
+        &t.join("scratch2"),
+    )
+    .expect_err("per-thread default stream must be refused");
+    let text = format!("{err:?}");
+    assert!(
+        text.contains("must not be built with CUDA_API_PER_THREAD_DEFAULT_STREAM"),
+        "{text}"
+    );
+}
+
+#[test]
+fn rename_parsing_keeps_only_single_versioned_identifiers() {
+    let dm = "#define cudaA cudaA_v2\n#define cudaF(x) x\n#define cudaB\n#define other 1\n\
+              #define cudaC(x)\n#define cudaA cudaA_v2\n#define cuda_d 3\n";
+    let names = renames::cuda_object_macros(dm);
+    assert_eq!(names, ["cudaA", "cudaB", "cuda_d"]);
+
+    let src = renames::probe_source(Path::new("/w/wrapper.h"), &names);
+    assert!(src.starts_with("#include \"/w/wrapper.h\"\n"), "{src}");
+    let marks: Vec<&str> = src.lines().skip(1).collect();
+    assert_eq!(marks.len(), names.len(), "{src}");
+    for (line, name) in marks.iter().zip(&names) {
+        assert!(line.ends_with(&format!(" {name}")), "{line}");
+    }
+
+    // The expansions, as the preprocessor would print them.
+    let mark =
+        |i: usize, exp: &str| format!("{}{exp}", &marks[i][..marks[i].len() - names[i].len()]);
+    let expanded = [
+        "int unrelated;".to_string(),
+        mark(0, "cudaA_v2"),
+        mark(1, ""),
+        mark(2, "3"),
+    ]
+    .join("\n");
+    assert_eq!(
+        renames::parse_probe(&expanded, &names),
+        vec![pair("cudaA_v2", "cudaA")]
+    );
+    for not_a_rename in [
+        "cudaA_v",
+        "cudaA_v2 + 1",
+        "cudaA_vX",
+        "cudaAB_v2",
+        "(cudaA_v2)",
+    ] {
+        let expanded = mark(0, not_a_rename);
+        assert!(
+            renames::parse_probe(&expanded, &names).is_empty(),
+            "{not_a_rename}"
+        );
+    }
+}
+
+/// The renames of a real `.deps/` root, through wrapper.h, as the build resolves them.
+fn real_renames(cuda: &CudaRoot) -> Vec<(String, String)> {
+    let t = TempDir::new("real_renames");
+    // The compiler is a local so that no temporary outlives `t` (the same drop order in the
+    // 2021 and 2024 editions).
+    let compiler = c_compiler(&[]);
+    renames::resolve(&compiler, &wrapper_h(), &cuda.include_dirs, t.path())
+        .unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+#[test]
+fn cuda12_renames_from_the_real_headers() {
+    let root = deps_dir("cuda12");
+    assert!(
+        root.is_dir(),
+        "{} is missing: run `bash scripts/bootstrap.sh --cuda12` (scripts/test.sh does)",
+        root.display()
+    );
+    let got = real_renames(&accepted(&root, LinkMode::Static));
+    // The two the crate calls, and no rename whose plain name is not a cuda* API.
+    for plain in ["cudaGetDeviceProperties", "cudaStreamGetCaptureInfo"] {
+        assert!(
+            got.contains(&pair(&format!("{plain}_v2"), plain)),
+            "{got:?}"
+        );
+    }
+    for (versioned, plain) in &got {
+        assert!(plain.starts_with("cuda") && versioned.starts_with(plain.as_str()));
+    }
+}
+
+#[test]
+fn cuda13_headers_rename_neither_function_the_crate_calls() {
+    let root = deps_dir("cuda13");
+    let got = real_renames(&accepted(&root, LinkMode::Static));
+    for plain in ["cudaGetDeviceProperties", "cudaStreamGetCaptureInfo"] {
+        assert!(
+            !got.iter().any(|(_, p)| p == plain),
+            "{plain} is renamed in CUDA 13: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn the_built_bindings_carry_the_renames_the_build_resolved() {
+    // What build.rs resolved for the root this crate was built against ...
+    let built: Vec<(String, String)> = env!("LLAISYS_NVIDIA_BUILD_RENAMES")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (plain, versioned) = s.split_once('=').expect("plain=versioned");
+            pair(versioned, plain)
+        })
+        .collect();
+    // ... equals what the preprocessor gives the test for the same include folders ...
+    let include: Vec<PathBuf> =
+        std::env::split_paths(env!("LLAISYS_NVIDIA_BUILD_INCLUDE")).collect();
+    let t = TempDir::new("built_renames");
+    let again = renames::resolve(&c_compiler(&[]), &wrapper_h(), &include, t.path())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(built, again);
+    if llaisys_nvidia::runtime::build::cudart_version() / 1000 == 12 {
+        assert!(
+            built.contains(&pair(
+                "cudaGetDeviceProperties_v2",
+                "cudaGetDeviceProperties"
+            )),
+            "{built:?}"
+        );
+    }
+    // ... and the generated bindings give each the plain name and link the versioned symbol.
+    let bindings = fs::read_to_string(Path::new(env!("OUT_DIR")).join("cudart.rs"))
+        .expect("OUT_DIR/cudart.rs");
+    for (versioned, plain) in &built {
+        let decl = format!("pub fn {plain}(");
+        let at = bindings
+            .find(&decl)
+            .unwrap_or_else(|| panic!("{decl} missing from the bindings"));
+        let before = &bindings[..at];
+        let attr = before.rfind("#[link_name").expect("a link_name attribute");
+        assert!(
+            before[attr..].contains(versioned.as_str()),
+            "{plain} does not link {versioned}: {}",
+            &bindings[attr..at + decl.len()]
+        );
+        assert!(
+            !bindings.contains(&format!("pub fn {versioned}(")),
+            "{versioned} kept its own name"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA target folders
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cuda_target_folders_follow_the_rust_target() {
+    let dirs = |t: &str| cuda_target_dirs(t);
+    assert_eq!(dirs(X86_64), ["x86_64-linux"]);
+    assert_eq!(dirs(AARCH64), ["sbsa-linux", "aarch64-linux"]);
+    assert_eq!(
+        dirs("aarch64-unknown-linux-musl"),
+        ["sbsa-linux", "aarch64-linux"]
+    );
+    assert_eq!(dirs("x86_64-unknown-linux-musl"), ["x86_64-linux"]);
+    assert_eq!(dirs("powerpc64le-unknown-linux-gnu"), ["ppc64le-linux"]);
+    for none in [
+        "x86_64-pc-windows-msvc",
+        "aarch64-apple-darwin",
+        "riscv64gc-unknown-linux-gnu",
+        "",
+    ] {
+        assert!(dirs(none).is_empty(), "{none}: {:?}", dirs(none));
+    }
+}
+
+#[test]
+fn aarch64_roots_are_found_in_their_target_folders() {
+    let arm = cuda_target_dirs(AARCH64);
+    for folder in ["sbsa-linux", "aarch64-linux"] {
+        let t = TempDir::new(&format!("arm_{folder}"));
+        let root = t.join("cuda");
+        let layout = Layout::Targets(folder);
+        toolkit(
+            &root,
+            layout,
+            13000,
+            &["libcudart_static.a", "libcudart.so.13"],
+        );
+        for (mode, lib) in [
+            (LinkMode::Static, "libcudart_static.a"),
+            (LinkMode::Dynamic, "libcudart.so.13"),
+        ] {
+            let cuda = inspect(&root, mode, &arm)
+                .unwrap_or_else(|r| panic!("{folder} {mode:?} rejected: {r}"));
+            assert_eq!(cuda.include_dirs, vec![layout.include(&root)], "{folder}");
+            assert_eq!(cuda.lib_dir, layout.lib(&root), "{folder}");
+            assert_eq!(cuda.lib_name, lib, "{folder}");
+
+            // The x86_64 build does not take it, and says where it looked.
+            let reason = inspect(&root, mode, &x86()).expect_err("x86_64 must not take it");
+            let x86_inc = root.join("targets/x86_64-linux/include");
+            assert!(reason.contains("cuda_runtime.h"), "{reason}");
+            assert!(reason.contains(&x86_inc.display().to_string()), "{reason}");
+        }
+
+        // Through the whole search, as /usr/local/cuda of an aarch64 machine.
+        let mut probe = empty_probe(t.path());
+        probe.cuda_targets = arm.clone();
+        toolkit(
+            &probe.usr_local.join("cuda"),
+            layout,
+            12090,
+            &["libcudart_static.a"],
+        );
+        let cuda = found(&probe, LinkMode::Static);
+        assert_eq!(cuda.cudart_version, 12090);
+        assert_eq!(cuda.lib_dir, layout.lib(&probe.usr_local.join("cuda")));
+    }
+}
+
+#[test]
+fn aarch64_search_names_both_folders_and_prefers_sbsa() {
+    let arm = cuda_target_dirs(AARCH64);
+    let t = TempDir::new("arm_order");
+    // An x86_64 toolkit is not usable for aarch64; the reason lists every folder looked at.
+    let x86_root = t.join("x86");
+    toolkit(
+        &x86_root,
+        Layout::Targets("x86_64-linux"),
+        13000,
+        &["libcudart_static.a"],
+    );
+    let reason = inspect(&x86_root, LinkMode::Static, &arm).expect_err("x86_64 root on aarch64");
+    for folder in [
+        "include",
+        "targets/sbsa-linux/include",
+        "targets/aarch64-linux/include",
+    ] {
+        let p = x86_root.join(folder).display().to_string();
+        assert!(reason.contains(&p), "{folder}: {reason}");
+    }
+    // Headers found but the library only in another target's folder.
+    let mixed = t.join("mixed");
+    runtime_headers(&mixed.join("targets/sbsa-linux/include"), 13000);
+    crt_header(&mixed.join("targets/sbsa-linux/include"));
+    libs(
+        &mixed.join("targets/x86_64-linux/lib"),
+        &["libcudart_static.a"],
+    );
+    let reason = inspect(&mixed, LinkMode::Static, &arm).expect_err("no aarch64 library");
+    assert!(reason.contains("libcudart_static.a"), "{reason}");
+    for folder in [
+        "lib64",
+        "lib",
+        "targets/sbsa-linux/lib",
+        "targets/aarch64-linux/lib",
+    ] {
+        let p = mixed.join(folder).display().to_string();
+        assert!(reason.contains(&p), "{folder}: {reason}");
+    }
+    // Both folders present: sbsa-linux first.
+    let both = t.join("both");
+    for (folder, version) in [("sbsa-linux", 13000), ("aarch64-linux", 12060)] {
+        toolkit(
+            &both,
+            Layout::Targets(folder),
+            version,
+            &["libcudart_static.a"],
+        );
+    }
+    let cuda = inspect(&both, LinkMode::Static, &arm).expect("both");
+    assert_eq!(cuda.cudart_version, 13000);
+    assert_eq!(cuda.lib_dir, both.join("targets/sbsa-linux/lib"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment variables of the build script
+// ---------------------------------------------------------------------------------------------
+
+/// build.rs and build/*.rs, with their paths relative to the crate.
+fn build_script_sources() -> Vec<(String, String)> {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![base.join("build.rs")];
+    let mut more: Vec<PathBuf> = fs::read_dir(base.join("build"))
+        .expect("build/")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    more.sort();
+    files.extend(more);
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            (
+                rel,
+                fs::read_to_string(&p).expect("read build script source"),
+            )
+        })
+        .collect()
+}
+
+/// The string-literal first arguments of every call `call("NAME")` in `text`, and how many calls
+/// had something else as their argument.
+fn literal_args(text: &str, call: &str) -> (Vec<String>, usize) {
+    let mut names = Vec::new();
+    let mut other = 0;
+    for (at, _) in text.match_indices(call) {
+        let rest = &text[at + call.len()..];
+        match rest.strip_prefix('"').and_then(|r| r.split_once('"')) {
+            Some((name, _)) => names.push(name.to_string()),
+            None => other += 1,
+        }
+    }
+    (names, other)
+}
+
+#[test]
+fn every_environment_variable_the_build_script_reads_is_declared() {
+    let sources = build_script_sources();
+    assert!(sources.iter().any(|(f, _)| f == "build/vars.rs"));
+    // Only build/vars.rs touches the process environment (reads through it are declared).
+    let forbidden = [
+        "env::var(",
+        "env::var_os(",
+        "env::vars(",
+        "env::vars_os(",
+        "env!(",
+        "option_env!(",
+        "use std::env::{",
+        "use std::env::var",
+        "env::remove_var(",
+    ];
+    let mut offenders = Vec::new();
+    for (file, text) in &sources {
+        if file == "build/vars.rs" {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            for f in forbidden {
+                if code.contains(f) {
+                    offenders.push(format!("{file}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "read the environment through build/vars.rs (vars::tracked / vars::cargo), not directly:\n{}",
+        offenders.join("\n")
+    );
+
+    // Every name read is in the right table.
+    let mut tracked_reads = Vec::new();
+    let mut cargo_reads = Vec::new();
+    for (file, text) in &sources {
+        for call in ["vars::tracked(", "vars::tracked_os("] {
+            let (names, other) = literal_args(text, call);
+            tracked_reads.extend(names.into_iter().map(|n| (file.clone(), n)));
+            // The only computed name is the loop over the CUDA root variables in build.rs.
+            if other > 0 {
+                assert!(
+                    file == "build.rs" && text.contains("for k in ROOT_VARS"),
+                    "{file}: {call} with a computed name"
+                );
+            }
+        }
+        for call in ["vars::cargo(", "vars::cargo_flag("] {
+            let (names, other) = literal_args(text, call);
+            assert_eq!(other, 0, "{file}: {call} with a computed name");
+            cargo_reads.extend(names.into_iter().map(|n| (file.clone(), n)));
+        }
+    }
+    for (file, name) in &tracked_reads {
+        assert!(
+            vars::TRACKED.contains(&name.as_str()),
+            "{file} reads {name}, not in vars::TRACKED"
+        );
+    }
+    for (file, name) in &cargo_reads {
+        assert!(
+            vars::CARGO_SET.contains(&name.as_str()),
+            "{file} reads {name}, not in vars::CARGO_SET"
+        );
+    }
+    for v in ROOT_VARS {
+        assert!(
+            vars::TRACKED.contains(&v),
+            "{v} (ROOT_VARS) is not in vars::TRACKED"
+        );
+    }
+    for v in ["PATH", "LIBCLANG_PATH", "LLAISYS_NVIDIA_PYTHON"] {
+        assert!(
+            tracked_reads.iter().any(|(_, n)| n == v),
+            "{v} is in the table but no longer read? {tracked_reads:?}"
+        );
+    }
+    // CARGO_SET holds only what cargo sets for build scripts; a user variable there would be read
+    // without a declaration.
+    for v in vars::CARGO_SET {
+        assert!(
+            v.starts_with("CARGO_") || ["OUT_DIR", "TARGET", "HOST"].contains(&v),
+            "{v} is not a variable cargo sets for build scripts"
+        );
+        assert!(
+            cargo_reads.iter().any(|(_, n)| n == v),
+            "{v} is listed but never read"
+        );
+    }
+
+    // The real build script's output declares them all, plus what cc and bindgen read.
+    let output = Path::new(env!("OUT_DIR"))
+        .parent()
+        .expect("OUT_DIR has a parent")
+        .join("output");
+    let output = fs::read_to_string(&output).expect("the build script's output file");
+    let declared: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("cargo:rerun-if-env-changed="))
+        .collect();
+    for v in vars::TRACKED
+        .iter()
+        .chain(&["CC", "CFLAGS", "BINDGEN_EXTRA_CLANG_ARGS"])
+    {
+        assert!(
+            declared.contains(v),
+            "{v} is not declared; declared: {declared:?}"
+        );
+    }
+}
+
+#[test]
+fn build_script_changes_the_environment_only_in_documented_unsafe_blocks() {
+    // Edition 2024 makes set_var/remove_var unsafe; each use is an `unsafe` block with a SAFETY
+    // comment right above it.
+    for (file, text) in build_script_sources() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            if !(line.contains("set_var(") || line.contains("remove_var(")) {
+                continue;
+            }
+            assert!(
+                line.contains("unsafe {"),
+                "{file}:{}: outside unsafe: {line}",
+                n + 1
+            );
+            let above = lines[..n]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("//"));
+            assert!(
+                above.clone().any(|l| l.contains("SAFETY:")),
+                "{file}:{}: no SAFETY comment above {line}",
+                n + 1
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -855,21 +1410,6 @@ fn bootstrapped_cuda12_when_present_is_accepted() {
                 nvidia.join("cuda_runtime").join("include"),
                 nvidia.join("cuda_nvcc").join("include"),
             ]
-        );
-    }
-    // The CUDA 12 header carries the `_v2` renames bindgen needs mapped back (CUDA 13 has none).
-    let api = fs::read_to_string(
-        nvidia
-            .join("cuda_runtime")
-            .join("include")
-            .join("cuda_runtime_api.h"),
-    )
-    .unwrap();
-    let renames = define_renames(&api);
-    for plain in ["cudaGetDeviceProperties", "cudaStreamGetCaptureInfo"] {
-        assert!(
-            renames.contains(&(format!("{plain}_v2"), plain.to_string())),
-            "{plain}: {renames:?}"
         );
     }
 }
@@ -935,6 +1475,6 @@ fn incomplete_cuda13_wheel_does_not_hide_complete_cuda12() {
             .join("nvidia/cuda_nvcc/include/crt/host_config.h"),
         "",
     );
-    let root = inspect(site.path(), LinkMode::Static).expect("CUDA 12 found");
+    let root = inspect(site.path(), LinkMode::Static, &x86()).expect("CUDA 12 found");
     assert_eq!(root.cudart_version, 12090);
 }

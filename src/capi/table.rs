@@ -11,6 +11,14 @@ use std::sync::{Arc, OnceLock};
 /// llaisys's `llaisysStream_t`.
 pub type LlaisysStream = *mut c_void;
 
+/// llaisys's `llaisysDeviceType_t` values: this table is llaisys's runtime for
+/// `LLAISYS_DEVICE_NVIDIA` (`llaisysGetRuntimeAPI(LLAISYS_DEVICE_NVIDIA)`).
+pub const LLAISYS_DEVICE_CPU: c_int = 0;
+/// See [`LLAISYS_DEVICE_CPU`].
+pub const LLAISYS_DEVICE_NVIDIA: c_int = 1;
+/// See [`LLAISYS_DEVICE_CPU`]: the number of llaisys device types.
+pub const LLAISYS_DEVICE_TYPE_COUNT: c_int = 2;
+
 /// The table, field order and signatures exactly as llaisys's `struct LlaisysRuntimeAPI`.
 #[repr(C)]
 pub struct LlaisysRuntimeAPI {

@@ -15,10 +15,14 @@ use crate::capi::policy;
 use crate::error::{Error, Result};
 use std::os::raw::c_int;
 
-/// Runs `body` as a status-returning API call: 0, or the status with the last error set.
+/// `LLAISYS_NVIDIA_SUCCESS`: what a status-returning call returns when it worked (failures are
+/// the `ErrorKind` values).
+pub const SUCCESS: c_int = 0;
+
+/// Runs `body` as a status-returning API call: `SUCCESS`, or the status with the last error set.
 pub(crate) fn status(function: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
     match policy::catch_panic(function, body) {
-        Ok(()) => 0,
+        Ok(()) => SUCCESS,
         Err(e) => {
             let record = policy::Record::new(function, &e);
             let status = record.status;
