@@ -42,6 +42,8 @@ for t in hostile errors fuzz; do
 done
 echo "== tests: dynamic cudart, CUDA 13"
 CARGO_TARGET_DIR=target/dynamic cargo test --no-default-features --features dynamic
+echo "== features are additive: --all-features builds (dynamic wins)"
+CARGO_TARGET_DIR=target/dynamic cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
 CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test
 echo "== all test runs passed"

@@ -88,9 +88,13 @@ pub mod ffi {
     pub use crate::capi::api::memory::*;
     pub use crate::capi::api::streams::*;
     pub use crate::capi::api::versions::*;
+    pub use crate::capi::api::SUCCESS;
     pub use crate::capi::exports::*;
     pub use crate::capi::policy::{ErrorHandler, LlaisysNvidiaError};
-    pub use crate::capi::table::{LlaisysRuntimeAPI, LlaisysStream, TABLE};
+    pub use crate::capi::table::{
+        LlaisysRuntimeAPI, LlaisysStream, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
+        LLAISYS_DEVICE_TYPE_COUNT, TABLE,
+    };
     /// `LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC`.
     pub const EVENT_BLOCKING_SYNC: u32 = crate::ops::streams::EVENT_BLOCKING_SYNC;
     /// `LLAISYS_NVIDIA_EVENT_DISABLE_TIMING`.

@@ -12,19 +12,13 @@
 
 // The Rust side of the header, in one place (the library re-exports these under
 // `llaisys_nvidia::ffi` in its final layout; re-point this block there).
-use llaisys_nvidia::cache::AllocatorStats;
-use llaisys_nvidia::capi::api::device::DeviceProperties;
-use llaisys_nvidia::capi::api::memory::PointerAttributes;
-use llaisys_nvidia::capi::api::streams::STREAM_NON_BLOCKING;
-use llaisys_nvidia::capi::api::versions::Versions;
-use llaisys_nvidia::capi::api::SUCCESS;
-use llaisys_nvidia::capi::policy::{ErrorHandler, LlaisysNvidiaError};
-use llaisys_nvidia::capi::table::{
-    LlaisysRuntimeAPI, LlaisysStream, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
-    LLAISYS_DEVICE_TYPE_COUNT,
-};
 use llaisys_nvidia::copy::MemcpyKind;
 use llaisys_nvidia::event::{BLOCKING_SYNC, DISABLE_TIMING};
+use llaisys_nvidia::ffi::{
+    AllocatorStats, DeviceProperties, ErrorHandler, LlaisysNvidiaError, LlaisysRuntimeAPI,
+    LlaisysStream, PointerAttributes, Versions, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
+    LLAISYS_DEVICE_TYPE_COUNT, STREAM_NON_BLOCKING, SUCCESS,
+};
 use llaisys_nvidia::ErrorKind;
 
 use std::collections::BTreeMap;
