@@ -10,9 +10,11 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "bench_util.hpp"
 #include "llaisys_runtime.h"
@@ -71,6 +73,29 @@ inline TableBackend load_table(const std::string &label, const std::string &path
     } while (0)
 
 struct RawBackend {
+    // The floor of a device cache built on a stream-ordered memory pool (ours is): a pool of its
+    // own, release threshold at the maximum so freed memory stays in it, used on the legacy
+    // stream. Made by make_pool once a device is known to exist.
+    cudaMemPool_t pool = nullptr;
+
+    void make_pool(int device) {
+        cudaMemPoolProps props;
+        std::memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        BENCH_CUDA(cudaMemPoolCreate(&pool, &props));
+        uint64_t threshold = UINT64_MAX;
+        BENCH_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    }
+    void *malloc_pool(size_t n) {
+        void *p = nullptr;
+        BENCH_CUDA(cudaMallocFromPoolAsync(&p, n, pool, nullptr));
+        return p;
+    }
+    void free_pool(void *p) { BENCH_CUDA(cudaFreeAsync(p, nullptr)); }
+
     int get_device_count() {
         int c = 0;
         BENCH_CUDA(cudaGetDeviceCount(&c));
@@ -105,52 +130,29 @@ struct RawBackend {
     }
 };
 
+template <class B>
+constexpr bool is_raw() {
+    return std::is_same<typename std::decay<B>::type, RawBackend>::value;
+}
+
+// Device allocation as the rows tagged "pool" measure it: through the table for the libraries,
+// and with cudaMallocFromPoolAsync / cudaFreeAsync on the raw backend's pool for the raw column.
+template <class B>
+void *pool_or_table_malloc_device(B &b, size_t n) {
+    if constexpr (is_raw<B>()) return b.malloc_pool(n);
+    else return b.malloc_device(n);
+}
+template <class B>
+void pool_or_table_free_device(B &b, void *p) {
+    if constexpr (is_raw<B>()) b.free_pool(p);
+    else b.free_device(p);
+}
+
 // The machine, for the table's header line.
 struct MachineInfo {
     std::string gpu, driver, cpu;
     int runtime_version = 0, driver_api_version = 0;
 };
-
-// The kernel module's version ("580.159.04") from /proc/driver/nvidia/version; "" when absent.
-inline std::string kernel_driver_version() {
-    FILE *f = std::fopen("/proc/driver/nvidia/version", "r");
-    if (!f) return "";
-    char line[512] = {0};
-    bool got = std::fgets(line, sizeof line, f) != nullptr;
-    std::fclose(f);
-    if (!got) return "";
-    // The first token shaped like digits.digits[.digits].
-    for (char *tok = std::strtok(line, " \t\n"); tok; tok = std::strtok(nullptr, " \t\n")) {
-        int dots = 0;
-        bool ok = tok[0] >= '0' && tok[0] <= '9';
-        for (char *c = tok; ok && *c; ++c) {
-            if (*c == '.') ++dots;
-            else if (*c < '0' || *c > '9') ok = false;
-        }
-        if (ok && dots >= 1) return tok;
-    }
-    return "";
-}
-
-inline std::string cpu_model() {
-    FILE *f = std::fopen("/proc/cpuinfo", "r");
-    if (!f) return "";
-    char line[512];
-    std::string model;
-    while (std::fgets(line, sizeof line, f)) {
-        if (std::strncmp(line, "model name", 10) == 0) {
-            const char *colon = std::strchr(line, ':');
-            if (colon) {
-                model = colon + 1;
-                while (!model.empty() && (model.front() == ' ' || model.front() == '\t')) model.erase(0, 1);
-                while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
-            }
-            break;
-        }
-    }
-    std::fclose(f);
-    return model;
-}
 
 inline MachineInfo machine_info(int device) {
     MachineInfo m;

@@ -1,5 +1,6 @@
 // bench_util.hpp: host clock, statistics, number formatting and Markdown tables for table_bench.
 // Knows nothing about CUDA or llaisys.
+// Also the machine as /proc tells it (CPU model, NVIDIA kernel module version).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -38,13 +40,19 @@ __attribute__((format(printf, 1, 2))) inline std::string format(const char *fmt,
     return s;
 }
 
-// Prints "table_bench: <message>" to stderr and exits with `code`.
+// The name messages start with; a program other than table_bench sets its own first.
+inline const char *&program_name() {
+    static const char *name = "table_bench";
+    return name;
+}
+
+// Prints "<program>: <message>" to stderr and exits with `code`.
 __attribute__((format(printf, 2, 3), noreturn)) inline void die(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     std::string s = vformat(fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "table_bench: %s\n", s.c_str());
+    std::fprintf(stderr, "%s: %s\n", program_name(), s.c_str());
     std::exit(code);
 }
 
@@ -123,5 +131,46 @@ struct MdTable {
         return out;
     }
 };
+
+// The kernel module's version ("580.159.04") from /proc/driver/nvidia/version; "" when absent.
+inline std::string kernel_driver_version() {
+    FILE *f = std::fopen("/proc/driver/nvidia/version", "r");
+    if (!f) return "";
+    char line[512] = {0};
+    bool got = std::fgets(line, sizeof line, f) != nullptr;
+    std::fclose(f);
+    if (!got) return "";
+    // The first token shaped like digits.digits[.digits].
+    for (char *tok = std::strtok(line, " \t\n"); tok; tok = std::strtok(nullptr, " \t\n")) {
+        int dots = 0;
+        bool ok = tok[0] >= '0' && tok[0] <= '9';
+        for (char *c = tok; ok && *c; ++c) {
+            if (*c == '.') ++dots;
+            else if (*c < '0' || *c > '9') ok = false;
+        }
+        if (ok && dots >= 1) return tok;
+    }
+    return "";
+}
+
+inline std::string cpu_model() {
+    FILE *f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return "";
+    char line[512];
+    std::string model;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strncmp(line, "model name", 10) == 0) {
+            const char *colon = std::strchr(line, ':');
+            if (colon) {
+                model = colon + 1;
+                while (!model.empty() && (model.front() == ' ' || model.front() == '\t')) model.erase(0, 1);
+                while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
+            }
+            break;
+        }
+    }
+    std::fclose(f);
+    return model;
+}
 
 }  // namespace bench

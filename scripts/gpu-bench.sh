@@ -3,15 +3,23 @@
 # scripts/stage-gpu.sh made, which holds it as gpu-stage/bench.sh:
 #   here:   bash scripts/stage-gpu.sh
 #   device: command "bash gpu-stage/bench.sh", carry ["gpu-stage"]
-# Extra arguments go to table_bench (e.g. --quick, --only D2D). `bench.sh --peer` instead runs
-# benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the cost of
-# llaisys's stream-before-set_device pattern) and writes $OUT/peer.md. Builds the reference backend
-# (reference/seed_runtime.cu, nvcc -shared) and table_bench (benches/, nvcc), then measures
-# static/ and dynamic/libllaisys_nvidia.so, the reference and raw cudart in one process.
+# Extra arguments go to table_bench (e.g. --quick, --only D2D; torch_bench gets --quick and --only).
+# Builds the reference backend (reference/seed_runtime.cu, nvcc -shared) and table_bench
+# (benches/, nvcc), measures static/ and dynamic/libllaisys_nvidia.so, the reference and raw cudart
+# in one process; then benches/torch_bench.py measures the same operations with torch (python3,
+# or $PYTHON; BENCH_TORCH=0 leaves it out) and benches/bench_merge.py adds its column to the table.
 # The Markdown table goes to stdout (last) and, when OUT is set, to $OUT/bench.md, with
-# $OUT/bench-samples.csv (every sample) and $OUT/bench-progress.log. About 2 minutes; table_bench
-# stops starting new workloads after 360 s and is killed at 420 s, so the whole script stays under 8.
+# $OUT/bench-samples.csv (every sample), $OUT/torch.csv and $OUT/bench-progress.log. About 3
+# minutes; table_bench starts no new workload after 270 s (killed at 300 s), torch_bench none
+# after 100 s (killed at 150 s), so the whole script stays under 8 minutes.
+# Other modes, each its own device call:
+#   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
+#                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
+#   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
+#                     copies; extra arguments go to it); $OUT/probe.md, probe.csv, probe-progress.log.
+#                     About 1-2 minutes; no new part after 360 s, killed at 480 s.
 set -euo pipefail
+export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Staged as gpu-stage/bench.sh; also runs as scripts/gpu-bench.sh beside a staged gpu-stage/.
 if [ -d "$here/static" ]; then
@@ -23,7 +31,8 @@ else
   exit 2
 fi
 for f in static/libllaisys_nvidia.so dynamic/libllaisys_nvidia.so reference/seed_runtime.cu \
-  benches/table_bench.cpp benches/runner.hpp benches/backends.hpp benches/bench_util.hpp csrc/llaisys_runtime.h; do
+  benches/table_bench.cpp benches/runner.hpp benches/backends.hpp benches/bench_util.hpp csrc/llaisys_runtime.h \
+  benches/pageable_probe.cpp benches/torch_bench.py benches/bench_merge.py; do
   [ -f "$stage/$f" ] || { echo "bench: $stage/$f is missing; run 'bash scripts/stage-gpu.sh' again" >&2; exit 2; }
 done
 command -v nvcc >/dev/null || { echo "bench: nvcc not found on PATH (this runs on the GPU machine)" >&2; exit 2; }
@@ -32,6 +41,30 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 out=${OUT:-}
 nvcc_version=$(nvcc --version | tail -n 1)
+
+if [ "${1:-}" = --probe ]; then
+  # The pageable floor (raw cudart only, none of the staged libraries): docs/benchmark.md.
+  shift
+  echo "bench: building pageable_probe with nvcc ($nvcc_version)" >&2
+  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -o "$work/pageable_probe" "$stage/benches/pageable_probe.cpp" -lpthread
+  rc=0
+  timeout -k 10 480 "$work/pageable_probe" --budget-s 360 --csv "$work/probe.csv" "$@" \
+    >"$work/probe.md" 2> >(tee "$work/probe-progress.log" >&2) || rc=$?
+  wait  # for tee
+  if [ -n "$out" ]; then
+    mkdir -p "$out"
+    for f in probe.md probe.csv probe-progress.log; do [ -f "$work/$f" ] && cp "$work/$f" "$out/$f"; done
+  fi
+  echo
+  cat "$work/probe.md"
+  case $rc in
+    0) ;;
+    124 | 137) echo "bench: pageable_probe ran past 480 s and was killed; the tables above are empty" >&2 ;;
+    1) echo "bench: a probe data check failed (see DATA CHECK FAILED above)" >&2 ;;
+    *) echo "bench: pageable_probe exited with $rc" >&2 ;;
+  esac
+  exit "$rc"
+fi
 
 if [ "${1:-}" = --peer ]; then
   # Two GPUs (kind nvidia-h200-x2): peer copies and llaisys's stream-before-set_device pattern.
@@ -56,24 +89,52 @@ smi=$(nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link
 echo "bench: nvidia-smi: ${smi:-unavailable}" >&2
 
 rc=0
-timeout -k 10 420 "$work/table_bench" --budget-s 360 --csv "$work/bench-samples.csv" \
+timeout -k 10 300 "$work/table_bench" --budget-s 270 --csv "$work/bench-samples.csv" \
   --note "command: \`bash gpu-stage/bench.sh${*:+ $*}\` (scripts/gpu-bench.sh); built with nvcc $nvcc_version" \
   --note "nvidia-smi (name, driver, PCIe gen, width, SM/mem clocks, temp, util, mem used) at start: ${smi:-unavailable}" \
   "$@" "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
   >"$work/bench.md" 2> >(tee "$work/bench-progress.log" >&2) || rc=$?
 wait  # for tee
 
+# The torch column: the same operations through torch 2.11, in its own process right after, then
+# merged into the table (a torch row per table row it matches; docs/benchmark.md).
+torch_rc=
+if [ "$rc" -le 1 ] && [ -s "$work/bench.md" ] && [ "${BENCH_TORCH:-1}" != 0 ]; then
+  targs=()  # of table_bench's arguments, only these apply to torch_bench
+  args=("$@")
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      --quick) targs+=(--quick) ;;
+      --only) targs+=(--only "${args[i + 1]:-}") ;;
+    esac
+  done
+  echo "bench: the torch column (benches/torch_bench.py, ${PYTHON:-python3})" >&2
+  torch_rc=0
+  timeout -k 5 150 "${PYTHON:-python3}" "$stage/benches/torch_bench.py" --budget-s 100 --csv "$work/torch.csv" \
+    ${targs[@]+"${targs[@]}"} 2> >(tee -a "$work/bench-progress.log" >&2) || torch_rc=$?
+  wait  # for tee
+  python3 "$stage/benches/bench_merge.py" --table "$work/bench.md" --samples "$work/bench-samples.csv" \
+    --torch "$work/torch.csv" --torch-rc "$torch_rc" ||
+    echo "bench: bench_merge.py failed; the table has no torch column" >&2
+fi
+
 if [ -n "$out" ]; then
   mkdir -p "$out"
   cp "$work/bench.md" "$out/bench.md"
-  for f in bench-samples.csv bench-progress.log; do [ -f "$work/$f" ] && cp "$work/$f" "$out/$f"; done
+  for f in bench-samples.csv torch.csv bench-progress.log; do [ -f "$work/$f" ] && cp "$work/$f" "$out/$f"; done
 fi
 echo
 cat "$work/bench.md"
 case $rc in
   0) ;;
-  124 | 137) echo "bench: table_bench ran past 420 s and was killed; the table above is empty or partial" >&2 ;;
+  124 | 137) echo "bench: table_bench ran past 300 s and was killed; the table above is empty or partial" >&2 ;;
   1) echo "bench: a data check failed (see DATA CHECK FAILED above)" >&2 ;;
   *) echo "bench: table_bench exited with $rc" >&2 ;;
+esac
+case ${torch_rc:-none} in
+  none | 0) ;;
+  1) echo "bench: a torch data check failed (see DATA CHECK FAILED (torch) above)" >&2; [ "$rc" -ne 0 ] || rc=1 ;;
+  3) echo "bench: no torch column: torch or its CUDA device is unavailable in ${PYTHON:-python3}" >&2 ;;
+  *) echo "bench: torch_bench exited with $torch_rc; the torch column is partial or missing" >&2 ;;
 esac
 exit "$rc"

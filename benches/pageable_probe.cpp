@@ -1,0 +1,955 @@
+// pageable_probe: what is the floor for copies between pageable host memory and the device on
+// this machine (issue 13)? Raw cudart only (the cudart linked into this program), one device,
+// nothing of ours. For H2D and D2H at 1, 4, 16, 64 and 256 MiB:
+//   (a) cudaMemcpy from / to pageable memory, as is (what the reference does);
+//   (b) cudaMemcpy from / to pinned memory: the link's limit;
+//   (c) host memcpy pageable -> pinned (the H2D staging copy) and pinned -> pageable (D2H) with
+//       1, 2, 4, 8, 12 threads (already spinning): the host copy's limit;
+//   (d) an ideal staged pipeline: K pinned staging buffers of chunk C made beforehand (K = 2, 4),
+//       T host threads (4, 8, 12) copying chunk k+1 while the copy engine moves chunk k, for
+//       C = 256 KiB .. 8 MiB; threads spinning between copies (hot) or asleep in the kernel and
+//       woken (futex) at the start of each copy (cold);
+//   (e) what such a pipeline is made of: the first chunk (host time until the first DMA is queued;
+//       one chunk's DMA), waking host threads (futex wake until running, measured per thread),
+//       handing a job to spinning threads and back, an event record + query, a cudaMemcpyAsync
+//       enqueue;
+//   (f) cudaHostRegister + cudaMemcpy + cudaHostUnregister per copy (is registering on the fly
+//       ever cheaper?).
+// Markdown on stdout: the best configuration per size and direction first, then every figure.
+// Built and run on the GPU machine by `bash gpu-stage/bench.sh --probe` (scripts/gpu-bench.sh):
+//   nvcc -O2 -std=c++17 benches/pageable_probe.cpp -o pageable_probe -lpthread
+// Usage: pageable_probe [--quick] [--parts abcdef] [--budget-s S] [--csv FILE]   (--help)
+// Exit: 0 measured; 1 a data check failed (the tables still print); 2 bad usage; 3 no CUDA device.
+// Clock: steady_clock on the host; every timed copy ends when its data is in place (H2D: the last
+// DMA's event has completed; D2H: the last host copy is done). Medians of repetitions, each timed
+// on its own after one warm-up run (which is also the data check). GB/s = 1e9 bytes per second.
+#include <cuda_runtime_api.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.hpp"
+
+using namespace bench;
+
+namespace {
+
+constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+
+#define PROBE_CUDA(call)                                                                          \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (__builtin_expect(e_ != cudaSuccess, 0))                                               \
+            ::bench::die(2, "%s failed: %s (%d): %s", #call, cudaGetErrorName(e_),                \
+                         static_cast<int>(e_), cudaGetErrorString(e_));                           \
+    } while (0)
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word is 32 bits");
+
+void futex_wait(std::atomic<uint32_t> *word, uint32_t expected) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t> *word) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// T host threads that run one job at a time, each its share. Hot: they spin between jobs and
+// between copies. Cold: between copies they sleep in the kernel (futex); wake() at the start of a
+// copy wakes them (they spin from then on, between its chunks) and sleep() at its end lets them
+// sleep again. The main thread only hands out jobs and waits for them.
+class Workers {
+public:
+    using Fn = void (*)(void *ctx, int index, int count);
+
+    Workers(int n, bool hot) : n_(n), hot_(hot), awake_(hot) {
+        for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+        if (!hot) wait_asleep();
+    }
+    ~Workers() {
+        quit_.store(true, std::memory_order_release);
+        gen_.fetch_add(1, std::memory_order_release);
+        futex_wake_all(&gen_);
+        for (auto &t : threads_) t.join();
+    }
+    Workers(const Workers &) = delete;
+    Workers &operator=(const Workers &) = delete;
+
+    int count() const { return n_; }
+    bool hot() const { return hot_; }
+    // The start of a copy: cold threads are woken and spin until sleep().
+    void wake() {
+        if (hot_) return;
+        awake_.store(true, std::memory_order_release);
+        futex_wake_all(&gen_);
+    }
+    void sleep() {
+        if (!hot_) awake_.store(false, std::memory_order_release);
+    }
+    // Hands fn(ctx, i, T) to every thread; a sleeping pool is woken for it.
+    void start(Fn fn, void *ctx) {
+        fn_ = fn;
+        ctx_ = ctx;
+        done_.store(0, std::memory_order_relaxed);
+        gen_.fetch_add(1, std::memory_order_release);
+        if (!awake_.load(std::memory_order_relaxed)) futex_wake_all(&gen_);
+    }
+    void wait() const {
+        while (done_.load(std::memory_order_acquire) < n_) cpu_relax();
+    }
+    // Cold pools: until every thread is about to sleep in the kernel, plus 200 us for it to get there.
+    void wait_asleep() const {
+        while (asleep_.load(std::memory_order_acquire) < n_) cpu_relax();
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+
+private:
+    void loop(int i) {
+        uint32_t seen = 0;
+        for (;;) {
+            uint32_t g = gen_.load(std::memory_order_acquire);
+            while (g == seen) {
+                if (awake_.load(std::memory_order_acquire)) {
+                    cpu_relax();
+                } else {
+                    asleep_.fetch_add(1, std::memory_order_acq_rel);
+                    futex_wait(&gen_, seen);
+                    asleep_.fetch_sub(1, std::memory_order_acq_rel);
+                }
+                g = gen_.load(std::memory_order_acquire);
+            }
+            seen = g;
+            if (quit_.load(std::memory_order_acquire)) return;
+            fn_(ctx_, i, n_);
+            done_.fetch_add(1, std::memory_order_acq_rel);
+        }
+    }
+
+    const int n_;
+    const bool hot_;
+    std::vector<std::thread> threads_;
+    alignas(64) std::atomic<uint32_t> gen_{0};
+    alignas(64) std::atomic<int> done_{0};
+    alignas(64) std::atomic<int> asleep_{0};
+    std::atomic<bool> awake_;
+    std::atomic<bool> quit_{false};
+    Fn fn_ = nullptr;
+    void *ctx_ = nullptr;
+};
+
+// One host copy split in T contiguous parts, 4 KiB aligned.
+struct CopyJob {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n;
+};
+void copy_part(void *ctx, int i, int count) {
+    const CopyJob &j = *static_cast<const CopyJob *>(ctx);
+    size_t part = (j.n / static_cast<size_t>(count) + 4095) & ~size_t(4095);
+    size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
+    if (hi > lo) std::memcpy(j.dst + lo, j.src + lo, hi - lo);
+}
+void nothing(void *, int, int) {}
+struct WakeTimes {
+    double at[64];
+};
+void record_time(void *ctx, int i, int) { static_cast<WakeTimes *>(ctx)->at[i] = now_s(); }
+
+// Non-zero, position-dependent bytes.
+void fill_pattern(unsigned char *p, size_t n, uint64_t seed) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t x = (seed + i / 8) * 0x9E3779B97F4A7C15ull;
+        x ^= x >> 29;
+        x |= 0x0101010101010101ull;
+        std::memcpy(p + i, &x, 8);
+    }
+}
+
+struct Stat {
+    std::vector<double> v;
+    double med() const { return median(v); }
+};
+
+// Each repetition timed on its own: prep() outside the clock, then op().
+template <class Prep, class Op>
+Stat time_each(int reps, Prep &&prep, Op &&op) {
+    Stat s;
+    for (int r = 0; r < reps; ++r) {
+        prep();
+        double t0 = now_s();
+        op();
+        s.v.push_back(now_s() - t0);
+    }
+    return s;
+}
+Stat time_each(int reps, const std::function<void()> &op) {
+    return time_each(reps, [] {}, op);
+}
+
+// Per repetition: op() back to back, in batches of 16 between clock reads, for at least min_s;
+// seconds per op.
+template <class Op>
+Stat time_per_op(int reps, double min_s, Op &&op) {
+    Stat s;
+    for (int r = 0; r < reps; ++r) {
+        long n = 0;
+        double t0 = now_s(), t = 0;
+        do {
+            for (int i = 0; i < 16; ++i) op();
+            n += 16;
+            t = now_s() - t0;
+        } while (t < min_s);
+        s.v.push_back(t / static_cast<double>(n));
+    }
+    return s;
+}
+
+int reps_for(size_t n) { return n >= 64 * MiB ? 7 : n >= 16 * MiB ? 9 : 15; }
+
+// Everything measured, for the tables and the CSV.
+struct Result {
+    std::string part, dir, metric;  // metric: "copy" (a time per copy, GB/s shown) or a latency's name
+    size_t size = 0, chunk = 0;
+    int threads = 0, slots = 0;
+    std::string mode;  // "hot", "cold" or ""
+    double med = 0;    // seconds
+    std::vector<double> samples;
+    double gbs() const { return static_cast<double>(size) / med / 1e9; }
+};
+
+struct Probe {
+    bool quick = false;
+    std::string parts = "abcdef";
+    double budget_s = 360;
+    std::string csv;
+    double start = now_s();
+    std::vector<Result> results;
+    std::vector<std::string> failures, skipped;
+
+    std::vector<size_t> sizes, chunks;
+    std::vector<int> copy_threads, pipe_threads, slot_counts, wake_threads = {1, 4, 8, 12};
+
+    unsigned char *pg_src = nullptr, *pg_dst = nullptr;  // pageable, max size; pg_src holds the pattern
+    unsigned char *pin = nullptr;                         // pinned, max size
+    unsigned char *staging = nullptr;                     // pinned, max K * max C
+    unsigned char *dev = nullptr, *dev_src = nullptr;     // device, max size; dev_src holds the pattern
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ev[4] = {};
+
+    bool want(char part) const { return parts.find(part) != std::string::npos; }
+    bool out_of_time() const { return now_s() - start > budget_s; }
+    void fail(const std::string &what) {
+        if (std::find(failures.begin(), failures.end(), what) == failures.end()) {
+            failures.push_back(what);
+            std::fprintf(stderr, "pageable_probe: DATA CHECK FAILED: %s\n", what.c_str());
+        }
+    }
+    Result &add(Result r, const Stat &s) {
+        r.samples = s.v;
+        r.med = s.med();
+        results.push_back(r);
+        return results.back();
+    }
+    const Result *find(const std::function<bool(const Result &)> &pred) const {
+        for (const auto &r : results)
+            if (pred(r)) return &r;
+        return nullptr;
+    }
+    // The fastest copy among results matching pred.
+    const Result *best(const std::function<bool(const Result &)> &pred) const {
+        const Result *b = nullptr;
+        for (const auto &r : results)
+            if (r.metric == "copy" && pred(r) && (!b || r.med < b->med)) b = &r;
+        return b;
+    }
+
+    void spin_event(cudaEvent_t e) const {
+        for (;;) {
+            cudaError_t q = cudaEventQuery(e);
+            if (q == cudaSuccess) return;
+            if (q != cudaErrorNotReady) PROBE_CUDA(q);
+            cpu_relax();
+        }
+    }
+
+    // (d) H2D: host threads copy chunk k+1 into its staging buffer while chunk k's DMA runs. A
+    // staging buffer is reused once the event after its last DMA has completed. Returns the total
+    // time; `first` gets the host time until the first DMA was queued.
+    double pipeline_h2d(Workers &w, unsigned char *d, const unsigned char *src, size_t n, size_t C, int K,
+                        double &first) {
+        const size_t chunks = (n + C - 1) / C;
+        auto len = [&](size_t k) { return std::min(C, n - k * C); };
+        auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
+        CopyJob job{slot(0), src, len(0)};
+        double t0 = now_s();
+        w.wake();
+        w.start(copy_part, &job);
+        for (size_t k = 0; k < chunks; ++k) {
+            w.wait();
+            if (k + 1 < chunks) {
+                if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);
+                job = CopyJob{slot(k + 1), src + (k + 1) * C, len(k + 1)};
+                w.start(copy_part, &job);
+            }
+            PROBE_CUDA(cudaMemcpyAsync(d + k * C, slot(k), len(k), cudaMemcpyHostToDevice, stream));
+            PROBE_CUDA(cudaEventRecord(ev[k % K], stream));
+            if (k == 0) first = now_s() - t0;
+        }
+        spin_event(ev[(chunks - 1) % K]);
+        w.sleep();
+        return now_s() - t0;
+    }
+
+    // (d) D2H: K DMAs in flight into the staging buffers; host threads copy chunk k out while
+    // the DMAs of k+1 .. k+K-1 run; a buffer gets its next DMA once its host copy is done.
+    // `first` gets the time until the first chunk is in pageable memory.
+    double pipeline_d2h(Workers &w, unsigned char *dst, const unsigned char *d, size_t n, size_t C, int K,
+                        double &first) {
+        const size_t chunks = (n + C - 1) / C;
+        auto len = [&](size_t k) { return std::min(C, n - k * C); };
+        auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
+        CopyJob job{nullptr, nullptr, 0};
+        double t0 = now_s();
+        w.wake();
+        for (size_t k = 0; k < chunks && k < static_cast<size_t>(K); ++k) {
+            PROBE_CUDA(cudaMemcpyAsync(slot(k), d + k * C, len(k), cudaMemcpyDeviceToHost, stream));
+            PROBE_CUDA(cudaEventRecord(ev[k % K], stream));
+        }
+        for (size_t k = 0; k < chunks; ++k) {
+            spin_event(ev[k % K]);
+            job = CopyJob{dst + k * C, slot(k), len(k)};
+            w.start(copy_part, &job);
+            w.wait();
+            if (k == 0) first = now_s() - t0;
+            if (k + K < chunks) {
+                PROBE_CUDA(cudaMemcpyAsync(slot(k + K), d + (k + K) * C, len(k + K), cudaMemcpyDeviceToHost, stream));
+                PROBE_CUDA(cudaEventRecord(ev[k % K], stream));
+            }
+        }
+        w.sleep();
+        return now_s() - t0;
+    }
+
+    // H2D data check: what landed on the device equals pg_src.
+    void check_device(const char *what, size_t n) {
+        PROBE_CUDA(cudaMemcpy(pin, dev, n, cudaMemcpyDeviceToHost));
+        if (std::memcmp(pin, pg_src, n) != 0) fail(format("%s: device data differ from the source", what));
+    }
+    void check_pageable(const char *what, size_t n) {
+        if (std::memcmp(pg_dst, pg_src, n) != 0) fail(format("%s: host data differ from the source", what));
+    }
+    void poison_device(size_t n) { PROBE_CUDA(cudaMemset(dev, 0, n)); }
+    void poison_pageable(size_t n) { std::memset(pg_dst, 0x5A, n); }
+
+    void part_a_b();
+    void part_c();
+    void part_d();
+    void part_e();
+    void part_f();
+    std::string markdown(const std::string &header) const;
+    void write_csv() const;
+};
+
+const char *const kDirs[2] = {"H2D", "D2H"};
+
+void Probe::part_a_b() {
+    for (int d = 0; d < 2; ++d)
+        for (size_t n : sizes) {
+            const bool h2d = d == 0;
+            for (int pinned = 0; pinned < 2; ++pinned) {
+                unsigned char *host = pinned ? pin : (h2d ? pg_src : pg_dst);
+                if (pinned && h2d) std::memcpy(pin, pg_src, n);
+                auto op = [&] {
+                    if (h2d) PROBE_CUDA(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
+                    else PROBE_CUDA(cudaMemcpy(host, dev_src, n, cudaMemcpyDeviceToHost));
+                    // cudaMemcpy from pageable memory may return before its last DMA lands
+                    PROBE_CUDA(cudaDeviceSynchronize());
+                };
+                if (h2d) poison_device(n);
+                else std::memset(host, 0x5A, n);
+                op();
+                std::string what = format("(%c) cudaMemcpy %s %s %s", pinned ? 'b' : 'a', kDirs[d],
+                                          pinned ? "pinned" : "pageable", fmt_size(n).c_str());
+                if (h2d) check_device(what.c_str(), n);
+                else if (std::memcmp(host, pg_src, n) != 0) fail(what + ": host data differ from the source");
+                Result r;
+                r.part = pinned ? "b" : "a";
+                r.dir = kDirs[d];
+                r.metric = "copy";
+                r.size = n;
+                const Result &got = add(r, time_each(reps_for(n), op));
+                std::fprintf(stderr, "  %-44s %s\n", what.c_str(), fmt_gbs(got.gbs()).c_str());
+            }
+        }
+}
+
+void Probe::part_c() {
+    for (int t : copy_threads) {
+        if (out_of_time()) {
+            skipped.push_back(format("(c) T=%d", t));
+            continue;
+        }
+        Workers w(t, true);
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes) {
+                // H2D's staging copy: pageable -> pinned; D2H's: pinned -> pageable.
+                const bool h2d = d == 0;
+                if (!h2d) std::memcpy(pin, pg_src, n);
+                CopyJob job = h2d ? CopyJob{pin, pg_src, n} : CopyJob{pg_dst, pin, n};
+                auto op = [&] {
+                    w.start(copy_part, &job);
+                    w.wait();
+                };
+                std::memset(job.dst, 0x5A, n);
+                op();
+                if (std::memcmp(job.dst, pg_src, n) != 0)
+                    fail(format("(c) host memcpy %s T=%d %s: data differ", kDirs[d], t, fmt_size(n).c_str()));
+                Result r;
+                r.part = "c";
+                r.dir = kDirs[d];
+                r.metric = "copy";
+                r.size = n;
+                r.threads = t;
+                const Result &got = add(r, time_each(reps_for(n), op));
+                std::fprintf(stderr, "  (c) host memcpy %s %-8s T=%-2d %s\n", h2d ? "pageable->pinned" : "pinned->pageable",
+                             fmt_size(n).c_str(), t, fmt_gbs(got.gbs()).c_str());
+            }
+    }
+}
+
+void Probe::part_d() {
+    for (int t : pipe_threads)
+        for (int hot = 1; hot >= 0; --hot) {
+            if (out_of_time()) {
+                skipped.push_back(format("(d) T=%d %s", t, hot ? "hot" : "cold"));
+                continue;
+            }
+            Workers w(t, hot != 0);
+            for (int d = 0; d < 2; ++d)
+                for (size_t c : chunks)
+                    for (int k : slot_counts)
+                        for (size_t n : sizes) {
+                            if (c > n) continue;
+                            const bool h2d = d == 0;
+                            double first = 0;
+                            auto op = [&] {
+                                if (h2d) pipeline_h2d(w, dev, pg_src, n, c, k, first);
+                                else pipeline_d2h(w, pg_dst, dev_src, n, c, k, first);
+                            };
+                            std::string what = format("(d) pipeline %s %s C=%s T=%d K=%d %s", kDirs[d], fmt_size(n).c_str(),
+                                                      fmt_size(c).c_str(), t, k, hot ? "hot" : "cold");
+                            if (h2d) poison_device(n);
+                            else poison_pageable(n);
+                            // and the staging buffers, so that a chunk read before its DMA landed shows
+                            std::memset(staging, 0xA5, static_cast<size_t>(k) * c);
+                            if (!hot) w.wait_asleep();
+                            op();
+                            if (h2d) check_device(what.c_str(), n);
+                            else check_pageable(what.c_str(), n);
+                            Stat total, firsts;
+                            for (int r = 0; r < reps_for(n); ++r) {
+                                if (!hot) w.wait_asleep();
+                                double t0 = now_s();
+                                op();
+                                total.v.push_back(now_s() - t0);
+                                firsts.v.push_back(first);
+                            }
+                            Result r;
+                            r.part = "d";
+                            r.dir = kDirs[d];
+                            r.size = n;
+                            r.chunk = c;
+                            r.threads = t;
+                            r.slots = k;
+                            r.mode = hot ? "hot" : "cold";
+                            r.metric = "copy";
+                            const Result &got = add(r, total);
+                            r.metric = h2d ? "first DMA queued" : "first chunk landed";
+                            add(r, firsts);
+                            std::fprintf(stderr, "  %-52s %s\n", what.c_str(), fmt_gbs(got.gbs()).c_str());
+                        }
+        }
+}
+
+void Probe::part_e() {
+    auto lat = [&](const std::string &metric, const Stat &s, int threads = 0, size_t size = 0, const char *mode = "") {
+        Result r;
+        r.part = "e";
+        r.metric = metric;
+        r.threads = threads;
+        r.size = size;
+        r.mode = mode;
+        const Result &got = add(r, s);
+        std::fprintf(stderr, "  (e) %-56s %s\n", (metric + (threads ? format(", T=%d", threads) : std::string())).c_str(),
+                     fmt_time(got.med).c_str());
+    };
+    // Waking T sleeping threads: from the futex wake until each runs its job (first and last).
+    for (int t : wake_threads) {
+        Workers w(t, false);
+        WakeTimes times;
+        Stat first, last;
+        for (int r = 0; r < 41; ++r) {
+            w.wait_asleep();
+            double t0 = now_s();
+            w.start(record_time, &times);
+            w.wait();
+            double lo = times.at[0], hi = times.at[0];
+            for (int i = 1; i < t; ++i) lo = std::min(lo, times.at[i]), hi = std::max(hi, times.at[i]);
+            first.v.push_back(lo - t0);
+            last.v.push_back(hi - t0);
+        }
+        lat("futex wake -> first thread running", first, t, 0, "cold");
+        lat("futex wake -> last thread running", last, t, 0, "cold");
+    }
+    // Handing an empty job to T spinning threads and seeing them all done.
+    for (int t : wake_threads) {
+        Workers w(t, true);
+        lat("handoff to spinning threads and back (empty job)", time_per_op(11, 1e-3, [&] {
+                w.start(nothing, nullptr);
+                w.wait();
+            }), t, 0, "hot");
+    }
+    lat("cudaEventRecord + cudaEventQuery until complete (idle stream)", time_per_op(11, 1e-3, [&] {
+            PROBE_CUDA(cudaEventRecord(ev[0], stream));
+            spin_event(ev[0]);
+        }));
+    lat("cudaEventQuery of a completed event", time_per_op(11, 1e-3, [&] { PROBE_CUDA(cudaEventQuery(ev[0])); }));
+    // Enqueue only: 64 copies queued with the clock running, waited for with it stopped.
+    for (size_t n : {size_t(64), 1 * MiB}) {
+        for (int d = 0; d < 2; ++d) {
+            Stat s;
+            for (int r = 0; r < 15; ++r) {
+                double t0 = now_s();
+                for (int i = 0; i < 64; ++i) {
+                    if (d == 0) PROBE_CUDA(cudaMemcpyAsync(dev, staging, n, cudaMemcpyHostToDevice, stream));
+                    else PROBE_CUDA(cudaMemcpyAsync(staging, dev_src, n, cudaMemcpyDeviceToHost, stream));
+                }
+                s.v.push_back((now_s() - t0) / 64);
+                PROBE_CUDA(cudaStreamSynchronize(stream));
+            }
+            lat(format("cudaMemcpyAsync %s pinned %s, enqueue only", kDirs[d], fmt_size(n).c_str()), s, 0, n);
+        }
+    }
+    // One chunk's DMA: the other half of the first chunk's cost.
+    for (size_t c : chunks)
+        for (int d = 0; d < 2; ++d)
+            lat(format("one chunk's DMA: cudaMemcpyAsync %s pinned %s + cudaStreamSynchronize", kDirs[d],
+                       fmt_size(c).c_str()),
+                time_each(15, [&] {
+                    if (d == 0) PROBE_CUDA(cudaMemcpyAsync(dev, staging, c, cudaMemcpyHostToDevice, stream));
+                    else PROBE_CUDA(cudaMemcpyAsync(staging, dev_src, c, cudaMemcpyDeviceToHost, stream));
+                    PROBE_CUDA(cudaStreamSynchronize(stream));
+                }),
+                0, c);
+}
+
+void Probe::part_f() {
+    for (int d = 0; d < 2; ++d)
+        for (size_t n : sizes) {
+            if (out_of_time()) {
+                skipped.push_back(format("(f) %s %s", kDirs[d], fmt_size(n).c_str()));
+                continue;
+            }
+            const bool h2d = d == 0;
+            unsigned char *host = h2d ? pg_src : pg_dst;
+            Stat total, reg, unreg;
+            const int reps = std::min(reps_for(n), 9);
+            for (int r = 0; r <= reps; ++r) {
+                if (h2d) poison_device(n);
+                else poison_pageable(n);
+                double t0 = now_s();
+                PROBE_CUDA(cudaHostRegister(host, n, cudaHostRegisterDefault));
+                double t1 = now_s();
+                if (h2d) PROBE_CUDA(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
+                else PROBE_CUDA(cudaMemcpy(host, dev_src, n, cudaMemcpyDeviceToHost));
+                PROBE_CUDA(cudaDeviceSynchronize());
+                double t2 = now_s();
+                PROBE_CUDA(cudaHostUnregister(host));
+                double t3 = now_s();
+                if (r == 0) {  // the warm-up is the data check
+                    std::string what = format("(f) register+copy+unregister %s %s", kDirs[d], fmt_size(n).c_str());
+                    if (h2d) check_device(what.c_str(), n);
+                    else check_pageable(what.c_str(), n);
+                    continue;
+                }
+                total.v.push_back(t3 - t0);
+                reg.v.push_back(t1 - t0);
+                unreg.v.push_back(t3 - t2);
+            }
+            Result r;
+            r.part = "f";
+            r.dir = kDirs[d];
+            r.size = n;
+            r.metric = "copy";
+            const Result &got = add(r, total);
+            std::fprintf(stderr, "  (f) register+copy+unregister %s %-8s %s\n", kDirs[d], fmt_size(n).c_str(),
+                         fmt_gbs(got.gbs()).c_str());
+            r.metric = "cudaHostRegister";
+            add(r, reg);
+            r.metric = "cudaHostUnregister";
+            add(r, unreg);
+        }
+}
+
+std::string cfg(const Result *r) {
+    if (!r) return "-";
+    std::string s = fmt_gbs(r->gbs());
+    if (r->part == "c") s += format(" (T=%d)", r->threads);
+    if (r->part == "d") s += format(" (C=%s, T=%d, K=%d)", fmt_size(r->chunk).c_str(), r->threads, r->slots);
+    return s;
+}
+
+std::string Probe::markdown(const std::string &header) const {
+    std::string out = header;
+    auto gbs_of = [](const Result *r) { return r ? fmt_gbs(r->gbs()) : std::string("-"); };
+    // ---- summary ----
+    {
+        MdTable t;
+        t.left = 2;
+        t.header = {"direction", "size", "(a) pageable cudaMemcpy", "(b) pinned cudaMemcpy (link)",
+                    "(c) host memcpy, best T", "bound min(b, c)", "(d) pipeline hot, best", "(d) pipeline cold, best",
+                    "best (d) / bound", "(f) register + copy + unregister"};
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes) {
+                std::string dir = kDirs[d];
+                auto is = [&](const char *part) {
+                    return [=](const Result &r) { return r.part == part && r.dir == dir && r.size == n; };
+                };
+                const Result *a = best(is("a")), *b = best(is("b")), *c = best(is("c")), *f = best(is("f"));
+                const Result *hot = best([&](const Result &r) { return is("d")(r) && r.mode == "hot"; });
+                const Result *cold = best([&](const Result &r) { return is("d")(r) && r.mode == "cold"; });
+                double bound = 0;
+                if (b && c) bound = std::min(b->gbs(), c->gbs());
+                else if (b) bound = b->gbs();
+                double bestd = std::max(hot ? hot->gbs() : 0.0, cold ? cold->gbs() : 0.0);
+                t.rows.push_back({dir, fmt_size(n), gbs_of(a), gbs_of(b), cfg(c), bound > 0 ? fmt_gbs(bound) : "-",
+                                  cfg(hot), cfg(cold), bound > 0 && bestd > 0 ? format("%.0f%%", bestd / bound * 100) : "-",
+                                  gbs_of(f)});
+            }
+        out += "### Summary: the floor per size and direction\n\n";
+        out += "(a) is what cudaMemcpy does with pageable memory; (b) the link; (c) the host copy alone; a staged "
+               "copy can reach at most min(b, c) (the bound); (d) what an ideal staged pipeline reaches, with "
+               "its best chunk C, host threads T and staging buffers K; (f) registering the pages for each copy.\n\n";
+        out += t.render();
+    }
+    // ---- (c) ----
+    if (best([](const Result &r) { return r.part == "c"; })) {
+        MdTable t;
+        t.left = 2;
+        t.header = {"host copy", "size"};
+        for (int th : copy_threads) t.header.push_back(format("T=%d", th));
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes) {
+                std::vector<std::string> row = {d == 0 ? "pageable -> pinned (H2D)" : "pinned -> pageable (D2H)", fmt_size(n)};
+                for (int th : copy_threads)
+                    row.push_back(gbs_of(find([&](const Result &r) {
+                        return r.part == "c" && r.dir == kDirs[d] && r.size == n && r.threads == th;
+                    })));
+                t.rows.push_back(row);
+            }
+        out += "\n### (c) Host memcpy with T threads (spinning), GB/s\n\n" + t.render();
+    }
+    // ---- (d) ----
+    for (int d = 0; d < 2; ++d)
+        for (const char *mode : {"hot", "cold"}) {
+            MdTable t;
+            t.left = 3;
+            t.header = {"C", "T", "K"};
+            for (size_t n : sizes) t.header.push_back(fmt_size(n));
+            // The first chunk's cost, shown at 64 MiB (or the largest size measured).
+            const size_t ref = std::find(sizes.begin(), sizes.end(), 64 * MiB) != sizes.end() ? 64 * MiB : sizes.back();
+            t.header.push_back(format("%s (%s)", d == 0 ? "first DMA queued" : "first chunk landed", fmt_size(ref).c_str()));
+            for (size_t c : chunks)
+                for (int th : pipe_threads)
+                    for (int k : slot_counts) {
+                        std::vector<std::string> row = {fmt_size(c), format("%d", th), format("%d", k)};
+                        bool any = false;
+                        auto match = [&](const Result &r, size_t n) {
+                            return r.part == "d" && r.dir == kDirs[d] && r.mode == mode && r.chunk == c &&
+                                   r.threads == th && r.slots == k && r.size == n;
+                        };
+                        for (size_t n : sizes) {
+                            const Result *r = find([&](const Result &x) { return x.metric == "copy" && match(x, n); });
+                            any = any || r;
+                            row.push_back(gbs_of(r));
+                        }
+
+                        const Result *f = find([&](const Result &x) { return x.metric != "copy" && match(x, ref); });
+                        row.push_back(f ? fmt_time(f->med) : "-");
+                        if (any) t.rows.push_back(row);
+                    }
+            if (!t.rows.empty())
+                out += format("\n### (d) Staged pipeline %s, %s threads, GB/s\n\n", kDirs[d], mode) + t.render();
+        }
+    // ---- (e) ----
+    {
+        MdTable t;
+        t.header = {"cost", "T", "median"};
+        for (const auto &r : results)
+            if (r.part == "e")
+                t.rows.push_back({r.metric, r.threads ? format("%d", r.threads) : "-", fmt_time(r.med)});
+        if (!t.rows.empty()) out += "\n### (e) What a pipeline is made of\n\n" + t.render();
+    }
+    // ---- (f) ----
+    {
+        MdTable t;
+        t.left = 2;
+        t.header = {"direction", "size", "register + copy + unregister", "cudaHostRegister", "cudaHostUnregister",
+                    "(a) pageable cudaMemcpy"};
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes) {
+                auto get = [&](const char *part, const char *metric) {
+                    return find([&](const Result &r) {
+                        return r.part == part && r.dir == kDirs[d] && r.size == n && r.metric == metric;
+                    });
+                };
+                const Result *f = get("f", "copy");
+                if (!f) continue;
+                const Result *reg = get("f", "cudaHostRegister"), *unreg = get("f", "cudaHostUnregister");
+                t.rows.push_back({kDirs[d], fmt_size(n), cfg(f), reg ? fmt_time(reg->med) : "-",
+                                  unreg ? fmt_time(unreg->med) : "-", gbs_of(get("a", "copy"))});
+            }
+        if (!t.rows.empty()) out += "\n### (f) Registering pageable memory for each copy\n\n" + t.render();
+    }
+    out += format("\nProbe took %.0f s.\n", now_s() - start);
+    if (!skipped.empty()) {
+        out += format("\nSkipped (time budget of %.0f s spent):", budget_s);
+        for (const auto &s : skipped) out += " `" + s + "`;";
+        out += "\n";
+    }
+    for (const auto &f : failures) out += "\n**DATA CHECK FAILED**: " + f + "\n";
+    return out;
+}
+
+void Probe::write_csv() const {
+    FILE *f = std::fopen(csv.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "pageable_probe: cannot write %s\n", csv.c_str());
+        return;
+    }
+    std::fprintf(f, "part,direction,metric,size,chunk,threads,slots,mode,median_s,gbs,samples_s\n");
+    for (const auto &r : results) {
+        std::fprintf(f, "%s,%s,\"%s\",%zu,%zu,%d,%d,%s,%.6e,%.3f,", r.part.c_str(), r.dir.c_str(), r.metric.c_str(), r.size,
+                     r.chunk, r.threads, r.slots, r.mode.c_str(), r.med, r.metric == "copy" ? r.gbs() : 0.0);
+        for (size_t k = 0; k < r.samples.size(); ++k) std::fprintf(f, "%s%.6e", k ? ";" : "", r.samples[k]);
+        std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+}
+
+void usage(const char *argv0) {
+    std::fprintf(stderr,
+                 "usage: %s [options]\n"
+                 "  --quick          sizes 1, 16, 64 MiB; chunks 256 KiB, 1 MiB, 4 MiB; T 4, 12; K 4 (a smoke run)\n"
+                 "  --parts LETTERS  which parts to run, of abcdef (default all)\n"
+                 "  --budget-s S     start no new group of measurements after S seconds (default 360)\n"
+                 "  --csv FILE       write every result with its samples to FILE\n"
+                 "  --sizes LIST     copy sizes, e.g. 1M,16M (K and M suffixes; default 1M,4M,16M,64M,256M)\n"
+                 "  --chunks LIST    pipeline chunks (default 256K,512K,1M,2M,4M,8M)\n"
+                 "  --threads LIST   host threads for (c) and (d), at most 64 (default 1,2,4,8,12 and 4,8,12)\n"
+                 "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n",
+                 argv0);
+}
+
+// "256K", "1M", "4096" -> bytes; 0 when malformed.
+size_t parse_size(const std::string &s) {
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (end == s.c_str()) return 0;
+    std::string unit(end);
+    if (unit == "K" || unit == "KiB") v *= KiB;
+    else if (unit == "M" || unit == "MiB") v *= MiB;
+    else if (!unit.empty()) return 0;
+    return static_cast<size_t>(v);
+}
+
+template <class T>
+std::vector<T> parse_list(const std::string &opt, const std::string &text, T lo, T hi, T (*conv)(const std::string &)) {
+    std::vector<T> out;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t comma = text.find(',', pos);
+        std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        T v = conv(item);
+        if (!(v >= lo && v <= hi)) die(2, "%s: '%s' is not a value in range", opt.c_str(), item.c_str());
+        out.push_back(v);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+int parse_int(const std::string &s) {
+    char *end = nullptr;
+    long v = std::strtol(s.c_str(), &end, 10);
+    return end != s.c_str() && *end == 0 && v > 0 && v < INT_MAX ? static_cast<int>(v) : 0;
+}
+
+std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm;
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    program_name() = "pageable_probe";
+    Probe P;
+    std::string sizes_opt, chunks_opt, threads_opt, slots_opt;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage(argv[0]);
+                die(2, "%s needs a value", a.c_str());
+            }
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            usage(argv[0]);
+            return 0;
+        } else if (a == "--quick") P.quick = true;
+        else if (a == "--parts") P.parts = value();
+        else if (a == "--budget-s") P.budget_s = std::atof(value().c_str());
+        else if (a == "--csv") P.csv = value();
+        else if (a == "--sizes") sizes_opt = value();
+        else if (a == "--chunks") chunks_opt = value();
+        else if (a == "--threads") threads_opt = value();
+        else if (a == "--slots") slots_opt = value();
+        else {
+            usage(argv[0]);
+            die(2, "unknown argument %s", a.c_str());
+        }
+    }
+    if (P.parts.find_first_not_of("abcdef") != std::string::npos || P.parts.empty())
+        die(2, "--parts takes letters of abcdef, got '%s'", P.parts.c_str());
+
+    if (P.quick) {
+        P.sizes = {1 * MiB, 16 * MiB, 64 * MiB};
+        P.chunks = {256 * KiB, 1 * MiB, 4 * MiB};
+        P.copy_threads = {1, 4, 12};
+        P.pipe_threads = {4, 12};
+        P.slot_counts = {4};
+    } else {
+        P.sizes = {1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB};
+        P.chunks = {256 * KiB, 512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB};
+        P.copy_threads = {1, 2, 4, 8, 12};
+        P.pipe_threads = {4, 8, 12};
+        P.slot_counts = {2, 4};
+    }
+    if (!sizes_opt.empty()) P.sizes = parse_list<size_t>("--sizes", sizes_opt, 4 * KiB, 4096 * MiB, parse_size);
+    if (!chunks_opt.empty()) P.chunks = parse_list<size_t>("--chunks", chunks_opt, 4 * KiB, 256 * MiB, parse_size);
+    if (!threads_opt.empty())
+        P.copy_threads = P.pipe_threads = P.wake_threads = parse_list<int>("--threads", threads_opt, 1, 64, parse_int);
+    // One buffer cannot overlap: the next chunk would overwrite it before its DMA was queued.
+    if (!slots_opt.empty()) P.slot_counts = parse_list<int>("--slots", slots_opt, 2, 4, parse_int);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1)
+        die(3, "no CUDA device available (cudaGetDeviceCount: %s (%d): %s; %d devices); this probe needs a GPU: "
+               "run it on the GPU machine (bash gpu-stage/bench.sh --probe)",
+            cudaGetErrorName(e), static_cast<int>(e), cudaGetErrorString(e), count);
+
+    const size_t max_size = P.sizes.back();
+    const size_t max_staging = static_cast<size_t>(*std::max_element(P.slot_counts.begin(), P.slot_counts.end())) *
+                               *std::max_element(P.chunks.begin(), P.chunks.end());
+
+    double t0 = now_s();
+    PROBE_CUDA(cudaSetDevice(0));
+    PROBE_CUDA(cudaFree(nullptr));
+    double init_s = now_s() - t0;
+    cudaDeviceProp prop;
+    std::memset(&prop, 0, sizeof prop);
+    PROBE_CUDA(cudaGetDeviceProperties(&prop, 0));
+    int runtime = 0, driver = 0;
+    PROBE_CUDA(cudaRuntimeGetVersion(&runtime));
+    PROBE_CUDA(cudaDriverGetVersion(&driver));
+
+    P.pg_src = static_cast<unsigned char *>(std::malloc(max_size));
+    P.pg_dst = static_cast<unsigned char *>(std::malloc(max_size));
+    if (!P.pg_src || !P.pg_dst) die(2, "malloc(%zu) of pageable memory failed", max_size);
+    fill_pattern(P.pg_src, max_size, 41);
+    std::memset(P.pg_dst, 0x5A, max_size);  // touched: no first-touch page fault is timed
+    PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.pin), max_size));
+    PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.staging), max_staging));
+    std::memset(P.pin, 0, max_size);
+    std::memset(P.staging, 0, max_staging);
+    PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev), max_size));
+    PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev_src), max_size));
+    PROBE_CUDA(cudaMemcpy(P.dev_src, P.pg_src, max_size, cudaMemcpyHostToDevice));
+    PROBE_CUDA(cudaStreamCreateWithFlags(&P.stream, cudaStreamNonBlocking));
+    for (auto &ev : P.ev) PROBE_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    PROBE_CUDA(cudaDeviceSynchronize());
+
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::string kmod = kernel_driver_version();
+    std::string header = "## Pageable copy floor probe (benches/pageable_probe.cpp)\n\n";
+    header += format("- %s, host `%s`, CPU %s (%ld online)\n", utc_now().c_str(), host, cpu_model().c_str(),
+                     sysconf(_SC_NPROCESSORS_ONLN));
+    header += format("- GPU %s (sm_%d%d, PCI %04x:%02x:%02x); driver %s%sCUDA %d.%d; cudart %d.%d; context %s\n", prop.name,
+                     prop.major, prop.minor, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID, kmod.c_str(),
+                     kmod.empty() ? "" : ", ", driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
+                     fmt_time(init_s).c_str());
+    header += "- method: host clock around each copy until its data is in place; medians of 7-15 repetitions after a "
+              "warm-up that is also the data check; GB/s = 1e9 bytes/s; pipeline threads are T workers plus the "
+              "main thread, which queues DMAs and waits (spinning) on events\n";
+    std::string cmd = "pageable_probe";
+    for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
+    header += format("- command: `%s` (budget %.0f s)\n\n", cmd.c_str(), P.budget_s);
+
+    std::fprintf(stderr, "pageable_probe: %s, parts %s\n", prop.name, P.parts.c_str());
+    struct Part {
+        char id;
+        void (Probe::*run)();
+    };
+    const Part parts[] = {{'a', &Probe::part_a_b}, {'c', &Probe::part_c}, {'d', &Probe::part_d},
+                          {'e', &Probe::part_e}, {'f', &Probe::part_f}};
+    for (const Part &p : parts) {
+        bool wanted = p.id == 'a' ? (P.want('a') || P.want('b')) : P.want(p.id);
+        if (!wanted) continue;
+        if (P.out_of_time()) {
+            P.skipped.push_back(format("(%c)", p.id));
+            continue;
+        }
+        (P.*p.run)();
+    }
+
+    if (!P.csv.empty()) P.write_csv();
+    std::string md = P.markdown(header);
+    std::fwrite(md.data(), 1, md.size(), stdout);
+    std::fflush(stdout);
+
+    for (auto &ev : P.ev) cudaEventDestroy(ev);
+    cudaStreamDestroy(P.stream);
+    cudaFree(P.dev);
+    cudaFree(P.dev_src);
+    cudaFreeHost(P.pin);
+    cudaFreeHost(P.staging);
+    std::free(P.pg_src);
+    std::free(P.pg_dst);
+    return P.failures.empty() ? 0 : 1;
+}
