@@ -12,8 +12,9 @@
 //!   copies between pageable host memory and the device.
 //! - [`capi`]: the llaisys runtime table, its error policy, the checks of hostile input, the
 //!   status-returning API, and the exported C symbols declared in `csrc/llaisys_runtime.h`.
-//! - [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
-//! - `src/bin/llaisys-nvidia.rs`: the command-line program.
+//!
+//! `llaisys-nvidia doctor`, the command-line program, is its own crate (`doctor/` of the
+//! workspace) above this library's public Rust API.
 #![warn(missing_docs)]
 
 #[cfg(all(feature = "static", feature = "dynamic"))]
@@ -27,7 +28,6 @@ pub mod cache;
 pub mod capi;
 pub mod copy;
 pub mod device;
-pub mod doctor;
 pub mod event;
 pub mod memory;
 pub mod memory_kinds;
