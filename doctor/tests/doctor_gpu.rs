@@ -420,8 +420,9 @@ fn bench_pinned_h2d_at_256_mib_is_within_10_percent_of_raw_cudamemcpy() {
     );
 }
 
-/// With a real driver and a limit no initialisation meets (1 ms), the watchdog stops the first
-/// probe that initialises the driver and names it; nothing hangs, the report is complete.
+/// With a real driver and a limit that loading and initialising it cannot meet (1 ms), the
+/// watchdog stops the probe process in the first probe past the limit and names it; nothing
+/// hangs, the report is complete.
 #[test]
 fn watchdog_stops_a_real_driver_call_past_the_limit() {
     require_gpu!();
