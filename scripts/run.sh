@@ -5,5 +5,5 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 bash scripts/bootstrap.sh >&2
-cargo build --release -q --bin llaisys-nvidia
+cargo build --release -q -p llaisys-nvidia-doctor --bin llaisys-nvidia
 exec target/release/llaisys-nvidia doctor "$@"

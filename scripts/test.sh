@@ -2,6 +2,7 @@
 # The whole test suite on a machine without a GPU (what CI runs): formatting, lints, docs, and the
 # tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static. GPU tests print
 # "skipped: no CUDA device" here; scripts/stage-gpu.sh + the device machine run them for real.
+# `--workspace`: the library and the doctor crate (doctor/).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -19,14 +20,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 echo "== rustfmt"
-cargo fmt --check
+cargo fmt --all --check
 echo "== clippy (static, dynamic)"
-cargo clippy --all-targets -- -D warnings
-CARGO_TARGET_DIR=target/dynamic cargo clippy --all-targets --no-default-features --features dynamic -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
+CARGO_TARGET_DIR=target/dynamic cargo clippy --workspace --all-targets --no-default-features --features dynamic -- -D warnings
 echo "== rustdoc"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 echo "== tests: static cudart, CUDA 13"
-cargo test
+cargo test --workspace
 echo "== valgrind over the host-only bad-input and fuzz tests (no invalid access, no definite leak)"
 test_exe() { # the executable of integration test $1
   cargo test --no-run --test "$1" --message-format=json 2>/dev/null |
@@ -41,9 +42,9 @@ for t in hostile errors fuzz; do
     --error-exitcode=97 "$(test_exe "$t")" --test-threads=1
 done
 echo "== tests: dynamic cudart, CUDA 13"
-CARGO_TARGET_DIR=target/dynamic cargo test --no-default-features --features dynamic
+CARGO_TARGET_DIR=target/dynamic cargo test --workspace --no-default-features --features dynamic
 echo "== features are additive: --all-features builds (dynamic wins)"
 CARGO_TARGET_DIR=target/dynamic cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
-CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test
+CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test --workspace
 echo "== all test runs passed"

@@ -24,6 +24,9 @@
 //! functions a tool needs ([`runtime`], [`device`], [`Stream`], [`Event`], [`DeviceBuffer`],
 //! [`PinnedBuffer`], [`copy`]), the table's behaviour as Rust functions ([`ops`]), and the C
 //! ABI's items ([`ffi`]).
+//!
+//! `llaisys-nvidia doctor`, the command-line program, is its own crate (`doctor/` of the
+//! workspace) above this library's public Rust API.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -68,10 +71,6 @@ pub mod ops;
 
 // Layer 5: the C faces.
 pub(crate) mod capi;
-
-// The doctor moves to its own crate (issue 11); until then it is compiled here as it was.
-#[allow(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
-pub mod doctor;
 
 pub use copy::MemcpyKind;
 pub use error::{CudaError, Error, ErrorKind, Result};

@@ -5,7 +5,6 @@
 mod api;
 mod caching;
 mod common;
-mod doctor;
 mod hostile;
 mod leaks;
 mod multi;

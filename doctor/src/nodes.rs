@@ -1,7 +1,7 @@
 //! What the kernel shows of the NVIDIA driver: the `/dev/nvidia*` device nodes (and whether this
 //! process may open them), the GPUs it sees, and the kernel module's version.
 
-use super::report::{DeviceNode, GpusOnHost};
+use crate::report::{DeviceNode, GpusOnHost};
 use std::ffi::CString;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

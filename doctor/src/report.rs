@@ -1,10 +1,110 @@
 //! The doctor's report as plain data: what was found, measured and concluded. Gathering fills it
-//! (`facts`, `loader`, `nodes`, `env`, `smoke`, `bench`), `diagnose` reads it, `text` and `json`
-//! print it.
+//! (`facts`, `loader`, `nodes`, `env` here; `probes` in the probe process, `smoke`, `bench`),
+//! `diagnose` reads it, `text` and `json` print it. The parts the probe process measures travel
+//! to the doctor as serde data (`protocol`), so they are the doctor's own types, not the
+//! library's.
 
-use super::diagnose::Diagnosis;
-use crate::device::Properties;
-use crate::error::{CudaError, Error};
+use crate::diagnose::Diagnosis;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A CUDA error code with cudart's name and description for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaErr {
+    /// The `cudaError_t` value.
+    pub code: i32,
+    /// `cudaGetErrorName` (`cudaErrorInsufficientDriver`).
+    pub name: String,
+    /// `cudaGetErrorString`.
+    pub description: String,
+}
+
+impl CudaErr {
+    /// `cudaErrorInsufficientDriver`.
+    pub const INSUFFICIENT_DRIVER: i32 = 35;
+    /// `cudaErrorStubLibrary`: the toolkit's stub libcuda was loaded.
+    pub const STUB_LIBRARY: i32 = 34;
+    /// `cudaErrorNoDevice`.
+    pub const NO_DEVICE: i32 = 100;
+
+    /// `code` with cudart's name and description (a table lookup in cudart).
+    pub fn from_code(code: i32) -> CudaErr {
+        crate::backend::cuda_error(code)
+    }
+}
+
+impl fmt::Display for CudaErr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.name, self.code, self.description)
+    }
+}
+
+/// A failed call: the library's whole message, the CUDA call that failed, its code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The whole message.
+    pub message: String,
+    /// The CUDA call that failed, `""` when none (or not known).
+    pub call: String,
+    /// The CUDA error, None when no CUDA call failed.
+    pub cuda_error: Option<CudaErr>,
+}
+
+impl Failure {
+    /// The CUDA error code, 0 when none.
+    pub fn code(&self) -> i32 {
+        self.cuda_error.as_ref().map_or(0, |e| e.code)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// What the doctor reports about a device (the library's `device::Properties`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceProperties {
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Global memory in bytes.
+    pub total_memory: usize,
+    /// Streaming multiprocessors.
+    pub multiprocessors: i32,
+    /// PCI bus id (`0000:3b:00.0`).
+    pub pci_bus_id: String,
+    /// Copy engines that run concurrently with kernels.
+    pub async_engines: i32,
+    /// Unified virtual addressing.
+    pub unified_addressing: bool,
+    /// Stream-ordered memory pools supported.
+    pub memory_pools: bool,
+}
+
+/// serde for an `f64` that may be NaN or infinite: JSON has neither, so they travel as `null`
+/// and come back as NaN.
+pub mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `v`, or `null` when it is not finite.
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    /// Reads a number, `null` as NaN.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+}
 
 /// Everything the doctor found.
 #[derive(Clone, Debug)]
@@ -23,11 +123,14 @@ pub struct Report {
     pub smoke: Smoke,
     /// The bench, when asked for (`--bench`).
     pub bench: Option<Bench>,
+    /// How the probes that call into the driver and the runtime went (they run in a child
+    /// process under a watchdog).
+    pub watchdog: Watchdog,
     /// The conclusion.
     pub diagnosis: Diagnosis,
 }
 
-/// The facts build.rs recorded (`runtime::build`).
+/// The facts build.rs recorded (the library's `runtime::build`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Build {
     /// The crate version.
@@ -49,10 +152,11 @@ pub struct Build {
 /// Facts about this machine that need no CUDA device.
 #[derive(Clone, Debug)]
 pub struct Machine {
-    /// `cudaRuntimeGetVersion`.
-    pub runtime_version: Result<i32, CudaError>,
-    /// `cudaDriverGetVersion`: the CUDA version the driver supports, 0 without a driver.
-    pub driver_version: Result<i32, CudaError>,
+    /// `cudaRuntimeGetVersion`; None when its probe did not finish (see `Report::watchdog`).
+    pub runtime_version: Option<Result<i32, CudaErr>>,
+    /// `cudaDriverGetVersion`: the CUDA version the driver supports, 0 without a driver; None
+    /// when its probe did not finish.
+    pub driver_version: Option<Result<i32, CudaErr>>,
     /// The NVIDIA kernel module's version from `/proc/driver/nvidia/version`, when loaded.
     pub kernel_module: Option<String>,
     /// Where the libcudart in use comes from.
@@ -99,7 +203,7 @@ pub enum LoaderAnswer {
 }
 
 /// Whether `libcuda.so.1` can be loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Libcuda {
     /// It loads.
     Loaded {
@@ -108,7 +212,7 @@ pub enum Libcuda {
         /// That path with links resolved (`libcuda.so.580.95.05`), when different.
         resolved: Option<String>,
     },
-    /// `dlopen` failed.
+    /// `dlopen` failed (or did not finish: the watchdog's words then).
     NotLoadable {
         /// `dlerror()`'s text.
         error: String,
@@ -141,46 +245,59 @@ pub struct GpusOnHost {
     pub source: String,
 }
 
-/// `cudaGetDeviceCount`, timed: the first call that initialises the driver.
-#[derive(Clone, Debug)]
+/// `cudaGetDeviceCount`, timed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceCount {
-    /// The count, or the error explaining why there is none.
-    pub result: Result<i32, Error>,
-    /// Milliseconds the call took (driver initialisation).
+    /// The count, or the error explaining why there is none; None when the probe did not
+    /// finish (see `Report::watchdog`).
+    pub result: Option<Result<i32, Failure>>,
+    /// Milliseconds the call took; NaN when it did not finish.
+    #[serde(with = "nan_as_null")]
     pub ms: f64,
 }
 
 impl DeviceCount {
-    /// The count, 0 on error.
+    /// The count, 0 on error or when not known.
     pub fn count(&self) -> i32 {
-        *self.result.as_ref().unwrap_or(&0)
+        match &self.result {
+            Some(Ok(n)) => *n,
+            _ => 0,
+        }
+    }
+
+    /// Not measured: its probe did not finish.
+    pub fn unknown() -> DeviceCount {
+        DeviceCount {
+            result: None,
+            ms: f64::NAN,
+        }
     }
 }
 
 /// One device.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceReport {
     /// Device id.
     pub id: i32,
     /// `cudaGetDeviceProperties` and friends.
-    pub properties: Result<Properties, Error>,
+    pub properties: Result<DeviceProperties, Failure>,
     /// `cudaMemGetInfo`: (free, total) bytes.
-    pub memory: Result<(usize, usize), Error>,
+    pub memory: Result<(usize, usize), Failure>,
 }
 
 /// Whether `from` can access `to`'s memory.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeerAccess {
     /// Accessing device.
     pub from: i32,
     /// Accessed device.
     pub to: i32,
     /// `cudaDeviceCanAccessPeer`.
-    pub result: Result<bool, Error>,
+    pub result: Result<bool, Failure>,
 }
 
 /// The smoke test's outcome.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SmokeStatus {
     /// Every step succeeded and the data came back intact.
     Passed,
@@ -190,19 +307,31 @@ pub enum SmokeStatus {
     Skipped(String),
 }
 
+/// One timed call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The CUDA call.
+    pub call: String,
+    /// Milliseconds.
+    #[serde(with = "nan_as_null")]
+    pub ms: f64,
+}
+
 /// The smoke test: context creation, then the llaisys table end to end.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Smoke {
     /// The device tested.
     pub device: i32,
     /// The outcome.
     pub status: SmokeStatus,
-    /// The process's first CUDA calls, in order, with their milliseconds: the version calls
-    /// (`cudaDriverGetVersion` loads the driver) and `cudaGetDeviceCount`.
-    pub first_calls: Vec<(String, f64)>,
-    /// Context creation (`cudaSetDevice` + `cudaFree(0)`), in milliseconds, or its error: the
-    /// first call that needs the device, done explicitly before anything else touches it.
-    pub context_ms: Option<Result<f64, Error>>,
+    /// The probe process's first CUDA calls, in order, with their milliseconds: the version
+    /// calls (`cudaDriverGetVersion` loads the driver and initialises it) and
+    /// `cudaGetDeviceCount`.
+    pub first_calls: Vec<Call>,
+    /// Context creation (the library's `device::init`: cudaInitDevice, cudaSetDevice,
+    /// cudaFree(0)), in milliseconds, or its error: the first call that needs the device, done
+    /// explicitly before anything else touches it.
+    pub context_ms: Option<Result<f64, Failure>>,
     /// Bytes copied through the table.
     pub bytes: usize,
     /// Each step, in order.
@@ -210,18 +339,19 @@ pub struct Smoke {
 }
 
 /// One smoke step.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// What it did (`memcpy_sync H2D`).
     pub name: String,
     /// Milliseconds.
+    #[serde(with = "nan_as_null")]
     pub ms: f64,
     /// The failure, None on success.
     pub error: Option<String>,
 }
 
 /// A copy direction and host-memory kind the bench measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CopyKind {
     /// Host to device from pinned (`cudaMallocHost`) memory.
     H2dPinned,
@@ -269,7 +399,7 @@ impl CopyKind {
 }
 
 /// One copy measurement: the median of `reps` timed copies.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CopyFigure {
     /// Direction and memory.
     pub kind: CopyKind,
@@ -278,13 +408,15 @@ pub struct CopyFigure {
     /// Timed repetitions (after one untimed warm-up).
     pub reps: usize,
     /// Median milliseconds, from CUDA events around the copy.
+    #[serde(with = "nan_as_null")]
     pub median_ms: f64,
     /// `size / median`, in GB/s (10^9 bytes per second).
+    #[serde(with = "nan_as_null")]
     pub gbps: f64,
 }
 
 /// An allocation call the bench times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AllocKind {
     /// `cudaMalloc`.
     DeviceMalloc,
@@ -327,7 +459,7 @@ impl AllocKind {
 }
 
 /// One allocation-latency measurement.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AllocFigure {
     /// Which call.
     pub kind: AllocKind,
@@ -336,11 +468,12 @@ pub struct AllocFigure {
     /// Timed repetitions.
     pub reps: usize,
     /// Median wall-clock microseconds of one call.
+    #[serde(with = "nan_as_null")]
     pub median_us: f64,
 }
 
 /// The bench's figures.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bench {
     /// The device measured.
     pub device: i32,
@@ -375,4 +508,91 @@ impl Bench {
             .iter()
             .find(|c| c.kind == kind && c.size == size)
     }
+}
+
+/// How one probe ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeStatus {
+    /// It returned.
+    Ok,
+    /// It did not return within the time limit; the watchdog killed the probe process.
+    Hung,
+    /// The probe process died in it (a signal, or an exit without finishing).
+    Crashed,
+}
+
+impl ProbeStatus {
+    /// `ok`, `hung`, `crashed`.
+    pub fn id(self) -> &'static str {
+        match self {
+            ProbeStatus::Ok => "ok",
+            ProbeStatus::Hung => "hung",
+            ProbeStatus::Crashed => "crashed",
+        }
+    }
+}
+
+/// One probe: a call (or a few) into the driver or the runtime, run in the probe process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    /// What it does (`cudaDriverGetVersion`, `smoke: malloc_host`).
+    pub name: String,
+    /// Milliseconds from its start to its end (or to the watchdog's verdict).
+    pub ms: f64,
+    /// How it ended.
+    pub status: ProbeStatus,
+}
+
+/// How the probe process failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum How {
+    /// A probe did not return within the limit; the process was killed.
+    Hung {
+        /// The limit, in seconds.
+        after_s: f64,
+    },
+    /// The process died of a signal.
+    Signal {
+        /// The signal number.
+        number: i32,
+        /// `SIGSEGV`.
+        name: String,
+        /// `segmentation fault`.
+        words: String,
+    },
+    /// The process exited without finishing (status).
+    Exited {
+        /// Its exit status.
+        code: i32,
+    },
+    /// The probe process could not be started or read.
+    NotStarted {
+        /// Why.
+        error: String,
+    },
+}
+
+/// The probe that hung or crashed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeFailure {
+    /// Its name (`cudaDriverGetVersion`); `start of the probe process` before the first
+    /// probe, `exit of the probe process` after the last.
+    pub probe: String,
+    /// What happened.
+    pub how: How,
+}
+
+/// The watchdog's account: every probe that touches the driver or the runtime runs in a child
+/// process (this program, started again), one probe at a time, each with a time limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Watchdog {
+    /// The limit per probe in seconds; None: no limit (`--timeout 0`).
+    pub timeout_s: Option<f64>,
+    /// Every probe started, in order.
+    pub probes: Vec<Probe>,
+    /// The probe that hung or crashed, None when all finished.
+    pub failure: Option<ProbeFailure>,
+    /// What the probe processes wrote on stderr (the driver's or cudart's own messages), cut
+    /// to its last 4 KiB.
+    pub stderr: String,
 }

@@ -11,8 +11,8 @@
 //! libcudart: this run only starts because of `LD_LIBRARY_PATH`, and every other program of this
 //! build (tests, `libllaisys_nvidia.so` users) fails to start where it is not set.
 
-use super::report::{Libcuda, Libcudart, LoaderAnswer};
-use crate::runtime::build;
+use crate::backend::{self, build};
+use crate::report::{Libcuda, Libcudart, LoaderAnswer};
 use std::ffi::CStr;
 use std::os::raw::c_void;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 pub const PROBE_ENV: &str = "LLAISYS_NVIDIA_DOCTOR_LOADER_PROBE";
 
 /// Loads `libcuda.so.1` as cudart does and says from where. The handle is kept: cudart loads
-/// the same library, and unloading a driver library is never worth the risk.
+/// the same library, and unloading a driver library is never worth the risk. Loading runs the
+/// library's initialisers: the doctor calls this in its probe process only (`probes`).
 pub fn probe_libcuda() -> Libcuda {
     let name = c"libcuda.so.1";
     // SAFETY: a NUL-terminated name; dlopen has no other precondition.
@@ -74,7 +75,7 @@ pub fn libcudart() -> Libcudart {
     let built = Path::new(build::LIB_DIR).join(build::LIB_NAME);
     let dynamic = build::LINK_MODE == "dynamic";
     let shared_mapped = mapped_objects("libcudart");
-    let code = crate::raw::cudaRuntimeGetVersion as *const c_void;
+    let code = backend::cudart_code_address();
     let loaded_from = object_of(code)
         .map(|p| absolute(&p))
         .or_else(|| dynamic.then(|| shared_mapped.first().cloned()).flatten());

@@ -2,21 +2,27 @@
 //! fix, and the verdict that sets the exit status. Pure logic, so that tests can feed it
 //! evidence this machine cannot show (a driver too old, hidden GPUs, locked device nodes).
 
-use super::evidence::Evidence;
-use super::report::{DeviceNode, Libcuda, LoaderAnswer};
-use crate::error::CudaError;
-use crate::runtime::version_string;
-
-/// `cudaErrorStubLibrary` (34): the toolkit's stub libcuda was loaded instead of the driver's.
-const STUB_LIBRARY: CudaError = CudaError::from_code(34);
+use crate::backend::version_string;
+use crate::evidence::Evidence;
+use crate::report::{CudaErr, DeviceNode, How, Libcuda, LoaderAnswer, ProbeFailure};
+use crate::watchdog::{EXITING, STARTING};
 
 /// What is wrong (or worth knowing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
+    /// A probe did not return within the watchdog's time limit.
+    ProbeHung,
+    /// The probe process died (a signal, or an exit) during a probe.
+    ProbeCrashed,
+    /// The probe process could not be started.
+    ProbeNotStarted,
     /// `libcuda.so.1` cannot be loaded: no driver.
     NoDriver,
     /// The driver supports an older CUDA than the runtime needs.
     DriverTooOld,
+    /// The driver supports an older CUDA than the runtime, which works through CUDA's
+    /// minor-version compatibility with fewer features (a note).
+    DriverOlderThanRuntime,
     /// A libcuda loads but does not work (the toolkit's stub, a version mismatch...).
     DriverUnusable,
     /// The driver works but there is no CUDA device.
@@ -43,8 +49,12 @@ impl Cause {
     /// The stable name used in the JSON (`no_driver`).
     pub fn id(self) -> &'static str {
         match self {
+            Cause::ProbeHung => "probe_hung",
+            Cause::ProbeCrashed => "probe_crashed",
+            Cause::ProbeNotStarted => "probe_not_started",
             Cause::NoDriver => "no_driver",
             Cause::DriverTooOld => "driver_too_old",
+            Cause::DriverOlderThanRuntime => "driver_older_than_runtime",
             Cause::DriverUnusable => "driver_unusable",
             Cause::NoDevice => "no_device",
             Cause::HiddenByVisibleDevices => "hidden_by_cuda_visible_devices",
@@ -61,6 +71,7 @@ impl Cause {
     /// The verdict this cause gives when it is an error.
     pub fn status(self) -> Status {
         match self {
+            Cause::ProbeHung | Cause::ProbeCrashed | Cause::ProbeNotStarted => Status::ProbeFailed,
             Cause::NoDriver | Cause::DriverTooOld | Cause::DriverUnusable => Status::NoDriver,
             Cause::NoDevice | Cause::HiddenByVisibleDevices | Cause::DeviceNodesInaccessible => {
                 Status::NoDevice
@@ -110,6 +121,8 @@ pub struct Finding {
 pub enum Status {
     /// Everything works (exit 0).
     Healthy,
+    /// A probe hung or crashed: the driver or the runtime did not answer (exit 5).
+    ProbeFailed,
     /// No usable NVIDIA driver: none, too old, or broken (exit 2).
     NoDriver,
     /// A driver but no usable device: none, hidden, or locked device nodes (exit 3).
@@ -119,20 +132,22 @@ pub enum Status {
 }
 
 impl Status {
-    /// The process exit status (`doctor::exit`).
+    /// The process exit status (`exit`).
     pub fn exit_code(self) -> i32 {
         match self {
-            Status::Healthy => super::exit::HEALTHY,
-            Status::NoDriver => super::exit::NO_DRIVER,
-            Status::NoDevice => super::exit::NO_DEVICE,
-            Status::CheckFailed => super::exit::CHECK_FAILED,
+            Status::Healthy => crate::exit::HEALTHY,
+            Status::ProbeFailed => crate::exit::PROBE_FAILED,
+            Status::NoDriver => crate::exit::NO_DRIVER,
+            Status::NoDevice => crate::exit::NO_DEVICE,
+            Status::CheckFailed => crate::exit::CHECK_FAILED,
         }
     }
 
-    /// `healthy`, `no_driver`, `no_device`, `check_failed`.
+    /// `healthy`, `probe_failed`, `no_driver`, `no_device`, `check_failed`.
     pub fn id(self) -> &'static str {
         match self {
             Status::Healthy => "healthy",
+            Status::ProbeFailed => "probe_failed",
             Status::NoDriver => "no_driver",
             Status::NoDevice => "no_device",
             Status::CheckFailed => "check_failed",
@@ -143,6 +158,7 @@ impl Status {
     pub fn words(self) -> &'static str {
         match self {
             Status::Healthy => "healthy",
+            Status::ProbeFailed => "a probe hung or crashed",
             Status::NoDriver => "no NVIDIA driver usable",
             Status::NoDevice => "no CUDA device usable",
             Status::CheckFailed => "a check failed",
@@ -178,13 +194,19 @@ impl Diagnosis {
 /// Diagnoses `ev`.
 pub fn diagnose(ev: &Evidence) -> Diagnosis {
     let mut f = Vec::new();
-    match ev.device_count {
-        Ok(n) if n > 0 => partly_hidden(ev, n, &mut f),
-        Err(e) if e == CudaError::INSUFFICIENT_DRIVER => f.push(insufficient_driver(ev)),
-        Err(e) if e == STUB_LIBRARY => f.push(stub_library(ev)),
-        Ok(_) => f.push(no_device(ev, CudaError::NO_DEVICE)),
-        Err(e) => f.push(no_device(ev, e)),
+    if let Some(pf) = &ev.probe_failure {
+        f.push(probe_failure(ev, pf));
     }
+    match &ev.device_count {
+        // Not known: the probe failure above says why.
+        None => {}
+        Some(Ok(n)) if *n > 0 => partly_hidden(ev, *n, &mut f),
+        Some(Err(e)) if e.code == CudaErr::INSUFFICIENT_DRIVER => f.push(insufficient_driver(ev)),
+        Some(Err(e)) if e.code == CudaErr::STUB_LIBRARY => f.push(stub_library(ev)),
+        Some(Ok(_)) => f.push(no_device(ev, None)),
+        Some(Err(e)) => f.push(no_device(ev, Some(e))),
+    }
+    older_driver_note(ev, &mut f);
     libcudart(ev, &mut f);
     for (what, error) in &ev.failed_checks {
         f.push(Finding {
@@ -212,7 +234,9 @@ pub fn diagnose(ev: &Evidence) -> Diagnosis {
     }
 }
 
-/// The oldest NVIDIA Linux driver branch for a CUDA major version.
+/// The oldest NVIDIA Linux driver branch for a CUDA major version: a runtime of that major
+/// version runs on it through CUDA's minor-version compatibility (NVIDIA's CUDA Compatibility
+/// guide: 13.x >= 580, 12.x >= 525, 11.x >= 450.80.02).
 pub fn minimum_driver(cuda_major: i32) -> Option<&'static str> {
     match cuda_major {
         13 => Some("580"),
@@ -220,6 +244,56 @@ pub fn minimum_driver(cuda_major: i32) -> Option<&'static str> {
         11 => Some("450.80.02"),
         _ => None,
     }
+}
+
+/// The driver branch of the toolkit release of `runtime`, which has every feature of that
+/// runtime (the release notes' "toolkit driver"); None where this table does not know it.
+pub fn full_feature_driver(runtime: i32) -> Option<&'static str> {
+    match runtime {
+        12090 => Some("575"),
+        13000 => Some("580"),
+        _ => None,
+    }
+}
+
+/// The driver the runtime of `ev` needs: "580 or newer (a driver that supports CUDA 13.0)".
+fn needed_driver(ev: &Evidence) -> String {
+    let Some(r) = ev.runtime_version.filter(|&r| r > 0) else {
+        return "a driver that supports this program's CUDA runtime".into();
+    };
+    match minimum_driver(r / 1000) {
+        Some(d) => format!("{d} or newer (a driver that supports CUDA {}.0)", r / 1000),
+        None => format!("a driver that supports CUDA {}", version_string(r)),
+    }
+}
+
+/// "this program's CUDA 13.0 runtime".
+fn runtime_words(ev: &Evidence) -> String {
+    match ev.runtime_version.filter(|&r| r > 0) {
+        Some(r) => format!("this program's CUDA {} runtime", version_string(r)),
+        None => "this program's CUDA runtime".into(),
+    }
+}
+
+/// The project's other build, for a driver too old for this one: a CUDA 13 runtime's driver
+/// may still serve the CUDA 12.9 build, through minor-version compatibility. None when that
+/// would not help (the runtime is 12.x already, or the driver is older than CUDA 12).
+fn older_driver_build(ev: &Evidence) -> Option<String> {
+    let r = ev.runtime_version.filter(|&r| r > 0)?;
+    if r / 1000 < 13 {
+        return None;
+    }
+    if ev.driver_version.is_some_and(|d| d > 0 && d < 12000) {
+        return None;
+    }
+    Some(
+        "the CUDA 12.9 build serves older drivers, from 525 on, through CUDA's minor-version \
+         compatibility (575 or newer for every CUDA 12.9 feature): run `bash \
+         scripts/bootstrap.sh --cuda12`, then build with `CUDA_HOME=$PWD/.deps/cuda12 cargo \
+         build --release` (`CUDA_HOME=$PWD/.deps/cuda12 bash scripts/run.sh` runs this doctor \
+         from that build)"
+            .into(),
+    )
 }
 
 fn libcuda_words(ev: &Evidence) -> String {
@@ -286,49 +360,87 @@ fn insufficient_driver(ev: &Evidence) -> Finding {
             fix: install_driver_fix(ev),
         };
     }
+    let other_build = older_driver_build(ev)
+        .map(|b| format!(" Or keep this driver: {b}."))
+        .unwrap_or_default();
     if driver > 0 && runtime > 0 && driver < runtime {
         let (rv, dv) = (version_string(runtime), version_string(driver));
-        let need = minimum_driver(runtime / 1000)
-            .map(|d| format!(" (NVIDIA driver {d} or newer on Linux)"))
-            .unwrap_or_default();
         return Finding {
             cause: Cause::DriverTooOld,
             severity: Severity::Error,
             summary: format!(
                 "driver too old for the runtime: the NVIDIA driver ({}; {}) supports CUDA {dv}, \
-                 but this program's CUDA runtime is {rv}, which needs a driver that supports \
-                 CUDA {}.0 or newer{need}; cudaGetDeviceCount returns \
+                 but {} needs NVIDIA driver {}; cudaGetDeviceCount returns \
                  cudaErrorInsufficientDriver (35).",
                 libcuda_words(ev),
                 module_words(ev),
-                runtime / 1000
+                runtime_words(ev),
+                needed_driver(ev),
             ),
             fix: format!(
-                "Either upgrade the driver{need} and reboot (or reload the nvidia kernel module), \
-                 or use a CUDA runtime this driver supports, CUDA {dv} or older: for CUDA 12, run \
-                 `bash scripts/bootstrap.sh --cuda12` and rebuild with \
-                 `CUDA_HOME=$PWD/.deps/cuda12 cargo build`. The driver must be at least as new \
-                 as the runtime's major version; within one major version, CUDA's minor-version \
-                 compatibility lets an older driver run a newer runtime."
+                "Upgrade the NVIDIA driver to {} and reboot (or reload the nvidia kernel \
+                 module); check with `nvidia-smi`.{other_build} A driver serves every runtime of \
+                 its own CUDA major version and older ones; a runtime of a newer major version \
+                 needs a newer driver (CUDA {rv} needs {}.x, this driver has {dv}).",
+                needed_driver(ev),
+                runtime / 1000,
             ),
         };
     }
+    let reported = match ev.driver_version {
+        Some(0) | None => "but cudart could not read a CUDA version from it".to_string(),
+        Some(d) => format!("and it reports CUDA {}", version_string(d)),
+    };
     Finding {
         cause: Cause::DriverUnusable,
         severity: Severity::Error,
         summary: format!(
-            "NVIDIA driver unusable: {}, but it reports CUDA version {} and cudaGetDeviceCount \
-             returns cudaErrorInsufficientDriver (35) for this CUDA {} runtime ({}).",
+            "NVIDIA driver unusable: {} {reported}, yet cudaGetDeviceCount returns \
+             cudaErrorInsufficientDriver (35): {} needs NVIDIA driver {} ({}).",
             libcuda_words(ev),
-            version_string(driver),
-            version_string(runtime),
+            runtime_words(ev),
+            needed_driver(ev),
             module_words(ev)
         ),
-        fix: "Check that libcuda.so.1 belongs to the installed driver (`nvidia-smi` shows the \
-              driver version; the libcuda file name carries it) and that no other libcuda.so.1 \
-              comes first on LD_LIBRARY_PATH; reinstall the driver if they differ."
-            .into(),
+        fix: format!(
+            "Check that libcuda.so.1 belongs to the installed driver (`nvidia-smi` shows the \
+             driver version; the libcuda file name carries it) and that no other libcuda.so.1 \
+             comes first on LD_LIBRARY_PATH; reinstall the driver if they differ, or upgrade it \
+             to {}.{other_build}",
+            needed_driver(ev)
+        ),
     }
+}
+
+/// A driver older than the runtime that works all the same (minor-version compatibility).
+fn older_driver_note(ev: &Evidence, f: &mut Vec<Finding>) {
+    let (Some(r), Some(d)) = (ev.runtime_version, ev.driver_version) else {
+        return;
+    };
+    let insufficient =
+        matches!(&ev.device_count, Some(Err(e)) if e.code == CudaErr::INSUFFICIENT_DRIVER);
+    if d <= 0 || d >= r || insufficient || ev.device_count.is_none() {
+        return;
+    }
+    let full = full_feature_driver(r).map_or_else(
+        || format!("a driver that supports CUDA {}", version_string(r)),
+        |b| format!("driver {b} or newer"),
+    );
+    f.push(Finding {
+        cause: Cause::DriverOlderThanRuntime,
+        severity: Severity::Note,
+        summary: format!(
+            "the driver supports CUDA {}, older than this program's CUDA {} runtime: it runs \
+             through CUDA's minor-version compatibility, but calls that need a newer driver fail \
+             with cudaErrorCallRequiresNewerDriver (36).",
+            version_string(d),
+            version_string(r)
+        ),
+        fix: format!(
+            "Nothing, if everything used works; {full} has every CUDA {} feature.",
+            version_string(r)
+        ),
+    });
 }
 
 fn stub_library(ev: &Evidence) -> Finding {
@@ -452,12 +564,12 @@ fn node_trouble(ev: &Evidence) -> (Vec<&DeviceNode>, Vec<&DeviceNode>) {
     (missing, locked)
 }
 
-fn no_device(ev: &Evidence, error: CudaError) -> Finding {
-    let code = format!(
-        "cudaGetDeviceCount returns {} ({})",
-        error.name(),
-        error.code()
-    );
+/// No device: `error` is cudaGetDeviceCount's, None when it answered 0.
+fn no_device(ev: &Evidence, error: Option<&CudaErr>) -> Finding {
+    let code = match error {
+        Some(e) => format!("cudaGetDeviceCount returns {} ({})", e.name, e.code),
+        None => "cudaGetDeviceCount answers 0 devices".to_string(),
+    };
     if let (Some(cvd), Some(n)) = (&ev.visible_devices, ev.gpus_on_host) {
         let (entries, hides) = explain_visible_devices(cvd, Some(n));
         if n > 0 && hides {
@@ -528,21 +640,30 @@ fn no_device(ev: &Evidence, error: CudaError) -> Finding {
             fix: install_driver_fix(ev),
         };
     }
-    if error != CudaError::NO_DEVICE {
+    if let Some(error) = error.filter(|e| e.code != CudaErr::NO_DEVICE) {
         return Finding {
             cause: Cause::DriverUnusable,
             severity: Severity::Error,
             summary: format!(
                 "CUDA cannot start: {code}: {}. {}; {}; the driver supports CUDA {}.",
-                error.description(),
+                error.description,
                 libcuda_words(ev),
                 module_words(ev),
                 version_string(ev.driver_version.unwrap_or(0))
             ),
-            fix: "Run `nvidia-smi`: \"Driver/library version mismatch\" means the kernel module \
-                  and libcuda come from different driver versions (reboot, or reload the \
-                  module); otherwise see `dmesg | grep -i nvrm` for the driver's own error."
-                .into(),
+            fix: format!(
+                "{}Run `nvidia-smi`: \"Driver/library version mismatch\" means the kernel \
+                 module and libcuda come from different driver versions (reboot, or reload the \
+                 module); otherwise see `sudo dmesg | grep -i -e nvrm -e xid` for the driver's \
+                 own error.",
+                if error.code == 2 {
+                    "The driver ran out of memory while initialising: check free host memory \
+                     (`free -h`), the locked-memory limit (`ulimit -l`) and GPU memory held by \
+                     other processes (`nvidia-smi`). "
+                } else {
+                    ""
+                }
+            ),
         };
     }
     Finding {
@@ -660,5 +781,135 @@ fn mixed(paths: &[String], what: &str) -> Finding {
         fix: "Keep one cudart per process: build this crate with the dynamic feature to share \
               the host's libcudart, or keep the host from loading its own."
             .into(),
+    }
+}
+
+/// What a probe does, for the finding about it.
+fn probe_does(probe: &str) -> &'static str {
+    match probe {
+        crate::probes::LIBCUDA => "this program's own dlopen of the driver's library, which runs its initialisers",
+        "cudaRuntimeGetVersion" => "cudart's first call, which needs no driver",
+        "cudaDriverGetVersion" => "cudart loads libcuda.so.1 here and calls the driver's cuInit: the driver's initialisation",
+        "cudaGetDeviceCount" => "counting the devices",
+        "peer access" => "asking which devices can reach each other's memory",
+        STARTING => "the probe process starting, before its first probe (the dynamic loader, library initialisers)",
+        EXITING => "the probe process exiting after its last probe (cudart's and the driver's teardown)",
+        p if p.starts_with("context on device") => "creating the device's context",
+        p if p.starts_with("device ") => "reading the device's properties and free memory (which creates its context)",
+        p if p.starts_with("smoke: ") => "a call of the llaisys table in the smoke test",
+        p if p.starts_with("bench: ") => "a measurement of the bench",
+        _ => "a call into the driver or the runtime",
+    }
+}
+
+/// Whether a probe is work on a device (after the driver came up) rather than the driver's
+/// loading and initialisation.
+fn device_work(probe: &str) -> bool {
+    probe.starts_with("smoke: ") || probe.starts_with("bench: ") || probe == "peer access"
+}
+
+fn stderr_words(ev: &Evidence) -> String {
+    let t = ev.probe_stderr.trim();
+    if t.is_empty() {
+        " It wrote nothing on stderr.".into()
+    } else {
+        format!(" It wrote on stderr: \"{}\".", t.replace('\n', " | "))
+    }
+}
+
+fn probe_failure(ev: &Evidence, pf: &ProbeFailure) -> Finding {
+    let probe = &pf.probe;
+    let does = probe_does(probe);
+    let setup = format!("{}; {}.", libcuda_words(ev), module_words(ev));
+    let check_driver = format!(
+        "Run `nvidia-smi`: if it hangs or fails too, the driver or a GPU is stuck: look for Xid \
+         errors (`sudo dmesg | grep -i -e xid -e nvrm`) and for processes stuck in state D \
+         (`ps -eo pid,stat,cmd | grep -w D`), then reset the GPU (`sudo nvidia-smi -r`) or \
+         reboot. If `nvidia-smi` works, the libcuda.so.1 this program loads may not be the \
+         installed driver's: {}; check LD_LIBRARY_PATH and LD_PRELOAD, and that `ldconfig -p \
+         | grep libcuda` names the driver whose version the kernel module has (`cat \
+         /proc/driver/nvidia/version`).",
+        libcuda_words(ev)
+    );
+    let (cause, summary, fix) = match &pf.how {
+        How::Hung { after_s } => {
+            let slow = format!(
+                " A slow first initialisation (many GPUs, persistence mode off) can pass {} s: \
+                 enable persistence mode (`sudo nvidia-smi -pm 1`, or the nvidia-persistenced \
+                 service), or allow more time with `--timeout SECONDS` (or {}=SECONDS).",
+                crate::seconds(*after_s),
+                crate::TIMEOUT_ENV
+            );
+            let fix = if device_work(probe) {
+                format!(
+                    "A call on the device did not return: the GPU may be faulting or stuck. \
+                     Check `nvidia-smi` (another process holding the GPU, memory, utilisation) \
+                     and Xid errors (`sudo dmesg | grep -i -e xid -e nvrm`); reset the GPU \
+                     (`sudo nvidia-smi -r`) or reboot if it stays stuck.{slow}"
+                )
+            } else {
+                format!("{check_driver}{slow}")
+            };
+            (
+                Cause::ProbeHung,
+                format!(
+                    "probe hung: `{probe}` ({does}) did not return within {} s, so the watchdog \
+                     killed the probe process; the probes after it did not run. {setup}{}",
+                    crate::seconds(*after_s),
+                    stderr_words(ev)
+                ),
+                fix,
+            )
+        }
+        How::Signal { .. } | How::Exited { .. } => {
+            let died = match &pf.how {
+                How::Signal { name, words, .. } => format!("died of {name} ({words})"),
+                How::Exited { code } => format!("exited with status {code} without finishing"),
+                _ => String::new(),
+            };
+            let fix = if device_work(probe) {
+                format!(
+                    "The process died during work on the device: check Xid errors (`sudo dmesg \
+                     | grep -i -e xid -e nvrm`) and `nvidia-smi`; a crash inside the driver's \
+                     library also means a libcuda.so.1 that does not match the kernel module. \
+                     {check_driver}"
+                )
+            } else {
+                format!(
+                    "A crash inside the driver's library usually means a libcuda.so.1 that does \
+                     not belong to the loaded kernel module (a copy on LD_LIBRARY_PATH, or one \
+                     baked into a container image), a damaged driver install (reinstall the \
+                     driver: its libcuda and kernel module must have the same version), or an \
+                     LD_PRELOAD library; `sudo dmesg | tail` shows what the kernel saw. \
+                     {check_driver}"
+                )
+            };
+            (
+                Cause::ProbeCrashed,
+                format!(
+                    "probe crashed: the probe process {died} in `{probe}` ({does}); the probes \
+                     after it did not run. {setup}{}",
+                    stderr_words(ev)
+                ),
+                fix,
+            )
+        }
+        How::NotStarted { error } => (
+            Cause::ProbeNotStarted,
+            format!(
+                "the doctor could not start its probe process, so nothing that calls into the \
+                 driver or the runtime ran: {error}."
+            ),
+            "Check that this program's file still exists and may be executed (it starts itself \
+             again for the probes), and that the system can start processes (ulimit -u, free \
+             memory)."
+                .into(),
+        ),
+    };
+    Finding {
+        cause,
+        severity: Severity::Error,
+        summary,
+        fix,
     }
 }

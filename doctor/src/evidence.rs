@@ -1,9 +1,8 @@
 //! The evidence the diagnosis reasons from: plain values read off a report, or made up by a test
 //! to cover a cause this machine cannot show.
 
-use super::env;
-use super::report::{DeviceNode, Libcuda, Libcudart, Report, SmokeStatus};
-use crate::error::CudaError;
+use crate::env;
+use crate::report::{CudaErr, DeviceNode, Libcuda, Libcudart, ProbeFailure, Report, SmokeStatus};
 
 /// What the diagnosis looks at.
 #[derive(Clone, Debug)]
@@ -12,12 +11,12 @@ pub struct Evidence {
     pub link_mode: String,
     /// `CUDART_VERSION` of the headers built against.
     pub built_cudart_version: i32,
-    /// `cudaRuntimeGetVersion`, None when it failed.
+    /// `cudaRuntimeGetVersion`, None when it failed or did not finish.
     pub runtime_version: Option<i32>,
-    /// `cudaDriverGetVersion` (0: no driver), None when it failed.
+    /// `cudaDriverGetVersion` (0: no driver), None when it failed or did not finish.
     pub driver_version: Option<i32>,
-    /// `cudaGetDeviceCount`.
-    pub device_count: Result<i32, CudaError>,
+    /// `cudaGetDeviceCount`; None when its probe did not finish.
+    pub device_count: Option<Result<i32, CudaErr>>,
     /// Whether `libcuda.so.1` loads.
     pub libcuda: Libcuda,
     /// The kernel module's version, when loaded.
@@ -34,6 +33,10 @@ pub struct Evidence {
     pub uid: u32,
     /// Checks that failed once a device was there: (what, the error).
     pub failed_checks: Vec<(String, String)>,
+    /// The probe that hung or crashed, if one did.
+    pub probe_failure: Option<ProbeFailure>,
+    /// What the probe processes wrote on stderr.
+    pub probe_stderr: String,
 }
 
 impl Evidence {
@@ -43,30 +46,35 @@ impl Evidence {
         Evidence {
             link_mode: report.build.link_mode.clone(),
             built_cudart_version: report.build.cudart_version,
-            runtime_version: m.runtime_version.ok(),
-            driver_version: m.driver_version.ok(),
-            device_count: report
-                .device_count
-                .result
-                .as_ref()
-                .map(|&n| n)
-                .map_err(|e| e.cuda_error()),
+            runtime_version: m.runtime_version.clone().and_then(Result::ok),
+            driver_version: m.driver_version.clone().and_then(Result::ok),
+            device_count: report.device_count.result.as_ref().map(|r| {
+                r.as_ref().map(|&n| n).map_err(|f| {
+                    f.cuda_error.clone().unwrap_or(CudaErr {
+                        code: 0,
+                        name: "no CUDA error".into(),
+                        description: f.message.clone(),
+                    })
+                })
+            }),
             libcuda: m.libcuda.clone(),
             kernel_module: m.kernel_module.clone(),
             gpus_on_host: m.gpus_on_host.as_ref().map(|g| g.count),
             device_nodes: m.device_nodes.clone(),
             visible_devices: env::value(&m.env, "CUDA_VISIBLE_DEVICES").map(str::to_string),
             libcudart: m.libcudart.clone(),
-            // SAFETY: getuid cannot fail.
+            // SAFETY: getuid has no preconditions and cannot fail.
             uid: unsafe { libc::getuid() },
             failed_checks: failed_checks(report),
+            probe_failure: report.watchdog.failure.clone(),
+            probe_stderr: report.watchdog.stderr.clone(),
         }
     }
 }
 
 fn failed_checks(report: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    if let Err(e) = &report.machine.runtime_version {
+    if let Some(Err(e)) = &report.machine.runtime_version {
         out.push(("cudaRuntimeGetVersion".into(), e.to_string()));
     }
     for d in &report.devices {

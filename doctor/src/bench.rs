@@ -2,21 +2,19 @@
 //! memory, D2D) and allocation latencies (`cudaMalloc`/`cudaFree`, `cudaMallocHost`/
 //! `cudaFreeHost`).
 //!
-//! Copies are CUDA's own `cudaMemcpyAsync` (not the crate's copy layer, whose pageable fast path
-//! is its own business: these figures describe the machine), timed with CUDA events recorded
-//! around each on one stream (the device's clock, as NVIDIA's bandwidthTest does), one untimed
-//! warm-up then the median of several repetitions. For pageable memory CUDA stages the copy through its own pinned buffer
-//! and the call returns only when staging is done; the events still bracket the whole transfer.
-//! Allocation calls are timed on the host clock (they are host calls), median of several.
+//! Copies are CUDA's own `cudaMemcpyAsync` (`backend::plain`, not the library's copy layer,
+//! whose pageable fast path is its own business: these figures describe the machine), timed
+//! with CUDA events recorded around each on one stream (the device's clock, as NVIDIA's
+//! bandwidthTest does), one untimed warm-up then the median of several repetitions. For
+//! pageable memory CUDA stages the copy through its own pinned buffer and the call returns only
+//! when staging is done; the events still bracket the whole transfer. Allocation calls are
+//! timed on the host clock (they are host calls), median of several.
 
-use super::report::{AllocFigure, AllocKind, Bench, CopyFigure, CopyKind};
-use crate::copy::MemcpyKind;
-use crate::error::Result;
-use crate::event::Event;
-use crate::memory::{self, DeviceBuffer, PinnedBuffer};
-use crate::stream::Stream;
+use crate::backend::{self, plain, DeviceBuffer, Event, MemcpyKind, PinnedBuffer, Stream};
+use crate::report::{AllocFigure, AllocKind, Bench, CopyFigure, CopyKind, Failure};
 use std::os::raw::c_void;
-use std::time::Instant;
+
+type Result<T> = std::result::Result<T, Failure>;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
@@ -98,7 +96,7 @@ pub fn run_with(device: i32, sizes: &[usize], progress: &mut dyn FnMut(&str)) ->
         skipped: None,
     };
     if let Err(e) = measure(device, sizes, &mut bench, progress) {
-        bench.error = Some(e.to_string());
+        bench.error = Some(e.message);
     }
     // The end: a terminal's progress line is cleared.
     progress("");
@@ -111,8 +109,8 @@ fn measure(
     bench: &mut Bench,
     progress: &mut dyn FnMut(&str),
 ) -> Result<()> {
-    crate::device::set(device)?;
-    let (free, _) = crate::device::mem_info()?;
+    backend::device::set(device)?;
+    let (free, _) = backend::device::mem_info()?;
     bench.sizes = sizes.iter().copied().filter(|&s| s <= free / 4).collect();
     let max = bench.sizes.iter().copied().max().unwrap_or(0);
     if max > 0 {
@@ -193,11 +191,9 @@ impl Buffers {
         let mut times = Vec::with_capacity(reps);
         for rep in 0..=reps {
             self.start.record(Some(&self.stream))?;
-            // CUDA's own copy, not the crate's copy layer (which has its own pageable path):
-            // the figures are the machine's. Every buffer holds at least `size` bytes
-            // (size <= max) and outlives the copy, which completes before `stop.synchronize`.
-            // SAFETY: as said above.
-            unsafe { crate::copy::memcpy_async(dst, src, size, how, self.stream.as_raw()) }?;
+            // SAFETY: every buffer holds at least `size` bytes (size <= max) of the memory
+            // `how` says and outlives the copy, which completes before `stop.synchronize`.
+            unsafe { plain::memcpy_async(dst, src, size, how, &self.stream)? };
             self.stop.record(Some(&self.stream))?;
             self.stop.synchronize()?;
             if rep > 0 {
@@ -213,20 +209,12 @@ fn allocations(size: usize, out: &mut Vec<AllocFigure>) -> Result<()> {
     let reps = alloc_reps(size);
     let mut times: [Vec<f64>; 4] = Default::default();
     for _ in 0..reps {
-        let t = Instant::now();
-        let p = memory::alloc_device(size)?;
-        times[0].push(t.elapsed().as_secs_f64() * 1e6);
-        let t = Instant::now();
-        // SAFETY: `p` came from alloc_device just above and is freed once.
-        unsafe { memory::free_device(p)? };
-        times[1].push(t.elapsed().as_secs_f64() * 1e6);
-        let t = Instant::now();
-        let h = memory::alloc_host(size)?;
-        times[2].push(t.elapsed().as_secs_f64() * 1e6);
-        let t = Instant::now();
-        // SAFETY: `h` came from alloc_host just above and is freed once.
-        unsafe { memory::free_host(h)? };
-        times[3].push(t.elapsed().as_secs_f64() * 1e6);
+        let (alloc, free) = plain::device_alloc_free_us(size)?;
+        times[0].push(alloc);
+        times[1].push(free);
+        let (alloc, free) = plain::host_alloc_free_us(size)?;
+        times[2].push(alloc);
+        times[3].push(free);
     }
     for (kind, values) in AllocKind::ALL.into_iter().zip(times.iter_mut()) {
         out.push(AllocFigure {

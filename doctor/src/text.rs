@@ -1,13 +1,13 @@
 //! The report as text for a person: one section per part, the diagnosis last, long sentences
 //! wrapped at 100 columns.
 
-use super::bench::size_text;
-use super::diagnose::Severity;
-use super::report::{
+use crate::backend::version_string;
+use crate::bench::size_text;
+use crate::diagnose::Severity;
+use crate::report::{
     AllocKind, Bench, CopyKind, DeviceReport, Libcuda, LoaderAnswer, Machine, Report, Smoke,
     SmokeStatus,
 };
-use crate::runtime::version_string;
 use std::fmt::Write;
 
 /// The section titles, in order (`== Build` ...); `Bench` only with `--bench`.
@@ -23,6 +23,8 @@ pub const SECTIONS: [&str; 8] = [
 ];
 
 const WIDTH: usize = 100;
+/// What a value whose probe did not finish shows.
+const NOT_FINISHED: &str = "unknown: its probe did not finish (see Diagnosis)";
 const KEY: usize = 22;
 
 /// The whole report.
@@ -108,18 +110,20 @@ fn build(r: &Report, o: &mut String) {
 
 fn machine(m: &Machine, o: &mut String) {
     section(o, "Machine");
-    let runtime = match m.runtime_version {
-        Ok(v) => format!("CUDA {} (cudaRuntimeGetVersion {v})", version_string(v)),
-        Err(e) => format!("unknown: cudaRuntimeGetVersion failed: {e}"),
+    let runtime = match &m.runtime_version {
+        Some(Ok(v)) => format!("CUDA {} (cudaRuntimeGetVersion {v})", version_string(*v)),
+        Some(Err(e)) => format!("unknown: cudaRuntimeGetVersion failed: {e}"),
+        None => NOT_FINISHED.to_string(),
     };
     kv(o, "CUDA runtime", &runtime);
-    let driver = match m.driver_version {
-        Ok(0) => "none (cudaDriverGetVersion 0)".to_string(),
-        Ok(v) => format!(
+    let driver = match &m.driver_version {
+        Some(Ok(0)) => "none (cudaDriverGetVersion 0)".to_string(),
+        Some(Ok(v)) => format!(
             "supports CUDA {} (cudaDriverGetVersion {v})",
-            version_string(v)
+            version_string(*v)
         ),
-        Err(e) => format!("unknown: cudaDriverGetVersion failed: {e}"),
+        Some(Err(e)) => format!("unknown: cudaDriverGetVersion failed: {e}"),
+        None => NOT_FINISHED.to_string(),
     };
     kv(o, "NVIDIA driver", &driver);
     let module = m
@@ -204,8 +208,12 @@ fn devices(r: &Report, o: &mut String) {
     section(o, "Devices");
     let c = &r.device_count;
     let count = match &c.result {
-        Ok(n) => format!("{n} ({:.2} ms)", c.ms),
-        Err(e) => format!("0: {} ({:.2} ms)", e.cuda_error(), c.ms),
+        Some(Ok(n)) => format!("{n} ({:.2} ms)", c.ms),
+        Some(Err(e)) => match &e.cuda_error {
+            Some(cuda) => format!("0: {cuda} ({:.2} ms)", c.ms),
+            None => format!("0: {e} ({:.2} ms)", c.ms),
+        },
+        None => NOT_FINISHED.to_string(),
     };
     kv(o, "cudaGetDeviceCount", &count);
     for d in &r.devices {
@@ -285,15 +293,20 @@ fn smoke(s: &Smoke, o: &mut String) {
     let calls: Vec<String> = s
         .first_calls
         .iter()
-        .map(|(call, ms)| format!("{call} {ms:.2} ms"))
+        .map(|c| format!("{} {:.2} ms", c.call, c.ms))
         .collect();
-    kv(o, "first CUDA calls", &calls.join(", "));
+    let calls = if calls.is_empty() {
+        "none finished (see Diagnosis)".to_string()
+    } else {
+        calls.join(", ")
+    };
+    kv(o, "first CUDA calls", &calls);
     match &s.context_ms {
         Some(Ok(ms)) => kv(
             o,
             "context creation",
             &format!(
-                "{ms:.1} ms on device {} (cudaSetDevice + cudaFree(0))",
+                "{ms:.1} ms on device {} (cudaInitDevice + cudaSetDevice + cudaFree(0))",
                 s.device
             ),
         ),

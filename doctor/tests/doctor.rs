@@ -1,16 +1,17 @@
 //! Host-only tests of `llaisys-nvidia doctor` (they run everywhere, CI included, where there is no
 //! driver): the real binary's report, exit status, JSON and environment section, and the
-//! diagnosis fed with made-up evidence so that every cause is covered without a GPU.
+//! diagnosis fed with made-up evidence so that every cause is covered without a GPU. The
+//! watchdog's tests with fake drivers are in fake_driver.rs.
 
-use llaisys_nvidia::doctor::diagnose::{
-    diagnose, explain_visible_devices, Cause, Severity, Status,
+use llaisys_nvidia_doctor::backend::build;
+use llaisys_nvidia_doctor::diagnose::{
+    diagnose, explain_visible_devices, Cause, Finding, Severity, Status,
 };
-use llaisys_nvidia::doctor::evidence::Evidence;
-use llaisys_nvidia::doctor::json_writer::{escape, Json};
-use llaisys_nvidia::doctor::report::{DeviceNode, Libcuda, Libcudart, LoaderAnswer};
-use llaisys_nvidia::doctor::{env, exit, loader, nodes, text};
-use llaisys_nvidia::runtime::build;
-use llaisys_nvidia::CudaError;
+use llaisys_nvidia_doctor::evidence::Evidence;
+use llaisys_nvidia_doctor::report::{
+    CudaErr, DeviceNode, How, Libcuda, Libcudart, LoaderAnswer, ProbeFailure, SmokeStatus, Step,
+};
+use llaisys_nvidia_doctor::{env, exit, loader, nodes, smoke, text};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -331,6 +332,11 @@ fn usage_errors_and_help() {
         &["--device=-1"],
         &["status"],
         &["--json", "doctor"],
+        &["help"],
+        &["--timeout", "x"],
+        &["--timeout", "-1"],
+        &["--timeout=inf"],
+        &["--probe-process", "nonsense"],
     ] {
         let o = doctor(bad, &[]);
         assert_eq!(o.status.code(), Some(exit::USAGE), "{bad:?}");
@@ -340,17 +346,104 @@ fn usage_errors_and_help() {
             "{bad:?}"
         );
     }
-    let o = doctor(&["--help"], &[]);
-    assert_eq!(o.status.code(), Some(0));
-    let help = stdout(&o);
-    for needle in [
-        "--json", "--bench", "--device", "  2 ", "  3 ", "  4 ", "  64 ",
-    ] {
-        assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+    // A bad time limit in the environment is a usage error too, named as such.
+    let o = doctor(&[], &[("LLAISYS_NVIDIA_DOCTOR_TIMEOUT", "soon")]);
+    assert_eq!(o.status.code(), Some(exit::USAGE));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("soon"));
+    for help in [&["--help"][..], &["-h"], &["doctor", "--help"]] {
+        let o = doctor(help, &[]);
+        assert_eq!(o.status.code(), Some(0), "{help:?}");
+        let help = stdout(&o);
+        for needle in [
+            "--json",
+            "--bench",
+            "--device",
+            "--timeout",
+            "  2 ",
+            "  3 ",
+            "  4 ",
+            "  5 ",
+            "  64 ",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+        }
+        assert!(
+            !help.contains("probe-process"),
+            "internal option shown:\n{help}"
+        );
     }
-    let o = doctor(&["--version"], &[]);
-    assert_eq!(o.status.code(), Some(0));
-    assert!(stdout(&o).contains(build::CRATE_VERSION));
+    for version in [&["--version"][..], &["-V"], &["doctor", "-V"]] {
+        let o = doctor(version, &[]);
+        assert_eq!(o.status.code(), Some(0));
+        let v = stdout(&o);
+        assert!(v.contains(build::CRATE_VERSION), "{v}");
+        assert!(v.contains(build::LINK_MODE), "{v}");
+    }
+}
+
+#[test]
+fn every_driver_call_ran_in_a_probe_process_under_the_watchdog() {
+    let o = doctor(&["--json", "--timeout", "7.5"], &[]);
+    let got = python(
+        &stdout(&o),
+        "import json,sys\n\
+         w=json.load(sys.stdin)['watchdog']\n\
+         print(w['timeout_s'], w['status'], w['probe'], w['signal'], w['exit_code'], w['error'])\n\
+         print([p['name'] for p in w['probes']])\n\
+         print(set(p['status'] for p in w['probes']), all(p['ms'] >= 0 for p in w['probes']))",
+    );
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines[0], "7.5 ok None None None None", "{got}");
+    assert_eq!(lines[2], "{'ok'} True", "{got}");
+    if no_driver_here() {
+        assert_eq!(
+            lines[1],
+            "['dlopen libcuda.so.1', 'cudaRuntimeGetVersion', 'cudaDriverGetVersion', \
+             'cudaGetDeviceCount']",
+            "{got}"
+        );
+    } else {
+        assert!(lines[1].contains("'cudaGetDeviceCount'"), "{got}");
+    }
+    // 0 turns the limit off.
+    let o = doctor(&["--json"], &[("LLAISYS_NVIDIA_DOCTOR_TIMEOUT", "0")]);
+    let got = python(
+        &stdout(&o),
+        "import json,sys\nprint(json.load(sys.stdin)['watchdog']['timeout_s'])",
+    );
+    assert_eq!(got.trim(), "None");
+    // The default.
+    let got = python(
+        &stdout(&doctor(&["--json"], &[])),
+        "import json,sys\nprint(json.load(sys.stdin)['watchdog']['timeout_s'])",
+    );
+    assert_eq!(got.trim(), "20.0");
+}
+
+/// The smoke test's table calls never call the process-wide error handler: here, in this
+/// process, with the default handler (which aborts the process) installed, a smoke test on a
+/// device that cannot work (no driver) fails step by step and returns.
+#[test]
+fn smoke_test_reports_failures_without_the_error_handler() {
+    if !no_driver_here() {
+        return;
+    }
+    let mut announced = Vec::new();
+    let s = smoke::run(0, 1, Some(Ok(0.0)), &mut |step| {
+        announced.push(step.to_string())
+    });
+    assert_eq!(s.status, SmokeStatus::Failed, "{s:#?}");
+    let set = s
+        .steps
+        .iter()
+        .find(|st| st.name == "set_device")
+        .expect("a set_device step");
+    let e = set.error.as_deref().expect("set_device failed");
+    assert!(e.contains("cudaErrorInsufficientDriver"), "{e}");
+    // The table answers 0 devices and says why as the last error: that step works.
+    assert_eq!(s.steps[0].name, "get_device_count");
+    assert_eq!(s.steps[0].error, None);
+    assert_eq!(announced, ["get_device_count", "set_device"], "{s:#?}");
 }
 
 // ---- the diagnosis, from made-up evidence ----
@@ -373,7 +466,7 @@ fn healthy() -> Evidence {
         built_cudart_version: 13000,
         runtime_version: Some(13000),
         driver_version: Some(13000),
-        device_count: Ok(1),
+        device_count: Some(Ok(1)),
         libcuda: Libcuda::Loaded {
             path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1".into(),
             resolved: Some("/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05".into()),
@@ -397,11 +490,18 @@ fn healthy() -> Evidence {
         },
         uid: 1000,
         failed_checks: Vec::new(),
+        probe_failure: None,
+        probe_stderr: String::new(),
     }
 }
 
+/// cudaGetDeviceCount's answer `code`.
+fn count_error(code: i32) -> Option<Result<i32, CudaErr>> {
+    Some(Err(CudaErr::from_code(code)))
+}
+
 /// The only error finding, checked to be of `cause`.
-fn the_error(ev: &Evidence, cause: Cause) -> llaisys_nvidia::doctor::diagnose::Finding {
+fn the_error(ev: &Evidence, cause: Cause) -> Finding {
     let d = diagnose(ev);
     let errors: Vec<_> = d
         .findings
@@ -433,7 +533,7 @@ fn diagnosis_no_driver() {
     ev.kernel_module = None;
     ev.gpus_on_host = None;
     ev.device_nodes.clear();
-    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    ev.device_count = count_error(35);
     let f = the_error(&ev, Cause::NoDriver);
     assert!(f.summary.starts_with("no NVIDIA driver"), "{}", f.summary);
     assert!(f.summary.contains("cannot open shared object file"));
@@ -455,15 +555,148 @@ fn diagnosis_driver_too_old_names_both_versions_and_what_to_do() {
     let mut ev = healthy();
     ev.driver_version = Some(12020);
     ev.kernel_module = Some("535.104.05".into());
-    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    ev.device_count = count_error(35);
     let f = the_error(&ev, Cause::DriverTooOld);
     assert!(f.summary.starts_with("driver too old"), "{}", f.summary);
     assert!(f.summary.contains("supports CUDA 12.2"), "{}", f.summary);
-    assert!(f.summary.contains("runtime is 13.0"), "{}", f.summary);
+    assert!(
+        f.summary
+            .contains("CUDA 13.0 runtime needs NVIDIA driver 580 or newer"),
+        "{}",
+        f.summary
+    );
     assert!(f.summary.contains("535.104.05"), "{}", f.summary);
     assert!(f.fix.contains("580 or newer"), "{}", f.fix);
-    assert!(f.fix.contains("bootstrap.sh --cuda12"), "{}", f.fix);
+    // A 12.2 driver (r535) serves the CUDA 12.9 build: said so, with the commands.
+    assert!(f.fix.contains("CUDA 12.9 build"), "{}", f.fix);
+    assert!(f.fix.contains("from 525 on"), "{}", f.fix);
+    assert!(f.fix.contains("575 or newer"), "{}", f.fix);
+    assert!(
+        f.fix.contains("bash scripts/bootstrap.sh --cuda12"),
+        "{}",
+        f.fix
+    );
+    assert!(f.fix.contains("CUDA_HOME=$PWD/.deps/cuda12"), "{}", f.fix);
     assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DRIVER);
+    // A driver older than CUDA 12 is too old for the CUDA 12.9 build as well: not offered.
+    ev.driver_version = Some(11080);
+    let f = the_error(&ev, Cause::DriverTooOld);
+    assert!(f.fix.contains("580 or newer"), "{}", f.fix);
+    assert!(!f.fix.contains("CUDA 12.9 build"), "{}", f.fix);
+    // A CUDA 12.9 build on a CUDA 11.8 driver: 525 or newer.
+    ev.built_cudart_version = 12090;
+    ev.runtime_version = Some(12090);
+    let f = the_error(&ev, Cause::DriverTooOld);
+    assert!(
+        f.summary
+            .contains("CUDA 12.9 runtime needs NVIDIA driver 525 or newer"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("525 or newer"), "{}", f.fix);
+    assert!(!f.fix.contains("CUDA 12.9 build"), "{}", f.fix);
+}
+
+#[test]
+fn diagnosis_insufficient_driver_with_a_driver_names_the_driver_needed() {
+    // cudaErrorInsufficientDriver while a libcuda loads that reports no usable version (not
+    // older than the runtime): still the driver needed, and the build for older drivers.
+    let mut ev = healthy();
+    ev.driver_version = Some(0);
+    ev.device_count = count_error(35);
+    let f = the_error(&ev, Cause::DriverUnusable);
+    assert!(
+        f.summary.contains("could not read a CUDA version"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.summary.contains("needs NVIDIA driver 580 or newer"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("CUDA_HOME=$PWD/.deps/cuda12"), "{}", f.fix);
+}
+
+#[test]
+fn diagnosis_driver_older_than_the_runtime_that_works_is_a_note() {
+    // A CUDA 12.9 build on a CUDA 12.2 driver: minor-version compatibility.
+    let mut ev = healthy();
+    ev.built_cudart_version = 12090;
+    ev.runtime_version = Some(12090);
+    ev.driver_version = Some(12020);
+    let d = diagnose(&ev);
+    assert_eq!(d.status, Status::Healthy, "{d:#?}");
+    let f = d.find(Cause::DriverOlderThanRuntime).expect("a note");
+    assert_eq!(f.severity, Severity::Note);
+    assert!(
+        f.summary.contains("minor-version compatibility"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("575 or newer"), "{}", f.fix);
+    // Equal versions: nothing to say.
+    ev.driver_version = Some(12090);
+    assert!(diagnose(&ev).findings.is_empty());
+}
+
+#[test]
+fn diagnosis_of_a_probe_that_hung_or_crashed() {
+    let mut ev = healthy();
+    ev.device_count = None;
+    ev.driver_version = None;
+    ev.probe_failure = Some(ProbeFailure {
+        probe: "cudaDriverGetVersion".into(),
+        how: How::Hung { after_s: 20.0 },
+    });
+    ev.probe_stderr = "NVRM: something".into();
+    let f = the_error(&ev, Cause::ProbeHung);
+    assert!(
+        f.summary.starts_with("probe hung: `cudaDriverGetVersion`"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("cuInit"), "{}", f.summary);
+    assert!(f.summary.contains("within 20 s"), "{}", f.summary);
+    assert!(f.summary.contains("NVRM: something"), "{}", f.summary);
+    assert!(f.fix.contains("nvidia-smi"), "{}", f.fix);
+    assert!(f.fix.contains("--timeout"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status.exit_code(), exit::PROBE_FAILED);
+    // Work on the device that hangs: the GPU, not the driver's loading.
+    ev.probe_failure = Some(ProbeFailure {
+        probe: "smoke: malloc_host".into(),
+        how: How::Hung { after_s: 0.5 },
+    });
+    ev.device_count = Some(Ok(1));
+    let f = the_error(&ev, Cause::ProbeHung);
+    assert!(
+        f.summary.contains("a call of the llaisys table"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("within 0.5 s"), "{}", f.summary);
+    assert!(
+        f.fix.starts_with("A call on the device did not return"),
+        "{}",
+        f.fix
+    );
+    // A crash names the signal.
+    ev.probe_failure = Some(ProbeFailure {
+        probe: "cudaGetDeviceCount".into(),
+        how: How::Signal {
+            number: 11,
+            name: "SIGSEGV".into(),
+            words: "segmentation fault".into(),
+        },
+    });
+    ev.device_count = None;
+    let f = the_error(&ev, Cause::ProbeCrashed);
+    assert!(f.summary.contains("died of SIGSEGV"), "{}", f.summary);
+    assert!(f.fix.contains("kernel module"), "{}", f.fix);
+    assert_eq!(diagnose(&ev).status, Status::ProbeFailed);
+    // The most basic verdict wins over a failed check.
+    ev.failed_checks = vec![("bench".into(), "x".into())];
+    assert_eq!(diagnose(&ev).status, Status::ProbeFailed);
 }
 
 #[test]
@@ -473,7 +706,7 @@ fn diagnosis_stub_libcuda() {
         path: "/usr/local/cuda/lib64/stubs/libcuda.so.1".into(),
         resolved: None,
     };
-    ev.device_count = Err(CudaError::from_code(34));
+    ev.device_count = count_error(34);
     let f = the_error(&ev, Cause::DriverUnusable);
     assert!(f.summary.contains("stub"), "{}", f.summary);
     assert!(f.fix.contains("stubs"), "{}", f.fix);
@@ -485,7 +718,7 @@ fn diagnosis_hidden_by_cuda_visible_devices() {
     ev.gpus_on_host = Some(2);
     ev.device_nodes.push(node("/dev/nvidia1", true, true));
     ev.visible_devices = Some("7".into());
-    ev.device_count = Err(CudaError::NO_DEVICE);
+    ev.device_count = count_error(100);
     let f = the_error(&ev, Cause::HiddenByVisibleDevices);
     assert!(
         f.summary.contains("CUDA_VISIBLE_DEVICES=7"),
@@ -521,7 +754,7 @@ fn diagnosis_partly_hidden_is_a_note() {
     let mut ev = healthy();
     ev.gpus_on_host = Some(8);
     ev.visible_devices = Some("0,1".into());
-    ev.device_count = Ok(2);
+    ev.device_count = Some(Ok(2));
     let d = diagnose(&ev);
     assert_eq!(d.status, Status::Healthy);
     let f = d
@@ -544,7 +777,7 @@ fn diagnosis_driver_present_but_no_device() {
         node("/dev/nvidiactl", true, true),
         node("/dev/nvidia-uvm", true, true),
     ];
-    ev.device_count = Err(CudaError::NO_DEVICE);
+    ev.device_count = count_error(100);
     let f = the_error(&ev, Cause::NoDevice);
     assert!(
         f.summary.starts_with("driver present but no device"),
@@ -560,7 +793,7 @@ fn diagnosis_driver_present_but_no_device() {
     assert!(f.fix.contains("nvidia-smi"), "{}", f.fix);
     assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DEVICE);
     // A count of 0 without an error reads the same.
-    ev.device_count = Ok(0);
+    ev.device_count = Some(Ok(0));
     the_error(&ev, Cause::NoDevice);
 }
 
@@ -572,7 +805,7 @@ fn diagnosis_device_nodes_locked_or_missing() {
         node("/dev/nvidia-uvm", true, false),
         node("/dev/nvidia0", true, false),
     ];
-    ev.device_count = Err(CudaError::NO_DEVICE);
+    ev.device_count = count_error(100);
     let f = the_error(&ev, Cause::DeviceNodesInaccessible);
     assert!(
         f.summary.starts_with("device nodes not accessible"),
@@ -589,7 +822,7 @@ fn diagnosis_device_nodes_locked_or_missing() {
     assert!(f.fix.contains("usermod -aG video"), "{}", f.fix);
     assert_eq!(diagnose(&ev).status.exit_code(), exit::NO_DEVICE);
     // Another error code with locked nodes: still the nodes.
-    ev.device_count = Err(CudaError::from_code(999));
+    ev.device_count = count_error(999);
     the_error(&ev, Cause::DeviceNodesInaccessible);
     // Missing control node: the kernel module or the container.
     ev.device_nodes = vec![
@@ -598,7 +831,7 @@ fn diagnosis_device_nodes_locked_or_missing() {
     ];
     ev.kernel_module = None;
     ev.gpus_on_host = None;
-    ev.device_count = Err(CudaError::NO_DEVICE);
+    ev.device_count = count_error(100);
     let f = the_error(&ev, Cause::DeviceNodesInaccessible);
     assert!(
         f.summary.contains("/dev/nvidiactl does not exist"),
@@ -611,7 +844,7 @@ fn diagnosis_device_nodes_locked_or_missing() {
 #[test]
 fn diagnosis_other_init_errors_with_usable_nodes() {
     let mut ev = healthy();
-    ev.device_count = Err(CudaError::from_code(999));
+    ev.device_count = count_error(999);
     let f = the_error(&ev, Cause::DriverUnusable);
     assert!(
         f.summary.contains("cudaErrorUnknown (999)"),
@@ -694,7 +927,7 @@ fn diagnosis_failed_checks_exit_4_unless_something_more_basic_is_wrong() {
     assert_eq!(diagnose(&ev).status.exit_code(), exit::CHECK_FAILED);
     // With no driver too, the verdict is the more basic one, and errors come first.
     ev.libcuda = Libcuda::NotLoadable { error: "x".into() };
-    ev.device_count = Err(CudaError::INSUFFICIENT_DRIVER);
+    ev.device_count = count_error(35);
     ev.libcudart.shared_mapped = vec!["/x/libcudart.so.13".into()];
     let d = diagnose(&ev);
     assert_eq!(d.status, Status::NoDriver);
@@ -713,15 +946,17 @@ fn exit_codes_are_distinct_and_documented() {
         exit::NO_DRIVER,
         exit::NO_DEVICE,
         exit::CHECK_FAILED,
+        exit::PROBE_FAILED,
         exit::USAGE,
     ];
-    assert_eq!(codes, [0, 1, 2, 3, 4, 64]);
-    let docs = include_str!("../docs/doctor-json.md");
+    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 64]);
+    let docs = include_str!("../../docs/doctor-json.md");
     for (code, id) in [
         (0, "healthy"),
         (2, "no_driver"),
         (3, "no_device"),
         (4, "check_failed"),
+        (5, "probe_failed"),
     ] {
         assert!(
             docs.contains(&format!("| {code} | `{id}`")),
@@ -747,39 +982,41 @@ fn visible_devices_entries_are_explained() {
 
 #[test]
 fn json_strings_are_escaped_completely() {
-    let nasty = "quote \" backslash \\ newline \n tab \t cr \r nul \u{0} bell \u{7} del \u{7f} \
+    // Through the real binary: a value with every kind of awkward character (an environment
+    // value cannot hold NUL) comes back from Python's parser unchanged.
+    let nasty = "quote \" backslash \\ newline \n tab \t cr \r bell \u{7} unit \u{1f} del \u{7f} \
                  unicode é 漢 \u{2028} emoji 🦀 slash /";
-    let doc = Json::Obj(vec![
-        (nasty.to_string(), Json::str(nasty)),
-        ("n".into(), Json::Num(f64::NAN)),
-        ("x".into(), Json::Num(1.5)),
-        ("z".into(), Json::Num(-0.0)),
-        ("i".into(), Json::Int(-7)),
-        (
-            "a".into(),
-            Json::Arr(vec![Json::Null, Json::Bool(true), Json::Arr(vec![])]),
-        ),
-        ("o".into(), Json::Obj(vec![])),
-    ])
-    .to_pretty();
+    let out = stdout(&doctor(&["--json"], &[("CUDA_NASTY", nasty)]));
     let back = python(
-        &doc,
+        &out,
         "import json,sys\n\
          d=json.load(sys.stdin)\n\
-         k=[k for k in d if k.startswith('quote')][0]\n\
-         assert d[k]==k, (d[k], k)\n\
-         print(json.dumps(k))\n\
-         print(d['n'], d['x'], d['z'], d['i'], d['a'], d['o'])",
+         print(json.dumps(d['machine']['env']['CUDA_NASTY']))",
     );
-    let lines: Vec<&str> = back.lines().collect();
-    // Python's own escaping of the round-tripped string, compared with the original's.
     assert_eq!(
-        lines[0],
-        "\"quote \\\" backslash \\\\ newline \\n tab \\t cr \\r nul \\u0000 bell \\u0007 del \
-         \\u007f unicode \\u00e9 \\u6f22 \\u2028 emoji \\ud83e\\udd80 slash /\""
+        back.trim(),
+        "\"quote \\\" backslash \\\\ newline \\n tab \\t cr \\r bell \\u0007 unit \\u001f del \\u007f \
+         unicode \\u00e9 \\u6f22 \\u2028 emoji \\ud83e\\udd80 slash /\""
     );
-    assert_eq!(lines[1], "None 1.5 0 -7 [None, True, []] {}");
-    assert_eq!(escape("a\u{1f}b"), "\"a\\u001fb\"");
+    // Control characters are escaped in the document itself, never written raw.
+    assert!(!out.contains('\u{7}') && !out.contains('\u{1f}'), "{out}");
+}
+
+#[test]
+fn numbers_that_are_not_finite_travel_as_null() {
+    let step = Step {
+        name: "x".into(),
+        ms: f64::NAN,
+        error: None,
+    };
+    let text = serde_json::to_string(&step).expect("serialises");
+    assert_eq!(text, r#"{"name":"x","ms":null,"error":null}"#);
+    let back: Step = serde_json::from_str(&text).expect("parses");
+    assert!(back.ms.is_nan());
+    let step = Step { ms: 1.5, ..back };
+    let back: Step =
+        serde_json::from_str(&serde_json::to_string(&step).expect("ser")).expect("parses");
+    assert_eq!(back.ms, 1.5);
 }
 
 #[test]
@@ -845,4 +1082,35 @@ fn environment_selection_keeps_known_order_then_sorted_others() {
             "CUDA_ZED"
         ]
     );
+}
+
+/// The doctor's binary finds the shared libcudart of the dynamic feature by itself (its own
+/// build script writes the rpath the library's programs have), and needs none when static.
+#[test]
+fn the_binary_finds_libcudart_through_its_rpath() {
+    let out = Command::new("readelf")
+        .args(["-d", BIN])
+        .output()
+        .expect("readelf runs (binutils)");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let needs_cudart = dynamic
+        .lines()
+        .any(|l| l.contains("NEEDED") && l.contains("libcudart"));
+    if build::LINK_MODE == "static" {
+        assert!(
+            !needs_cudart,
+            "static build needs a shared libcudart:\n{dynamic}"
+        );
+    } else {
+        assert!(needs_cudart, "{dynamic}");
+        let runpath = dynamic
+            .lines()
+            .find(|l| l.contains("RUNPATH") || l.contains("RPATH"))
+            .unwrap_or_else(|| panic!("no RUNPATH:\n{dynamic}"));
+        assert!(runpath.contains("$ORIGIN"), "{runpath}");
+        assert!(runpath.contains(build::LIB_DIR), "{runpath}");
+    }
+    // It starts with no LD_LIBRARY_PATH (`doctor` clears the environment).
+    let o = doctor(&["--version"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
 }

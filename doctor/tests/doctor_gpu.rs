@@ -1,0 +1,444 @@
+//! GPU tests of `llaisys-nvidia doctor` (run on the GPU machine: scripts/stage-gpu.sh stages this
+//! binary as `doctor-gpu` next to `llaisys-nvidia`, gpu-stage/run.sh runs it with
+//! LLAISYS_TEST_REQUIRE_GPU=1 and LLAISYS_NVIDIA_DOCTOR_BIN). The real binary's report: device
+//! facts equal what cudart says when asked directly, the smoke test through the llaisys table
+//! passes, the bench's figures agree with a raw cudaMemcpy, the watchdog stops a real driver
+//! call. Without a CUDA device each test prints "skipped: no CUDA device" and passes, or fails
+//! under LLAISYS_TEST_REQUIRE_GPU=1.
+//!
+//! The raw side is cudart's own C functions declared here (the library links cudart into this
+//! test binary), so the comparison does not go through the code under test.
+
+use llaisys_nvidia_doctor::{bench, exit};
+use serde_json::Value;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_float, c_int, c_void};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Instant;
+
+// The library is what links cudart into this binary.
+use llaisys_nvidia as _;
+
+#[allow(non_snake_case)]
+mod cudart {
+    use super::{c_char, c_float, c_int, c_void};
+    pub type Event = *mut c_void;
+    extern "C" {
+        pub fn cudaGetDeviceCount(n: *mut c_int) -> c_int;
+        pub fn cudaSetDevice(d: c_int) -> c_int;
+        pub fn cudaGetDeviceProperties(prop: *mut c_void, d: c_int) -> c_int;
+        pub fn cudaDeviceGetAttribute(v: *mut c_int, attr: c_int, d: c_int) -> c_int;
+        pub fn cudaDeviceGetPCIBusId(bus: *mut c_char, len: c_int, d: c_int) -> c_int;
+        pub fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int;
+        pub fn cudaDeviceCanAccessPeer(v: *mut c_int, d: c_int, peer: c_int) -> c_int;
+        pub fn cudaMalloc(p: *mut *mut c_void, size: usize) -> c_int;
+        pub fn cudaMallocHost(p: *mut *mut c_void, size: usize) -> c_int;
+        pub fn cudaFree(p: *mut c_void) -> c_int;
+        pub fn cudaFreeHost(p: *mut c_void) -> c_int;
+        pub fn cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> c_int;
+        pub fn cudaEventCreate(e: *mut Event) -> c_int;
+        pub fn cudaEventRecord(e: Event, s: *mut c_void) -> c_int;
+        pub fn cudaEventSynchronize(e: Event) -> c_int;
+        pub fn cudaEventElapsedTime(ms: *mut c_float, start: Event, end: Event) -> c_int;
+        pub fn cudaEventDestroy(e: Event) -> c_int;
+    }
+    // cudaDeviceAttr values (driver_types.h; stable across CUDA versions).
+    pub const ATTR_MULTIPROCESSORS: c_int = 16;
+    pub const ATTR_ASYNC_ENGINES: c_int = 40;
+    pub const ATTR_UNIFIED_ADDRESSING: c_int = 41;
+    pub const ATTR_CC_MAJOR: c_int = 75;
+    pub const ATTR_CC_MINOR: c_int = 76;
+    pub const ATTR_MEMORY_POOLS: c_int = 115;
+    pub const H2D: c_int = 1;
+}
+
+/// The bench wants the copy engines to itself: these tests run one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The device count, or None after printing a visible skip line; panics under
+/// LLAISYS_TEST_REQUIRE_GPU=1 without a device.
+fn gpu_or_skip(test: &str) -> Option<i32> {
+    let mut n: c_int = 0;
+    // SAFETY: `n` is valid for writing.
+    let rc = unsafe { cudart::cudaGetDeviceCount(&mut n) };
+    if rc == 0 && n > 0 {
+        return Some(n);
+    }
+    if std::env::var("LLAISYS_TEST_REQUIRE_GPU").as_deref() == Ok("1") {
+        panic!("{test}: LLAISYS_TEST_REQUIRE_GPU=1 but no CUDA device (cudaGetDeviceCount {rc})");
+    }
+    eprintln!("skipped: no CUDA device ({test}: cudaGetDeviceCount {rc})");
+    None
+}
+
+macro_rules! require_gpu {
+    () => {
+        match gpu_or_skip(module_path!()) {
+            Some(n) => n,
+            None => return,
+        }
+    };
+}
+
+/// The doctor binary: LLAISYS_NVIDIA_DOCTOR_BIN (the GPU stage's), else cargo's.
+fn doctor_bin() -> PathBuf {
+    let bin = std::env::var_os("LLAISYS_NVIDIA_DOCTOR_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_llaisys-nvidia")));
+    assert!(bin.is_file(), "no doctor binary at {}", bin.display());
+    bin
+}
+
+fn run_doctor(args: &[&str]) -> Output {
+    Command::new(doctor_bin())
+        .args(args)
+        .env("NCCL_NVLS_ENABLE", "0")
+        .output()
+        .expect("the doctor runs")
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn check(rc: c_int, what: &str) {
+    assert_eq!(rc, 0, "{what} failed with cudaError {rc}");
+}
+
+fn attr(a: c_int, d: c_int) -> i64 {
+    let mut v: c_int = 0;
+    // SAFETY: `v` is valid for writing.
+    check(
+        unsafe { cudart::cudaDeviceGetAttribute(&mut v, a, d) },
+        "cudaDeviceGetAttribute",
+    );
+    v.into()
+}
+
+#[test]
+fn device_facts_equal_what_cudart_says() {
+    let n = require_gpu!();
+    let _one = lock();
+    let o = run_doctor(&["--json"]);
+    let d = json(&o);
+    assert_eq!(o.status.code(), Some(exit::HEALTHY), "{}", d["diagnosis"]);
+    assert_eq!(d["diagnosis"]["status"], "healthy");
+    assert_eq!(d["device_count"]["count"], n);
+    let devices = d["devices"].as_array().expect("devices");
+    assert_eq!(devices.len(), n as usize);
+    for (id, dev) in (0..n).zip(devices) {
+        // cudaDeviceProp starts with `char name[256]` in every CUDA version; the rest of the
+        // struct differs between versions, so a generous buffer and the name only.
+        let mut prop = vec![0u64; 2048];
+        // SAFETY: `prop` is 16 KiB, larger than any cudaDeviceProp.
+        check(
+            unsafe { cudart::cudaGetDeviceProperties(prop.as_mut_ptr().cast(), id) },
+            "cudaGetDeviceProperties",
+        );
+        // SAFETY: cudart wrote a NUL-terminated name at the start of `prop`.
+        let name = unsafe { CStr::from_ptr(prop.as_ptr().cast::<c_char>()) }.to_string_lossy();
+        assert_eq!(dev["id"], id);
+        assert_eq!(dev["name"], name.as_ref(), "device {id}");
+        assert_eq!(
+            dev["compute_capability"]["major"],
+            attr(cudart::ATTR_CC_MAJOR, id)
+        );
+        assert_eq!(
+            dev["compute_capability"]["minor"],
+            attr(cudart::ATTR_CC_MINOR, id)
+        );
+        assert_eq!(
+            dev["multiprocessors"],
+            attr(cudart::ATTR_MULTIPROCESSORS, id)
+        );
+        assert_eq!(dev["async_engines"], attr(cudart::ATTR_ASYNC_ENGINES, id));
+        assert_eq!(
+            dev["unified_addressing"],
+            attr(cudart::ATTR_UNIFIED_ADDRESSING, id) != 0
+        );
+        assert_eq!(
+            dev["memory_pools"],
+            attr(cudart::ATTR_MEMORY_POOLS, id) != 0
+        );
+        let mut bus = [0 as c_char; 32];
+        // SAFETY: `bus` holds 32 bytes.
+        check(
+            unsafe { cudart::cudaDeviceGetPCIBusId(bus.as_mut_ptr(), 32, id) },
+            "cudaDeviceGetPCIBusId",
+        );
+        // SAFETY: NUL-terminated by cudart.
+        let bus = unsafe { CStr::from_ptr(bus.as_ptr()) }.to_string_lossy();
+        assert_eq!(dev["pci_bus_id"], bus.as_ref(), "device {id}");
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: plain calls with valid out-pointers.
+        check(unsafe { cudart::cudaSetDevice(id) }, "cudaSetDevice");
+        // SAFETY: as above.
+        check(
+            unsafe { cudart::cudaMemGetInfo(&mut free, &mut total) },
+            "cudaMemGetInfo",
+        );
+        assert_eq!(dev["memory_total"], total, "device {id}");
+        let shown = dev["memory_free"].as_u64().expect("memory_free") as usize;
+        assert!(
+            shown > 0 && shown <= total,
+            "device {id}: free {shown} of {total}"
+        );
+    }
+    for i in 0..n {
+        for j in 0..n {
+            let cell = &d["peer_access"][i as usize][j as usize];
+            if i == j {
+                assert!(cell.is_null());
+                continue;
+            }
+            let mut v: c_int = -1;
+            // SAFETY: `v` is valid for writing.
+            check(
+                unsafe { cudart::cudaDeviceCanAccessPeer(&mut v, i, j) },
+                "cudaDeviceCanAccessPeer",
+            );
+            assert_eq!(*cell, v != 0, "{i} -> {j}");
+        }
+    }
+    // Every probe ran in the probe process and returned.
+    let w = &d["watchdog"];
+    assert_eq!(w["status"], "ok", "{w}");
+    let probes = w["probes"].as_array().expect("probes");
+    assert!(probes.iter().all(|p| p["status"] == "ok"), "{w}");
+    for want in [
+        "cudaGetDeviceCount",
+        "context on device 0",
+        "smoke: set_device",
+    ] {
+        assert!(
+            probes.iter().any(|p| p["name"] == want),
+            "{want} missing: {w}"
+        );
+    }
+}
+
+#[test]
+fn smoke_test_through_the_table_passes() {
+    require_gpu!();
+    let _one = lock();
+    let o = run_doctor(&["doctor", "--json"]);
+    let d = json(&o);
+    let s = &d["smoke"];
+    assert_eq!(s["status"], "passed", "{s}");
+    let steps = s["steps"].as_array().expect("steps");
+    assert!(steps.iter().all(|st| st["ok"] == true), "{s}");
+    for name in [
+        "get_device_count",
+        "get_device_count equals cudaGetDeviceCount",
+        "set_device",
+        "create_stream",
+        "malloc_device a",
+        "malloc_host",
+        "memcpy_sync H2D (pageable -> a)",
+        "memcpy_sync D2D (a -> b)",
+        "verify the sync round trip byte for byte",
+        "verify the async copy byte for byte",
+        "stream_synchronize",
+        "device_synchronize",
+        "free_device",
+        "destroy_stream",
+    ] {
+        assert!(
+            steps.iter().any(|st| st["name"] == name),
+            "step {name} missing: {s}"
+        );
+    }
+    assert!(s["context_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{s}");
+    assert_eq!(s["bytes"], (1 << 20) + 13);
+    assert_eq!(o.status.code(), Some(exit::HEALTHY));
+    // The text says the same.
+    let o = run_doctor(&[]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("verified byte for byte"), "{t}");
+    assert!(t.contains("verdict: healthy (exit 0)"), "{t}");
+}
+
+/// The smoke test's table calls never touch the error handler: in this process, a handler that
+/// counts is installed (through the C ABI), the smoke test runs, and the handler was not
+/// called and is still the one installed.
+#[test]
+fn smoke_test_in_process_leaves_the_error_handler_alone() {
+    let n = require_gpu!();
+    let _one = lock();
+    type Handler = Option<unsafe extern "C-unwind" fn(*const c_void, *mut c_void)>;
+    extern "C" {
+        fn llaisysNvidiaSetErrorHandler(h: Handler, user: *mut c_void);
+        fn llaisysNvidiaGetErrorHandler(h: *mut Handler, user: *mut *mut c_void);
+    }
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    unsafe extern "C-unwind" fn counting(_e: *const c_void, _u: *mut c_void) {
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    let mut marker = 7u8;
+    let user: *mut c_void = (&mut marker as *mut u8).cast();
+    // SAFETY: a valid handler and user data, restored below.
+    unsafe { llaisysNvidiaSetErrorHandler(Some(counting), user) };
+    let mut steps = 0;
+    let s = llaisys_nvidia_doctor::smoke::run(0, n, Some(Ok(0.0)), &mut |_| steps += 1);
+    let (mut h, mut u): (Handler, *mut c_void) = (None, std::ptr::null_mut());
+    // SAFETY: valid out-pointers.
+    unsafe { llaisysNvidiaGetErrorHandler(&mut h, &mut u) };
+    // SAFETY: back to the default.
+    unsafe { llaisysNvidiaSetErrorHandler(None, std::ptr::null_mut()) };
+    assert_eq!(
+        s.status,
+        llaisys_nvidia_doctor::report::SmokeStatus::Passed,
+        "{s:#?}"
+    );
+    assert!(steps >= 14, "{steps} steps announced");
+    assert_eq!(CALLS.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let ours: unsafe extern "C-unwind" fn(*const c_void, *mut c_void) = counting;
+    assert_eq!(h.map(|f| f as usize), Some(ours as usize));
+    assert_eq!(u, user);
+}
+
+/// The median GB/s of `reps` synchronous cudaMemcpy H2D of `size` bytes from pinned memory,
+/// straight on cudart, timed by CUDA events on the legacy stream around each call (as NVIDIA's
+/// bandwidthTest does), and on the host clock around the same calls.
+fn raw_pinned_h2d_gbps(size: usize, reps: usize) -> (f64, f64) {
+    let mut host: *mut c_void = std::ptr::null_mut();
+    let mut dev: *mut c_void = std::ptr::null_mut();
+    let mut start: cudart::Event = std::ptr::null_mut();
+    let mut stop: cudart::Event = std::ptr::null_mut();
+    // SAFETY (every raw call below): valid out-pointers; `host` and `dev` hold `size` bytes.
+    unsafe {
+        check(cudart::cudaSetDevice(0), "cudaSetDevice");
+        check(cudart::cudaMallocHost(&mut host, size), "cudaMallocHost");
+        check(cudart::cudaMalloc(&mut dev, size), "cudaMalloc");
+        check(cudart::cudaEventCreate(&mut start), "cudaEventCreate");
+        check(cudart::cudaEventCreate(&mut stop), "cudaEventCreate");
+        std::ptr::write_bytes(host.cast::<u8>(), 0x3c, size);
+    }
+    let (mut by_events, mut by_clock) = (Vec::new(), Vec::new());
+    for rep in 0..=reps {
+        let t = Instant::now();
+        let mut ms: c_float = 0.0;
+        // SAFETY: as above.
+        unsafe {
+            check(
+                cudart::cudaEventRecord(start, std::ptr::null_mut()),
+                "record",
+            );
+            check(
+                cudart::cudaMemcpy(dev, host, size, cudart::H2D),
+                "cudaMemcpy",
+            );
+            check(
+                cudart::cudaEventRecord(stop, std::ptr::null_mut()),
+                "record",
+            );
+            check(cudart::cudaEventSynchronize(stop), "cudaEventSynchronize");
+            check(
+                cudart::cudaEventElapsedTime(&mut ms, start, stop),
+                "elapsed",
+            );
+        }
+        if rep > 0 {
+            by_clock.push(t.elapsed().as_secs_f64());
+            by_events.push(f64::from(ms) * 1e-3);
+        }
+    }
+    // SAFETY: as above; each freed once.
+    unsafe {
+        check(cudart::cudaEventDestroy(start), "cudaEventDestroy");
+        check(cudart::cudaEventDestroy(stop), "cudaEventDestroy");
+        check(cudart::cudaFree(dev), "cudaFree");
+        check(cudart::cudaFreeHost(host), "cudaFreeHost");
+    }
+    let gbps = |times: &mut Vec<f64>| size as f64 / bench::median(times) / 1e9;
+    (gbps(&mut by_events), gbps(&mut by_clock))
+}
+
+#[test]
+fn bench_pinned_h2d_at_256_mib_is_within_10_percent_of_raw_cudamemcpy() {
+    require_gpu!();
+    let _one = lock();
+    let size: u64 = 256 << 20;
+    let o = run_doctor(&["--json", "--bench"]);
+    let d = json(&o);
+    let b = &d["bench"];
+    assert!(b["error"].is_null(), "{b}");
+    let sizes: Vec<u64> = b["sizes"]
+        .as_array()
+        .expect("sizes")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    let ladder: Vec<u64> = bench::SIZES.iter().map(|&s| s as u64).collect();
+    assert_eq!(sizes, ladder, "the device had room for every size");
+    let copies = b["copies"].as_array().expect("copies");
+    assert_eq!(copies.len(), bench::SIZES.len() * 5);
+    assert!(
+        copies
+            .iter()
+            .all(|c| c["gb_per_s"].as_f64().is_some_and(|g| g > 0.0)),
+        "{b}"
+    );
+    assert_eq!(
+        b["allocations"].as_array().map(Vec::len),
+        Some(bench::ALLOC_SIZES.len() * 4)
+    );
+    // Progress on stderr (not a terminal here): a line per measurement.
+    let progress = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter(|l| l.starts_with("bench: "))
+        .count();
+    assert!(progress >= copies.len(), "progress lines: {progress}");
+    let ours = copies
+        .iter()
+        .find(|c| c["kind"] == "h2d_pinned" && c["bytes"] == size)
+        .and_then(|c| c["gb_per_s"].as_f64())
+        .unwrap_or_else(|| panic!("no H2D pinned figure at 256 MiB: {b}"));
+    let (raw, raw_clock) = raw_pinned_h2d_gbps(size as usize, 11);
+    let diff = (ours - raw).abs() / raw;
+    eprintln!("raw cudaMemcpy on the host clock: {raw_clock:.2} GB/s");
+    eprintln!(
+        "H2D pinned 256 MiB: bench {ours:.2} GB/s, raw cudaMemcpy {raw:.2} GB/s ({:.1}%)",
+        diff * 100.0
+    );
+    assert!(
+        diff <= 0.10,
+        "bench {ours:.2} GB/s vs raw cudaMemcpy {raw:.2} GB/s: {:.1}% apart",
+        diff * 100.0
+    );
+}
+
+/// With a real driver and a limit that loading and initialising it cannot meet (1 ms), the
+/// watchdog stops the probe process in the first probe past the limit and names it; nothing
+/// hangs, the report is complete.
+#[test]
+fn watchdog_stops_a_real_driver_call_past_the_limit() {
+    require_gpu!();
+    let _one = lock();
+    let t = Instant::now();
+    let o = run_doctor(&["--json", "--timeout", "0.001"]);
+    assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+    let d = json(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(exit::PROBE_FAILED),
+        "{}",
+        d["watchdog"]
+    );
+    assert_eq!(d["watchdog"]["status"], "hung");
+    let probe = d["watchdog"]["probe"].as_str().unwrap_or("");
+    assert!(!probe.is_empty(), "{}", d["watchdog"]);
+    assert_eq!(d["diagnosis"]["findings"][0]["cause"], "probe_hung");
+}

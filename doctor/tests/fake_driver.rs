@@ -1,0 +1,412 @@
+//! Host-only tests of the doctor's watchdog and driver-version diagnosis with fake drivers: a
+//! `libcuda.so.1` written in C (fake_libcuda.c), compiled here with `cc` into a temporary folder
+//! put first on LD_LIBRARY_PATH, whose cuInit hangs, crashes, or fails, or whose
+//! cuDriverGetVersion reports an old driver. cudart really loads each and calls into it (the C
+//! file says how). Each test checks what the doctor concludes: which probe, what to check, the
+//! exit status.
+
+use llaisys_nvidia_doctor::backend::build;
+use llaisys_nvidia_doctor::exit;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
+const SOURCE: &str = include_str!("fake_libcuda.c");
+
+/// Compiles the fake with `defines` into its own folder; returns the folder.
+fn fake(name: &str, defines: &[&str]) -> PathBuf {
+    let dir = std::env::temp_dir()
+        .join(format!("llaisys-doctor-fakes-{}", std::process::id()))
+        .join(name);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("fake_libcuda.c");
+    std::fs::write(&src, SOURCE).expect("write the C source");
+    let lib = dir.join("libcuda.so.1");
+    let out = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .args(defines)
+        .output()
+        .expect("cc runs (install gcc)");
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+/// The doctor with a clean environment (PATH), the fake first on LD_LIBRARY_PATH, `vars`.
+fn doctor(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> (Output, Duration) {
+    let mut c = Command::new(BIN);
+    c.args(args).env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        c.env("PATH", path);
+    }
+    c.env("LD_LIBRARY_PATH", fake);
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    let t = Instant::now();
+    let o = c.output().expect("the llaisys-nvidia binary runs");
+    (o, t.elapsed())
+}
+
+/// The JSON report.
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The first finding (errors come first).
+fn first_finding(d: &Value) -> (&str, &str, &str) {
+    let f = &d["diagnosis"]["findings"][0];
+    (
+        f["cause"].as_str().unwrap_or(""),
+        f["summary"].as_str().unwrap_or(""),
+        f["fix"].as_str().unwrap_or(""),
+    )
+}
+
+fn lib_path(dir: &Path) -> String {
+    dir.join("libcuda.so.1").display().to_string()
+}
+
+#[test]
+fn cuinit_that_hangs_is_stopped_by_the_watchdog_and_named() {
+    let dir = fake("hang", &["-DFAKE_HANG"]);
+    // The limit from the variable, JSON.
+    let (o, took) = doctor(&dir, &["--json"], &[("LLAISYS_NVIDIA_DOCTOR_TIMEOUT", "1")]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{}", text(&o));
+    assert!(took >= Duration::from_secs(1), "{took:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let d = json(&o);
+    let w = &d["watchdog"];
+    assert_eq!(w["status"], "hung", "{w}");
+    assert_eq!(w["probe"], "cudaDriverGetVersion", "{w}");
+    assert_eq!(w["timeout_s"], 1.0, "{w}");
+    assert!(
+        w["stderr"]
+            .as_str()
+            .is_some_and(|s| s.contains("cuInit hangs now")),
+        "{w}"
+    );
+    let probes: Vec<(&str, &str)> = w["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or(""),
+                p["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            ("dlopen libcuda.so.1", "ok"),
+            ("cudaRuntimeGetVersion", "ok"),
+            ("cudaDriverGetVersion", "hung")
+        ]
+    );
+    // What finished is reported; what did not is null, never made up.
+    assert_eq!(d["machine"]["libcuda"]["path"], lib_path(&dir).as_str());
+    assert_eq!(
+        d["machine"]["runtime_version"]["number"],
+        build::cudart_version()
+    );
+    assert_eq!(
+        d["machine"]["driver_version"],
+        serde_json::json!({"number": null, "text": null, "error": null})
+    );
+    assert_eq!(
+        d["device_count"],
+        serde_json::json!({"count": 0, "error": null, "ms": null})
+    );
+    assert_eq!(d["smoke"]["status"], "skipped");
+    assert!(d["smoke"]["reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("`cudaDriverGetVersion` hung")));
+    assert_eq!(d["diagnosis"]["status"], "probe_failed");
+    assert_eq!(d["diagnosis"]["exit_code"], exit::PROBE_FAILED);
+    let (cause, summary, fix) = first_finding(&d);
+    assert_eq!(cause, "probe_hung");
+    assert!(
+        summary.starts_with("probe hung: `cudaDriverGetVersion`"),
+        "{summary}"
+    );
+    assert!(summary.contains("calls the driver's cuInit"), "{summary}");
+    assert!(summary.contains("within 1 s"), "{summary}");
+    assert!(summary.contains(&lib_path(&dir)), "{summary}");
+    assert!(summary.contains("cuInit hangs now"), "{summary}");
+    for what in ["nvidia-smi", "dmesg", "LD_LIBRARY_PATH", "--timeout"] {
+        assert!(fix.contains(what), "fix lacks {what}: {fix}");
+    }
+    // The flag, text: the same probe named, the verdict.
+    let (o, _) = doctor(&dir, &["--timeout", "0.5"], &[]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED));
+    let t = text(&o);
+    assert!(
+        t.contains("error: probe hung: `cudaDriverGetVersion`"),
+        "{t}"
+    );
+    assert!(t.contains("within 0.5 s"), "{t}");
+    assert!(
+        t.contains("verdict: a probe hung or crashed (exit 5)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("NVIDIA driver         unknown: its probe did not finish"),
+        "{t}"
+    );
+}
+
+#[test]
+fn cuinit_that_crashes_is_reported_with_its_signal() {
+    let dir = fake("crash", &["-DFAKE_CRASH"]);
+    let (o, _) = doctor(&dir, &["--json"], &[]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{}", text(&o));
+    let d = json(&o);
+    let w = &d["watchdog"];
+    assert_eq!(w["status"], "crashed", "{w}");
+    assert_eq!(w["signal"], "SIGSEGV", "{w}");
+    assert_eq!(w["probe"], "cudaDriverGetVersion", "{w}");
+    let (cause, summary, fix) = first_finding(&d);
+    assert_eq!(cause, "probe_crashed");
+    assert!(
+        summary.contains("died of SIGSEGV (segmentation fault"),
+        "{summary}"
+    );
+    assert!(summary.contains("in `cudaDriverGetVersion`"), "{summary}");
+    assert!(summary.contains("cuInit crashes now"), "{summary}");
+    for what in [
+        "kernel module",
+        "reinstall the driver",
+        "LD_LIBRARY_PATH",
+        "nvidia-smi",
+    ] {
+        assert!(fix.contains(what), "fix lacks {what}: {fix}");
+    }
+    let (o, _) = doctor(&dir, &[], &[]);
+    assert!(text(&o).contains("error: probe crashed: the probe process died of SIGSEGV"));
+}
+
+#[test]
+fn a_libcuda_whose_loading_hangs_is_named_and_cudart_not_tried() {
+    let dir = fake("hang-on-load", &["-DFAKE_HANG_ON_LOAD"]);
+    let (o, took) = doctor(&dir, &["--json", "--timeout", "1"], &[]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED));
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let d = json(&o);
+    assert_eq!(d["watchdog"]["probe"], "dlopen libcuda.so.1");
+    assert_eq!(d["watchdog"]["status"], "hung");
+    assert_eq!(d["watchdog"]["probes"].as_array().map(Vec::len), Some(1));
+    assert_eq!(d["machine"]["libcuda"]["loadable"], false);
+    assert!(d["machine"]["libcuda"]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("`dlopen libcuda.so.1` hung")));
+    let (cause, summary, _) = first_finding(&d);
+    assert_eq!(cause, "probe_hung");
+    assert!(summary.contains("runs its initialisers"), "{summary}");
+    assert!(summary.contains("hangs while loading"), "{summary}");
+}
+
+#[test]
+fn a_libcuda_that_crashes_in_its_teardown() {
+    // The doctor's own dlopen keeps the library until its probe process exits: the crash comes
+    // at exit, after every result, and the next probe process runs all the same. cudart instead
+    // unloads libcuda.so.1 inside cudaDriverGetVersion when the driver's initialisation fails
+    // (here: the fake's cuGetExportTable), so the teardown's crash comes in that probe.
+    let dir = fake("crash-at-exit", &["-DFAKE_CRASH_AT_EXIT"]);
+    let (o, _) = doctor(&dir, &["--json"], &[]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED));
+    let d = json(&o);
+    let w = &d["watchdog"];
+    let probes: Vec<(&str, &str)> = w["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or(""),
+                p["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            ("dlopen libcuda.so.1", "ok"),
+            ("exit of the probe process", "crashed"),
+            ("cudaRuntimeGetVersion", "ok"),
+            ("cudaDriverGetVersion", "crashed")
+        ],
+        "{w}"
+    );
+    assert_eq!(d["machine"]["libcuda"]["path"], lib_path(&dir).as_str());
+    // The probe's failure is the one named, not the exit's.
+    assert_eq!(w["probe"], "cudaDriverGetVersion", "{w}");
+    assert_eq!(w["signal"], "SIGSEGV", "{w}");
+    assert_eq!(
+        w["stderr"]
+            .as_str()
+            .map(|s| s.matches("crashes at exit").count()),
+        Some(2),
+        "{w}"
+    );
+    let (cause, summary, _) = first_finding(&d);
+    assert_eq!(cause, "probe_crashed");
+    assert!(summary.contains("in `cudaDriverGetVersion`"), "{summary}");
+}
+
+/// cuInit failing with `code`: cudaGetDeviceCount says so, the driver version is read, and
+/// the diagnosis names the failing call and what to check.
+fn init_fails(code: i32, name: &str) {
+    let dir = fake(
+        &format!("init-{code}"),
+        &[&format!("-DFAKE_INIT_RESULT={code}")],
+    );
+    let (o, _) = doctor(&dir, &["--json"], &[]);
+    let d = json(&o);
+    assert_eq!(d["watchdog"]["status"], "ok", "{}", d["watchdog"]);
+    assert_eq!(d["machine"]["libcuda"]["path"], lib_path(&dir).as_str());
+    assert_eq!(d["machine"]["driver_version"]["number"], 13000);
+    assert_eq!(d["device_count"]["count"], 0);
+    assert_eq!(d["device_count"]["error"]["code"], code);
+    assert_eq!(d["device_count"]["error"]["name"], name);
+    let (cause, summary, fix) = first_finding(&d);
+    assert!(
+        summary.contains(&format!("cudaGetDeviceCount returns {name} ({code})")),
+        "{summary}"
+    );
+    assert!(summary.contains(&lib_path(&dir)), "{summary}");
+    if Path::new("/dev/nvidiactl").exists() {
+        // A machine with the driver's nodes: the driver's own error.
+        assert_eq!(cause, "driver_unusable", "{summary}");
+        assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
+        assert!(fix.contains("nvidia-smi"), "{fix}");
+        if code == 2 {
+            assert!(fix.contains("ran out of memory"), "{fix}");
+        }
+    } else {
+        // Here (CI): no /dev/nvidiactl, which is why a real driver would fail.
+        assert_eq!(cause, "device_nodes_inaccessible", "{summary}");
+        assert_eq!(o.status.code(), Some(exit::NO_DEVICE));
+        assert!(
+            summary.contains("/dev/nvidiactl does not exist"),
+            "{summary}"
+        );
+        assert!(fix.contains("modprobe nvidia"), "{fix}");
+    }
+}
+
+#[test]
+fn cuinit_returning_999_is_diagnosed() {
+    init_fails(999, "cudaErrorUnknown");
+}
+
+#[test]
+fn cuinit_returning_2_is_diagnosed() {
+    init_fails(2, "cudaErrorMemoryAllocation");
+}
+
+#[test]
+fn a_driver_older_than_the_build_names_the_driver_needed_and_the_cuda12_build() {
+    let major = build::cudart_version() / 1000;
+    // One CUDA major version older than this build's runtime.
+    let (old, old_text) = if major >= 13 {
+        (12020, "12.2")
+    } else {
+        (11080, "11.8")
+    };
+    let dir = fake(
+        &format!("old-{old}"),
+        &[&format!("-DFAKE_DRIVER_VERSION={old}")],
+    );
+    let (o, _) = doctor(&dir, &["--json"], &[]);
+    assert_eq!(o.status.code(), Some(exit::NO_DRIVER), "{}", text(&o));
+    let d = json(&o);
+    assert_eq!(d["machine"]["driver_version"]["number"], old);
+    assert_eq!(d["device_count"]["error"]["code"], 35);
+    let (cause, summary, fix) = first_finding(&d);
+    assert_eq!(cause, "driver_too_old");
+    assert!(
+        summary.contains(&format!("supports CUDA {old_text}")),
+        "{summary}"
+    );
+    if major >= 13 {
+        assert!(
+            summary.contains("needs NVIDIA driver 580 or newer"),
+            "{summary}"
+        );
+        assert!(
+            fix.contains("Upgrade the NVIDIA driver to 580 or newer"),
+            "{fix}"
+        );
+        assert!(
+            fix.contains("the CUDA 12.9 build serves older drivers, from 525 on"),
+            "{fix}"
+        );
+        assert!(fix.contains("bash scripts/bootstrap.sh --cuda12"), "{fix}");
+        assert!(fix.contains("CUDA_HOME=$PWD/.deps/cuda12"), "{fix}");
+    } else {
+        assert!(
+            summary.contains("needs NVIDIA driver 525 or newer"),
+            "{summary}"
+        );
+        assert!(fix.contains("525 or newer"), "{fix}");
+        assert!(!fix.contains("CUDA 12.9 build"), "{fix}");
+    }
+}
+
+#[test]
+fn a_cuda12_driver_runs_the_cuda12_build_through_minor_version_compatibility() {
+    let major = build::cudart_version() / 1000;
+    let dir = fake("driver-12020", &["-DFAKE_DRIVER_VERSION=12020"]);
+    let (o, _) = doctor(&dir, &["--json"], &[]);
+    let d = json(&o);
+    let causes: Vec<&str> = d["diagnosis"]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["cause"].as_str())
+        .collect();
+    if major >= 13 {
+        // The CUDA 13 runtime refuses it (the test above).
+        assert_eq!(d["device_count"]["error"]["code"], 35);
+        assert_eq!(causes.first(), Some(&"driver_too_old"), "{causes:?}");
+    } else {
+        // CUDA 12.9 on a 12.2 driver: cudart goes on to cuInit (this fake's other entry points
+        // then fail), and the doctor notes the minor-version compatibility.
+        assert_ne!(
+            d["device_count"]["error"]["code"], 35,
+            "{}",
+            d["device_count"]
+        );
+        assert!(causes.contains(&"driver_older_than_runtime"), "{causes:?}");
+        let note = d["diagnosis"]["findings"]
+            .as_array()
+            .and_then(|fs| {
+                fs.iter()
+                    .find(|f| f["cause"] == "driver_older_than_runtime")
+            })
+            .expect("the note");
+        assert_eq!(note["severity"], "note");
+        assert!(note["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("575 or newer")));
+    }
+}
