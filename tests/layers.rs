@@ -29,8 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["capi"],
 ];
 
-/// Modules outside the layering: the crate root (module map and re-exports) and the doctor,
-/// which is leaving the library for its own crate.
+/// Modules outside the layering: the crate root (module map and re-exports).
 const OUTSIDE: &[&str] = &[""];
 
 fn layer_of(module: &str) -> Option<usize> {
