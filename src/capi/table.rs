@@ -100,6 +100,9 @@ fn count_once() -> Count {
 /// The number of CUDA devices; 0 without a driver or a GPU, silently, with the reason kept as
 /// the thread's last error. The count is read once per process (CUDA fixes it at init too).
 unsafe extern "C-unwind" fn get_device_count() -> c_int {
+    if policy::refused_in_forked_child("get_device_count") {
+        return 0;
+    }
     let c = COUNT.get_or_init(count_once);
     if let Some(reason) = &c.reason {
         policy::set_last(Some(reason.clone()));
