@@ -25,12 +25,30 @@
  * llaisysNvidiaSetErrorHandler; when it returns, the failing function returns its failure value
  * (NULL for pointers and streams, nothing for void functions). A C++ handler may throw: every
  * table function unwinds C++ exceptions (Rust "C-unwind"); llaisys_nvidia_exceptions.hpp
- * installs one that throws std::runtime_error. A panic inside the library never crosses this
+ * has one that throws std::runtime_error, on the threads inside a scoped_exception_handler or
+ * on every thread (install_exception_handler). A panic inside the library never crosses this
  * boundary: it is reported as LLAISYS_NVIDIA_ERROR_INTERNAL under the same policy.
  *
  * An error caused by earlier asynchronous work (a kernel or copy that faulted; CUDA reports it
  * at a later call and the context stays broken) is reported with status
  * LLAISYS_NVIDIA_ERROR_DEFERRED_CUDA and a message saying so, not blamed on the innocent call.
+ *
+ * Lifecycle (README "Lifecycle and process rules"). Every function may be called from any
+ * thread at any point of its life and of the process's, including pthread key destructors,
+ * atexit handlers and C++ static and thread_local destructors, in any order: it works or fails
+ * with its status; the library's own bookkeeping never aborts.
+ *
+ * fork(). A child forked after the process made its first call into this library (any call but
+ * the error-handler, last-error, version and status-name functions and
+ * llaisysNvidiaGetRuntimeAPI) cannot use CUDA (NVIDIA: CUDA after fork is undefined until exec)
+ * nor the library's caches, whose locks other threads of the parent may have held at fork. In
+ * such a child every other function is refused, without touching those locks, with status
+ * LLAISYS_NVIDIA_ERROR_CUDA and cudaErrorInitializationError (3), and a message that says why:
+ * get_device_count returns 0 (the reason as last error), the other table functions report to the
+ * handler, the status API returns the status (without writing its out-pointers), H2H copies
+ * included. The handler functions and the last error keep working there. Such a child should
+ * exec or _exit (exit also runs the parent's atexit handlers, CUDA's own among them). A child
+ * forked before the first call is an ordinary process and may use the library.
  */
 #ifndef LLAISYS_NVIDIA_RUNTIME_H
 #define LLAISYS_NVIDIA_RUNTIME_H
@@ -211,17 +229,44 @@ typedef struct llaisysNvidiaError {
     const char *message;   /* the whole one-line message */
 } llaisysNvidiaError;
 
-/* An error handler. It may return (the failing call then returns its failure value) or, in
- * C++, throw (the exception propagates out of the failing table function). */
+/* An error handler. It must return (the failing call then returns its failure value) or, in
+ * C++, throw (the exception propagates out of the failing table function). It runs on the
+ * failing thread, without any lock of the library held: it may call into the library (a failure
+ * there runs the handler again, nested) and may replace the handler.
+ *
+ * longjmp out of a handler is not supported, nor is leaving it by pthread_exit or thread
+ * cancellation: the handler is called from inside the library's Rust frames, which still have
+ * destructors to run, and jumping or force-unwinding over such frames is undefined behaviour in
+ * Rust (RFC 2945, "plain old frames"). In practice the library's record of the call is never
+ * released: memory leaks, and the call counts as running forever, so a later
+ * llaisysNvidiaSetErrorHandler from another thread waits for it (after 10 s it says so on
+ * stderr). To leave a failing call early, return or throw from the handler, or use the status
+ * API, which never calls the handler. */
 typedef void (*llaisysNvidiaErrorHandler)(const llaisysNvidiaError *error, void *user_data);
 
-/* Installs the process-wide error handler; NULL restores the default (print, abort). */
+/* Installs the process-wide error handler; NULL restores the default (print, abort).
+ * Replacing a handler: a failing call reads the handler and its user_data together and calls it
+ * after releasing the library's lock, so other threads may be running the old handler when this
+ * is called. llaisysNvidiaSetErrorHandler returns only once no other thread still runs a handler
+ * installed before; after it returns, the old user_data may be freed. Called from inside a
+ * handler it returns at once without waiting (it would otherwise wait for its own call, or for
+ * another thread that waits for it): then do not free the old user_data until a later call made
+ * outside any handler has returned. Do not call it while holding a lock that a handler running
+ * on another thread may need: it would wait for that handler forever. */
 LLAISYS_NVIDIA_API void llaisysNvidiaSetErrorHandler(llaisysNvidiaErrorHandler handler, void *user_data);
 /* Reads the installed handler (NULL: the default) and its user data; either pointer may be NULL. */
 LLAISYS_NVIDIA_API void llaisysNvidiaGetErrorHandler(llaisysNvidiaErrorHandler *handler, void **user_data);
+/* The default handler, for a handler that passes on what it does not handle: prints the error's
+ * message as one line on stderr and aborts. user_data is ignored. */
+LLAISYS_NVIDIA_API void llaisysNvidiaDefaultErrorHandler(const llaisysNvidiaError *error, void *user_data);
 
 /* The calling thread's last error: it stays until a later failure replaces it or it is
- * cleared; successful calls do not clear it (like errno). */
+ * cleared; successful calls do not clear it (like errno). It is kept where it works at any
+ * point of the thread's life: also inside pthread key destructors, atexit handlers, and C++
+ * static and thread_local destructors. It is freed when the thread exits (for the main thread:
+ * with the process). Where it cannot be kept (after this library's unload hook ran, e.g. from
+ * a destructor that runs after the library is finalised) the getters answer "none"; the calls
+ * themselves behave as always. */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorStatus(void); /* 0 when none */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastCudaError(void);   /* cudaError_t, 0 when none */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorDevice(void); /* -1 when none or unknown */

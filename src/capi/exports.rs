@@ -1,6 +1,6 @@
 //! The exported C symbols (all prefixed `llaisysNvidia`); `csrc/llaisys_runtime.h` declares them.
 
-use super::policy::{self, ErrorHandler};
+use super::policy::{self, ErrorHandler, LlaisysNvidiaError};
 use super::table::{LlaisysRuntimeAPI, TABLE};
 use crate::cache::AllocatorStats;
 use std::os::raw::{c_char, c_int, c_void};
@@ -12,9 +12,30 @@ pub extern "C" fn llaisysNvidiaGetRuntimeAPI() -> *const LlaisysRuntimeAPI {
 }
 
 /// Installs the process-wide error handler; NULL restores the default (print one line, abort).
+/// Returns once no other thread still runs the handler it replaced (at once when called from
+/// inside a handler).
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaSetErrorHandler(handler: ErrorHandler, user_data: *mut c_void) {
     policy::set_handler(handler, user_data);
+}
+
+/// The default handler: prints the error's message as one line on stderr and aborts. For a
+/// handler that passes on what it does not handle; `user_data` is ignored.
+///
+/// # Safety
+/// `error` is NULL or points to a valid `llaisysNvidiaError`.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn llaisysNvidiaDefaultErrorHandler(
+    error: *const LlaisysNvidiaError,
+    _user_data: *mut c_void,
+) {
+    // SAFETY: caller contract: `error` is NULL or points to a valid error.
+    let text = unsafe { error.as_ref() }.map_or(std::ptr::null(), |e| e.message);
+    if text.is_null() {
+        policy::abort_with(b"llaisys-nvidia: an error (no message)");
+    }
+    // SAFETY: a valid error's message is a NUL-terminated string alive during this call.
+    policy::abort_with(unsafe { std::ffi::CStr::from_ptr(text) }.to_bytes())
 }
 
 /// Reads the installed handler and its user data (either out-pointer may be NULL).
@@ -28,11 +49,11 @@ pub unsafe extern "C" fn llaisysNvidiaGetErrorHandler(
 ) {
     let (h, u) = policy::handler();
     if !handler.is_null() {
-        // SAFETY: the caller's contract; not NULL (checked).
+        // SAFETY: caller contract: a non-NULL `handler` is valid for writing.
         unsafe { *handler = h };
     }
     if !user_data.is_null() {
-        // SAFETY: as above.
+        // SAFETY: caller contract: a non-NULL `user_data` is valid for writing.
         unsafe { *user_data = u };
     }
 }
@@ -64,7 +85,7 @@ pub extern "C" fn llaisysNvidiaLastErrorDevice() -> c_int {
 pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: usize) -> usize {
     let last = policy::last();
     let text = last.as_ref().map_or(c"", |r| r.message.as_c_str());
-    // SAFETY: the caller's contract for `buf`.
+    // SAFETY: caller contract: `buf` is NULL or valid for `len` bytes.
     unsafe { policy::copy_out(text, buf, len) }
 }
 
@@ -114,6 +135,9 @@ pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
 /// Resets the peak statistics of both allocators to their current use.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
+    if policy::refused_in_forked_child("llaisysNvidiaResetPeakMemoryStats") {
+        return;
+    }
     crate::ops::memory::reset_peak_stats();
 }
 

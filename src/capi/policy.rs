@@ -1,16 +1,42 @@
-//! The error policy of the C ABI. Every exported body runs inside `run`, which catches panics;
-//! a failure becomes one record, stored as the thread's last error, then handed to the error
+//! The error policy of the C ABI. Every exported body runs inside `run` (the table) or the
+//! status API's `status`, both through `catch_panic`, which catches panics; a failure becomes
+//! one record, stored as the thread's last error, then (table only) handed to the error
 //! handler. The default handler prints one line and aborts; a host may install its own. If the
 //! handler returns, the function returns its failure value. The handler is called outside the
 //! panic boundary and through `extern "C-unwind"`, so a C++ handler may throw.
+//!
+//! What the policy keeps works at any point of a thread's or the process's life, and in a
+//! forked child (README "Lifecycle and process rules"):
+//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors,
+//!   `atexit` handlers, C++ static and `thread_local` destructors, where a Rust `thread_local!`
+//!   with a destructor is already gone);
+//! - `handlers`: the process-wide handler; replacing it waits until no other thread still runs
+//!   the old one;
+//! - `fork`: a child forked after the library was used refuses every call but the handler and
+//!   last-error functions, without touching a lock another thread of the parent may have held;
+//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded.
+
+mod fork;
+mod handlers;
+mod last;
+mod load;
 
 use crate::error::{Error, ErrorKind};
-use std::cell::RefCell;
 use std::ffi::{CStr, CString};
-use std::io::Write;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+/// The load-time set-up (`load::init`), for the first call when the constructor did not run:
+/// the submodules ask for it here, so that `load`, which sets them up, is the only one that
+/// names them.
+fn ensure_loaded() {
+    load::init();
+}
+
+pub use fork::refused_in_forked_child;
+pub use handlers::{handler, set_handler};
+pub use last::{last, set_last};
 
 /// What the handler receives (`llaisysNvidiaError` in the header). The strings live until the
 /// handler returns; copy them to keep them.
@@ -47,6 +73,10 @@ pub struct Record {
 impl Record {
     /// Builds the record and its message for `error` raised in our `function`.
     pub fn new(function: &str, error: &Error) -> Record {
+        if fork::forked_child() {
+            // The only failure a forked child has: the refusal. No CUDA call for the device.
+            return Record::refused_after_fork(function);
+        }
         let device = if error.kind() == ErrorKind::InvalidArgument {
             -1
         } else {
@@ -64,6 +94,26 @@ impl Record {
             device,
             function: cstring(function),
             cuda_call: cstring(error.call()),
+            message: cstring(&message),
+        }
+    }
+
+    /// The refusal of a call in a child forked after the library was used: status CUDA with
+    /// cudaErrorInitializationError, what CUDA answers for CUDA used after fork. The text is
+    /// fixed here: no cudart call in such a child.
+    fn refused_after_fork(function: &str) -> Record {
+        let message = format!(
+            "llaisys-nvidia: {function}: refused: this process is a child forked after its parent \
+             used llaisys-nvidia, and neither CUDA nor the library's state can be used after fork \
+             (cudaErrorInitializationError (3)); only the error-handler and last-error functions \
+             work here: exec a new program, or use the library before fork only in children"
+        );
+        Record {
+            status: ErrorKind::Cuda as c_int,
+            cuda_error: fork::CUDA_ERROR_AFTER_FORK,
+            device: -1,
+            function: cstring(function),
+            cuda_call: CString::default(),
             message: cstring(&message),
         }
     }
@@ -89,43 +139,6 @@ fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "\\0")).unwrap_or_default()
 }
 
-struct HandlerSlot {
-    handler: ErrorHandler,
-    user_data: usize,
-}
-
-static HANDLER: RwLock<HandlerSlot> = RwLock::new(HandlerSlot {
-    handler: None,
-    user_data: 0,
-});
-
-thread_local! {
-    static LAST: RefCell<Option<Arc<Record>>> = const { RefCell::new(None) };
-}
-
-/// Installs `handler` for the whole process; None restores the default (print and abort).
-pub fn set_handler(handler: ErrorHandler, user_data: *mut c_void) {
-    let mut slot = crate::sync::write(&HANDLER);
-    slot.handler = handler;
-    slot.user_data = user_data as usize;
-}
-
-/// The installed handler and its user data.
-pub fn handler() -> (ErrorHandler, *mut c_void) {
-    let slot = crate::sync::read(&HANDLER);
-    (slot.handler, slot.user_data as *mut c_void)
-}
-
-/// Sets the calling thread's last error without calling the handler.
-pub fn set_last(record: Option<Arc<Record>>) {
-    LAST.with(|l| *l.borrow_mut() = record);
-}
-
-/// The calling thread's last error.
-pub fn last() -> Option<Arc<Record>> {
-    LAST.with(|l| l.borrow().clone())
-}
-
 /// Runs `body` inside the panic boundary; on failure reports and returns `fallback`.
 pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate::Result<T>) -> T {
     match catch_panic(function, body) {
@@ -137,11 +150,13 @@ pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate:
     }
 }
 
-/// Runs `body`, turning a panic into an internal error.
+/// Runs `body`, turning a panic into an internal error. In a child forked after the library was
+/// used, refuses without running `body` (see `fork`).
 pub fn catch_panic<T>(
     function: &'static str,
     body: impl FnOnce() -> crate::Result<T>,
 ) -> crate::Result<T> {
+    fork::enter()?;
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()
@@ -157,16 +172,35 @@ pub fn catch_panic<T>(
 pub fn report(function: &str, error: &Error) {
     let record = Arc::new(Record::new(function, error));
     set_last(Some(record.clone()));
-    let (handler, user_data) = handler();
-    match handler {
-        None => {
-            let _ = writeln!(std::io::stderr(), "{} (aborting: install an error handler with llaisysNvidiaSetErrorHandler to handle errors instead)", record.message());
-            std::process::abort();
-        }
-        Some(h) => {
-            let view = record.view();
-            // SAFETY: `view` points into `record`, alive until the handler returns or unwinds.
-            unsafe { h(&view, user_data) };
+    if !handlers::call(&record) {
+        abort_with(record.message.as_bytes());
+    }
+}
+
+/// The default handler (`llaisysNvidiaDefaultErrorHandler`): `message` and a hint as one line
+/// on stderr, then abort. Writes with write(2), no lock: it works at exit and in a forked child.
+pub fn abort_with(message: &[u8]) -> ! {
+    let mut line = Vec::with_capacity(message.len() + 128);
+    line.extend_from_slice(message);
+    line.extend_from_slice(
+        b" (aborting: install an error handler with llaisysNvidiaSetErrorHandler to handle errors instead)\n",
+    );
+    write_stderr(&line);
+    std::process::abort()
+}
+
+/// Writes `bytes` to file descriptor 2 with write(2): no lock that another thread (or a thread
+/// that did not survive a fork) could hold.
+pub(crate) fn write_stderr(mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is valid for reading `bytes.len()` bytes.
+        let n = unsafe { libc::write(2, bytes.as_ptr().cast::<c_void>(), bytes.len()) };
+        if n > 0 {
+            bytes = bytes.get(n.unsigned_abs()..).unwrap_or_default();
+        } else if n == 0
+            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            return;
         }
     }
 }
@@ -180,7 +214,7 @@ pub unsafe fn copy_out(text: &CStr, buf: *mut c_char, len: usize) -> usize {
     let bytes = text.to_bytes();
     if !buf.is_null() && len > 0 {
         let n = bytes.len().min(len - 1);
-        // SAFETY: the caller's contract: `buf` holds `len` > n bytes.
+        // SAFETY: caller contract: `buf` is valid for `len` > `n` bytes; `bytes` has `n` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
             *buf.add(n) = 0;

@@ -92,6 +92,9 @@ fn count_reason() -> Option<Arc<policy::Record>> {
 /// The number of CUDA devices; 0 without a driver or a GPU, silently, with the reason kept as
 /// the thread's last error. The count is read once per process (CUDA fixes it at init too).
 unsafe extern "C-unwind" fn get_device_count() -> c_int {
+    if policy::refused_in_forked_child("get_device_count") {
+        return 0;
+    }
     let (n, reason) = ops::device_count();
     if reason.is_some() {
         policy::set_last(count_reason());

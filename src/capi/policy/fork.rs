@@ -1,0 +1,82 @@
+//! fork(): a child of a process that used the library refuses every call but the handler and
+//! last-error functions.
+//!
+//! Locks held by other threads of the parent at fork time stay locked forever in the child (only
+//! the forking thread is copied), CUDA cannot be used in a child after the parent initialised it
+//! (NVIDIA: any CUDA use between fork and exec is undefined), and the caches hold the parent's
+//! CUDA memory. So, once any call that can reach CUDA, a cache or a registry has started in the
+//! parent (`enter`), a child forked afterwards answers every such call with status CUDA and
+//! cudaErrorInitializationError, without touching any of those locks. The handler's own lock is
+//! taken across fork by the prepare handler, so the handler functions and the last error (a
+//! pthread key, no lock) keep working in the child. A child forked before the library's first
+//! use is an ordinary process.
+
+use crate::error::{CudaError, Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// cudaErrorInitializationError: what a forked child's refused calls report.
+pub(super) const CUDA_ERROR_AFTER_FORK: i32 = 3;
+
+/// Set by the first call that may reach CUDA or the library's locks.
+static USED: AtomicBool = AtomicBool::new(false);
+/// Set in a child forked after `USED`.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// Marks the library as used and refuses in a forked child. Called by every entry point that may
+/// reach CUDA or the library's state, before it does.
+pub(super) fn enter() -> Result<()> {
+    super::ensure_loaded();
+    if !USED.load(Ordering::Relaxed) {
+        // Before any lock of this call is taken: a fork from now on gives a refusing child.
+        USED.store(true, Ordering::SeqCst);
+    }
+    if FORKED.load(Ordering::Relaxed) {
+        return Err(Error::cuda(
+            "",
+            CudaError::from_code(CUDA_ERROR_AFTER_FORK),
+            "called in a forked child",
+        ));
+    }
+    Ok(())
+}
+
+/// True in a child forked after the library was used.
+pub(super) fn forked_child() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// For entry points outside `catch_panic` (get_device_count): marks the library as used; in a
+/// forked child records the refusal as the thread's last error (no handler call) and returns
+/// true.
+pub fn refused_in_forked_child(function: &'static str) -> bool {
+    match enter() {
+        Ok(()) => false,
+        Err(e) => {
+            super::set_last(Some(Arc::new(super::Record::new(function, &e))));
+            true
+        }
+    }
+}
+
+/// Registers the fork handlers (once, from `load::init`).
+pub(super) fn register() {
+    // SAFETY: the three handlers are `extern "C"` functions that never unwind and live as long
+    // as the library (glibc drops them when the library is unloaded).
+    let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+extern "C" fn prepare() {
+    super::handlers::before_fork();
+}
+
+extern "C" fn parent() {
+    super::handlers::after_fork(false);
+}
+
+extern "C" fn child() {
+    if USED.load(Ordering::SeqCst) {
+        FORKED.store(true, Ordering::SeqCst);
+    }
+    super::handlers::after_fork(true);
+}
