@@ -8,6 +8,8 @@ mod bindings;
 mod discover;
 #[path = "build/libclang.rs"]
 mod libclang;
+#[path = "build/nccl.rs"]
+mod nccl;
 
 use discover::{CudaRoot, LinkMode, Probe, ROOT_VARS};
 use std::env;
@@ -50,6 +52,7 @@ fn run() -> Result<(), String> {
         &manifest.join("wrapper.h"),
         &out.join("cudart.rs"),
     )?;
+    nccl::generate(&manifest, &clang, &out)?;
     link(&cuda, mode);
     publish(&cuda, mode);
     Ok(())

@@ -31,6 +31,8 @@ pub mod doctor;
 pub mod event;
 pub mod memory;
 pub mod memory_kinds;
+pub(crate) mod nccl;
+pub mod ops;
 pub mod pageable;
 pub mod raw;
 pub mod runtime;

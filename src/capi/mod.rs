@@ -3,6 +3,7 @@
 //! (`exports`), and the status-returning API beyond the table (`api`).
 
 pub mod api;
+pub mod comm;
 pub mod exports;
 pub mod policy;
 pub mod table;
