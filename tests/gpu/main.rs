@@ -9,5 +9,6 @@ mod doctor;
 mod hostile;
 mod leaks;
 mod multi;
+mod nccl;
 mod stress;
 mod table;
