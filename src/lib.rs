@@ -12,6 +12,8 @@
 //!   copies between pageable host memory and the device.
 //! - [`capi`]: the llaisys runtime table, its error policy, the checks of hostile input, the
 //!   status-returning API, and the exported C symbols declared in `csrc/llaisys_runtime.h`.
+//! - the communicator over NCCL: `nccl` (bindings from nccl.h, the run-time loader, the RAII
+//!   communicator), [`ops::comm`] (checks, registry, caches), `capi::comm` (the C exports).
 //! - [`doctor`]: `llaisys-nvidia doctor`, above the C ABI.
 //! - `src/bin/llaisys-nvidia.rs`: the command-line program.
 #![warn(missing_docs)]

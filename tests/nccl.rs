@@ -714,28 +714,61 @@ fn comm_table_is_the_exported_functions() {
     let pairs: [(usize, usize); 16] = [
         (
             t.get_unique_id as usize,
-            llaisysNvidiaCommGetUniqueId as usize,
+            llaisysNvidiaCommGetUniqueId as *const () as usize,
         ),
-        (t.init_rank as usize, llaisysNvidiaCommInitRank as usize),
-        (t.init_all as usize, llaisysNvidiaCommInitAll as usize),
-        (t.destroy as usize, llaisysNvidiaCommDestroy as usize),
-        (t.abort as usize, llaisysNvidiaCommAbort as usize),
-        (t.get_rank as usize, llaisysNvidiaCommRank as usize),
-        (t.get_size as usize, llaisysNvidiaCommSize as usize),
-        (t.allreduce as usize, llaisysNvidiaAllReduce as usize),
-        (t.allgather as usize, llaisysNvidiaAllGather as usize),
+        (
+            t.init_rank as usize,
+            llaisysNvidiaCommInitRank as *const () as usize,
+        ),
+        (
+            t.init_all as usize,
+            llaisysNvidiaCommInitAll as *const () as usize,
+        ),
+        (
+            t.destroy as usize,
+            llaisysNvidiaCommDestroy as *const () as usize,
+        ),
+        (
+            t.abort as usize,
+            llaisysNvidiaCommAbort as *const () as usize,
+        ),
+        (
+            t.get_rank as usize,
+            llaisysNvidiaCommRank as *const () as usize,
+        ),
+        (
+            t.get_size as usize,
+            llaisysNvidiaCommSize as *const () as usize,
+        ),
+        (
+            t.allreduce as usize,
+            llaisysNvidiaAllReduce as *const () as usize,
+        ),
+        (
+            t.allgather as usize,
+            llaisysNvidiaAllGather as *const () as usize,
+        ),
         (
             t.reduce_scatter as usize,
-            llaisysNvidiaReduceScatter as usize,
+            llaisysNvidiaReduceScatter as *const () as usize,
         ),
-        (t.broadcast as usize, llaisysNvidiaBroadcast as usize),
-        (t.send as usize, llaisysNvidiaSend as usize),
-        (t.recv as usize, llaisysNvidiaRecv as usize),
-        (t.group_start as usize, llaisysNvidiaGroupStart as usize),
-        (t.group_end as usize, llaisysNvidiaGroupEnd as usize),
+        (
+            t.broadcast as usize,
+            llaisysNvidiaBroadcast as *const () as usize,
+        ),
+        (t.send as usize, llaisysNvidiaSend as *const () as usize),
+        (t.recv as usize, llaisysNvidiaRecv as *const () as usize),
+        (
+            t.group_start as usize,
+            llaisysNvidiaGroupStart as *const () as usize,
+        ),
+        (
+            t.group_end as usize,
+            llaisysNvidiaGroupEnd as *const () as usize,
+        ),
         (
             t.synchronize as usize,
-            llaisysNvidiaCommSynchronize as usize,
+            llaisysNvidiaCommSynchronize as *const () as usize,
         ),
     ];
     for (i, (a, b)) in pairs.iter().enumerate() {

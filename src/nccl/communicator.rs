@@ -6,8 +6,9 @@
 //! Dropping a `Communicator` aborts it (an abort never waits for other ranks); `destroy` is the
 //! orderly end (`ncclCommFinalize`, polled, then `ncclCommDestroy`).
 //!
-//! NVLink SHARP / multicast (NVLS) is off in every communicator made here (`nvlsHostMode` =
-//! disable, where the header has the field), whatever `NCCL_NVLS_ENABLE` says, unless
+//! NVLink SHARP / multicast (NVLS) is off in every communicator made here (the config's
+//! `nvlsHostMode` = disable; an older NCCL that predates the field still needs
+//! `NCCL_NVLS_ENABLE=0`), unless
 //! `LLAISYS_NVIDIA_NCCL_NVLS=1`: on the machines this project runs on, multicast can take shared
 //! GPUs out of service.
 
@@ -91,7 +92,16 @@ impl Communicator {
         let started =
             unsafe { api::comm_init_rank_config(lib, &mut raw, nranks, id, rank, &mut cfg) };
         let detail = format!("nranks={nranks} rank={rank}");
-        let progress = started.map_err(|e| e.context(&detail))?;
+        let progress = match started {
+            Ok(p) => p,
+            Err(e) => {
+                if !raw.is_null() {
+                    // A half-made communicator NCCL handed out with the error: aborted.
+                    drop(Communicator { raw, lib });
+                }
+                return Err(e.context(&detail));
+            }
+        };
         if raw.is_null() {
             return Err(Error::invalid(format!(
                 "ncclCommInitRankConfig returned no communicator ({detail})"
