@@ -57,7 +57,7 @@ cp scripts/gpu-sanitize.sh "$stage/sanitize.sh"
 mkdir -p "$stage/nccl/include" "$stage/examples"
 cp .deps/nccl/nvidia/nccl/include/nccl.h "$stage/nccl/include/"
 cp examples/nccl_allreduce.c "$stage/examples/"
-cp benches/nccl_bench.cpp "$stage/benches/"
+cp benches/nccl_bench.cpp benches/nccl_torch.py "$stage/benches/"
 cp scripts/gpu-nccl.sh "$stage/nccl.sh"
 # ---- end communicator ----
 du -sh "$stage"

@@ -120,11 +120,24 @@ pub fn reduced(dt: c_int, op: c_int, n: usize, i: usize) -> i64 {
     }
 }
 
-/// Bytes that rank r sends in a moving collective (any type: a byte pattern).
+/// Bytes that rank r sends in a moving collective: numbers of the type where NCCL has it (no
+/// NaN patterns whose copies could be argued about), a byte pattern for the others.
 pub fn moving_bytes(dt: c_int, r: usize, count: usize) -> Vec<u8> {
-    (0..count * size(dt))
-        .map(|k| (k * 7 + r * 31 + dt as usize) as u8)
-        .collect()
+    if MOVING_ONLY.contains(&dt) {
+        return (0..count * size(dt))
+            .map(|k| (k * 7 + r * 31 + dt as usize) as u8)
+            .collect();
+    }
+    let vals: Vec<i64> = (0..count * parts(dt))
+        .map(|i| {
+            if dt == BOOL {
+                ((i + r) % 2) as i64
+            } else {
+                ((i * 3 + r * 11) % 100) as i64
+            }
+        })
+        .collect();
+    encode(dt, &vals)
 }
 
 /// Runs every collective and every type on `comm` (rank `rank` of `n`) on `stream` (NULL: the
