@@ -613,6 +613,22 @@ fn child_present() {
         expect(llaisysNvidiaCommGetUniqueId(&mut b), 0, &[]);
         assert!(a.internal.iter().any(|&x| x != 0), "an id of zeros");
         assert_ne!(a.internal, b.internal, "two ids are the same");
+        // What NCCL (2.32, the wheel's) puts there: its bootstrap handle, a random 8-byte magic
+        // and then the socket address of the root it listens on: an IPv4 or IPv6 family and a
+        // port that is not 0, different for each id (a new listening socket each time).
+        let bytes = |id: &CommId, r: std::ops::Range<usize>| -> Vec<u8> {
+            id.internal[r].iter().map(|&x| x as u8).collect()
+        };
+        for id in [&a, &b] {
+            let family = u16::from_ne_bytes([id.internal[8] as u8, id.internal[9] as u8]);
+            assert!(
+                family == libc::AF_INET as u16 || family == libc::AF_INET6 as u16,
+                "socket family {family} in {:02x?}",
+                bytes(id, 0..32)
+            );
+            assert_ne!(bytes(id, 10..12), [0, 0], "port 0");
+        }
+        assert_ne!(bytes(&a, 0..8), bytes(&b, 0..8), "the same magic twice");
         // Through the table too.
         let table = &*llaisysNvidiaGetCommAPI();
         let mut c = CommId { internal: [0; 128] };
@@ -800,6 +816,17 @@ fn child_old() {
     let mut v = 0;
     // SAFETY: valid pointers.
     unsafe {
+        // The timeout variable is read when a communicator is made: a bad value is refused.
+        let mut c: *mut c_void = BOGUS;
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &some_id(), 0),
+            3,
+            &[
+                "LLAISYS_NVIDIA_NCCL_TIMEOUT_MS=\"soon\"",
+                "not a number of milliseconds",
+            ],
+        );
+        expect(llaisysNvidiaCommSetTimeout(5000), 0, &[]);
         expect(llaisysNvidiaNcclGetVersion(&mut v), 0, &[]);
         assert_eq!(v, 21003, "what the stand-in answers (2.10.3)");
         let mut id = CommId { internal: [0; 128] };
@@ -831,7 +858,10 @@ fn nccl_too_old_serves_what_it_has() {
     );
     in_child(
         "child_old",
-        &[("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap())],
+        &[
+            ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
+            ("LLAISYS_NVIDIA_NCCL_TIMEOUT_MS", "soon"),
+        ],
         &[],
     );
 }
