@@ -10,6 +10,8 @@ mod bindings;
 mod discover;
 #[path = "build/libclang.rs"]
 mod libclang;
+#[path = "build/nccl.rs"]
+mod nccl;
 #[path = "build/renames.rs"]
 mod renames;
 #[path = "build/vars.rs"]
@@ -78,6 +80,7 @@ fn run() -> Result<()> {
         &renames,
         &out.join("cudart.rs"),
     )?;
+    nccl::generate(&manifest, &clang, &compiler, &out).map_err(anyhow::Error::msg)?;
     link(&cuda, mode);
     publish(&cuda, mode, &renames);
     Ok(())

@@ -15,7 +15,7 @@ use std::env;
 use std::ffi::OsString;
 
 /// The variables a user may set that change what the build does; each is declared.
-pub const TRACKED: [&str; 7] = [
+pub const TRACKED: [&str; 8] = [
     // The CUDA root variables (discover::ROOT_VARS).
     "CUDA_HOME",
     "CUDA_PATH",
@@ -27,6 +27,8 @@ pub const TRACKED: [&str; 7] = [
     "LIBCLANG_PATH",
     // The python3 whose site-packages may hold the CUDA wheels.
     "LLAISYS_NVIDIA_PYTHON",
+    // The folder of NCCL's nccl.h for the communicator's bindings (build/nccl.rs).
+    "LLAISYS_NVIDIA_NCCL_INCLUDE",
 ];
 
 /// The variables cargo sets for build scripts that this build script reads.

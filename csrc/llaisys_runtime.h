@@ -410,6 +410,164 @@ LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyAsync(void *dst, const void *src, size
 LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device, size_t size); /* returns complete */
 LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t size, llaisysStream_t stream);
 
+/*
+ * ---- The communicator: collectives over NCCL ------------------------------------------------
+ * One process per GPU (or one thread with llaisysNvidiaCommInitAll): rank 0 makes a unique id,
+ * sends its 128 bytes to every other rank (a file, a pipe, a socket), and each rank joins with
+ * llaisysNvidiaCommInitRank on its own current device. README "Communicator" walks through it.
+ *
+ * NCCL is loaded at run time, on the first call that needs it (this library does not link it;
+ * a process that never calls these functions never loads it). Search: the variable
+ * LLAISYS_NVIDIA_NCCL_LIBRARY (a file, or a folder holding libnccl.so.2; when set nothing else is
+ * searched), then the dynamic loader's path for libnccl.so.2, then the PyPI wheels
+ * (nvidia/nccl/lib) of the active Python (LLAISYS_NVIDIA_PYTHON, else python3). Each function
+ * NCCL lacks (an older release) is LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE naming it.
+ *
+ * Same error model as the status API above: every function returns a llaisysNvidiaStatus_t,
+ * sets the thread's last error on failure and never calls the error handler. Bad input (NULL,
+ * a count whose bytes overflow, an unknown dtype or op, a root/peer/rank out of range, a
+ * destroyed or foreign communicator, a stream of another device than the communicator's, more
+ * bytes than a malloc_device block holds) is LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT before NCCL
+ * is called. The new statuses (values stable, never reused):
+ *   5 LLAISYS_NVIDIA_ERROR_NCCL              an NCCL call failed: llaisysNvidiaLastNcclError()
+ *                                            is its ncclResult_t; the message has
+ *                                            ncclGetErrorString and ncclGetLastError.
+ *   6 LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE  libnccl.so.2 not found (the message lists where it
+ *                                            looked and how to fix it), not NCCL, or too old.
+ *   7 LLAISYS_NVIDIA_ERROR_TIMEOUT           NCCL work did not complete within the timeout
+ *                                            (a rank that never joined or died): the
+ *                                            communicator was aborted.
+ *
+ * Faults. Communicators are non-blocking inside (ncclConfig_t.blocking = 0): no call waits
+ * for other ranks without a bound. Every wait (initialisation, a call NCCL answers with
+ * ncclInProgress, the end of a group, destroy, llaisysNvidiaCommSynchronize) is bounded by the
+ * communicator's timeout: llaisysNvidiaCommSetTimeout, else LLAISYS_NVIDIA_NCCL_TIMEOUT_MS, else
+ * 300000 ms (0: no limit), taken when it is made. Past it, or on an asynchronous NCCL error,
+ * the communicator is aborted (ncclCommAbort: its kernels return); its handle then answers
+ * every call with an error saying why, until llaisysNvidiaCommDestroy forgets it.
+ * NVLink multicast (NVLS) is off in every communicator (LLAISYS_NVIDIA_NCCL_NVLS=1 leaves it to
+ * NCCL); run with NCCL_NVLS_ENABLE=0 as well on shared multi-GPU machines.
+ *
+ * Element types are llaisysDataType_t values (include/llaisys.h), passed as int: BYTE 1, BOOL 2,
+ * I8 3, I16 4, I32 5, I64 6, U8 7, U16 8, U32 9, U64 10, F8 11, F16 12, F32 13, F64 14, C16 15,
+ * C32 16, C64 17, C128 18, BF16 19. Moving collectives (all-gather, broadcast, send, recv) take
+ * every one (those NCCL lacks move as bytes). Reductions take BYTE/U8, I8, I32, U32, I64, U64,
+ * F16, BF16, F32, F64; BOOL with MAX (or) and MIN (and) only; C32/C64/C128 with SUM and AVG only
+ * (as pairs of F16/F32/F64); I16, U16, F8 and C16 are refused (NCCL has no such type).
+ * Counts are in elements of dtype.
+ *
+ * Streams are ours (create_stream, llaisysNvidiaStreamCreate) on the communicator's device, or
+ * NULL for that device's legacy default stream. Memory is any device-accessible memory of the
+ * communicator's device; cached memory of malloc_device/malloc_host works: a block freed while
+ * a collective that uses it is still queued is not handed out again before it has run (device
+ * blocks: the free is ordered on the legacy stream after the collective, also for non-blocking
+ * streams; pinned blocks: an event at free_host).
+ * Groups (llaisysNvidiaGroupStart/End) are per thread, as NCCL's: calls between them are queued
+ * and launched together by the outermost GroupEnd (send and recv between ranks of one thread,
+ * or to oneself, need a group). A communicator with work in an open group cannot be destroyed
+ * or aborted until the group ends.
+ */
+#define LLAISYS_NVIDIA_ERROR_NCCL 5
+#define LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE 6
+#define LLAISYS_NVIDIA_ERROR_TIMEOUT 7
+/* Reductions (NCCL's values). */
+#define LLAISYS_NVIDIA_REDUCE_SUM 0
+#define LLAISYS_NVIDIA_REDUCE_PROD 1
+#define LLAISYS_NVIDIA_REDUCE_MAX 2
+#define LLAISYS_NVIDIA_REDUCE_MIN 3
+#define LLAISYS_NVIDIA_REDUCE_AVG 4
+/* The unique id: 128 opaque bytes (NCCL_UNIQUE_ID_BYTES), copied as they are between ranks. */
+#define LLAISYS_NVIDIA_COMM_ID_BYTES 128
+typedef struct llaisysNvidiaCommId {
+    char internal[LLAISYS_NVIDIA_COMM_ID_BYTES];
+} llaisysNvidiaCommId;
+/* A communicator handle (a token of this library, not an ncclComm_t). */
+typedef struct llaisysNvidiaComm *llaisysNvidiaComm_t;
+
+/* The ncclResult_t of the thread's last error (0 when none or when no NCCL call failed; 7
+ * ncclInProgress for a timeout). */
+LLAISYS_NVIDIA_API int llaisysNvidiaLastNcclError(void);
+/* Loads NCCL if needed; its version code (23203 = 2.32.3) and the file it was loaded from
+ * (copied like llaisysNvidiaLastErrorMessage; *length, if not NULL, gets the full length). */
+LLAISYS_NVIDIA_API int llaisysNvidiaNcclGetVersion(int *version);
+LLAISYS_NVIDIA_API int llaisysNvidiaNcclLibraryPath(char *buf, size_t len, size_t *length);
+/* A new unique id. Needs no GPU (NCCL picks a network interface and listens on it; that
+ * process must stay alive until the ranks have joined). */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommGetUniqueId(llaisysNvidiaCommId *id);
+/* The timeout of communicators made from now on, in ms (0: no limit); overrides the variable. */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommSetTimeout(int64_t timeout_ms);
+/* Joins rank `rank` (0..nranks-1) on the calling thread's current device; returns once all
+ * nranks have joined, or LLAISYS_NVIDIA_ERROR_TIMEOUT. *comm is NULL on failure. */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommInitRank(llaisysNvidiaComm_t *comm, int nranks,
+                                                 const llaisysNvidiaCommId *id, int rank);
+/* ndev communicators of one process, made together: comms[i] is rank i on devices[i] (NULL:
+ * devices 0..ndev-1; each listed once). */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommInitAll(llaisysNvidiaComm_t *comms, int ndev, const int *devices);
+/* Destroy flushes queued work (bounded by the timeout, aborted past it); abort stops it. Both
+ * free the handle; NULL does nothing. */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommDestroy(llaisysNvidiaComm_t comm);
+LLAISYS_NVIDIA_API int llaisysNvidiaCommAbort(llaisysNvidiaComm_t comm);
+LLAISYS_NVIDIA_API int llaisysNvidiaCommRank(llaisysNvidiaComm_t comm, int *rank);
+LLAISYS_NVIDIA_API int llaisysNvidiaCommSize(llaisysNvidiaComm_t comm, int *size);
+LLAISYS_NVIDIA_API int llaisysNvidiaCommDevice(llaisysNvidiaComm_t comm, int *device);
+/* ncclCommGetAsyncError: *result 0 healthy, 7 in progress, else the error of earlier
+ * asynchronous work (the communicator is then unusable: abort it). */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommGetAsyncError(llaisysNvidiaComm_t comm, int *result);
+/* Waits for `stream` (NULL: the communicator device's legacy stream) while watching comm; on
+ * an asynchronous NCCL error or after timeout_ms (-1: the communicator's timeout, 0: no
+ * limit) the communicator is aborted (its kernels return) and the status says why. The
+ * bounded replacement of stream_synchronize after collectives. */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommSynchronize(llaisysNvidiaComm_t comm, llaisysStream_t stream, int64_t timeout_ms);
+/* Collectives and point-to-point, queued on `stream`; NCCL's semantics (in place when
+ * sendbuff == recvbuff). all-gather: recvbuff holds nranks * sendcount; reduce-scatter:
+ * sendbuff holds nranks * recvcount. broadcast reads sendbuff on the root only, reduce writes
+ * recvbuff on the root only (NULL allowed elsewhere). */
+LLAISYS_NVIDIA_API int llaisysNvidiaAllReduce(const void *sendbuff, void *recvbuff, size_t count, int dtype, int op,
+                                              llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, int dtype,
+                                              llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, int dtype,
+                                                  int op, llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaBroadcast(const void *sendbuff, void *recvbuff, size_t count, int dtype, int root,
+                                              llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaReduce(const void *sendbuff, void *recvbuff, size_t count, int dtype, int op,
+                                           int root, llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaSend(const void *sendbuff, size_t count, int dtype, int peer,
+                                         llaisysNvidiaComm_t comm, llaisysStream_t stream);
+LLAISYS_NVIDIA_API int llaisysNvidiaRecv(void *recvbuff, size_t count, int dtype, int peer,
+                                         llaisysNvidiaComm_t comm, llaisysStream_t stream);
+/* Groups of NCCL calls, per thread, nestable. GroupEnd without GroupStart is an invalid argument. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGroupStart(void);
+LLAISYS_NVIDIA_API int llaisysNvidiaGroupEnd(void);
+
+/* The same functions as a llaisys-style table (the common subset); the field order is the ABI. */
+typedef struct LlaisysNvidiaCommAPI {
+    int (*get_unique_id)(llaisysNvidiaCommId *id);
+    int (*init_rank)(llaisysNvidiaComm_t *comm, int nranks, const llaisysNvidiaCommId *id, int rank);
+    int (*init_all)(llaisysNvidiaComm_t *comms, int ndev, const int *devices);
+    int (*destroy)(llaisysNvidiaComm_t comm);
+    int (*abort)(llaisysNvidiaComm_t comm);
+    int (*get_rank)(llaisysNvidiaComm_t comm, int *rank);
+    int (*get_size)(llaisysNvidiaComm_t comm, int *size);
+    int (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, int dtype, int op,
+                     llaisysNvidiaComm_t comm, llaisysStream_t stream);
+    int (*allgather)(const void *sendbuff, void *recvbuff, size_t sendcount, int dtype,
+                     llaisysNvidiaComm_t comm, llaisysStream_t stream);
+    int (*reduce_scatter)(const void *sendbuff, void *recvbuff, size_t recvcount, int dtype, int op,
+                          llaisysNvidiaComm_t comm, llaisysStream_t stream);
+    int (*broadcast)(const void *sendbuff, void *recvbuff, size_t count, int dtype, int root,
+                     llaisysNvidiaComm_t comm, llaisysStream_t stream);
+    int (*send)(const void *sendbuff, size_t count, int dtype, int peer, llaisysNvidiaComm_t comm,
+                llaisysStream_t stream);
+    int (*recv)(void *recvbuff, size_t count, int dtype, int peer, llaisysNvidiaComm_t comm,
+                llaisysStream_t stream);
+    int (*group_start)(void);
+    int (*group_end)(void);
+    int (*synchronize)(llaisysNvidiaComm_t comm, llaisysStream_t stream, int64_t timeout_ms);
+} LlaisysNvidiaCommAPI;
+/* Never NULL, never fails, loads nothing. */
+LLAISYS_NVIDIA_API const LlaisysNvidiaCommAPI *llaisysNvidiaGetCommAPI(void);
+
 #ifdef __cplusplus
 }
 #endif

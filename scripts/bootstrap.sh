@@ -5,6 +5,8 @@
 #                  only with --cuda12
 #   .deps/libclang libclang for bindgen (PyPI: libclang), only when the system has none
 #   .deps/xmake    xmake (PyPI: xmake-wheel), for the test that builds a llaisys fixture with xmake
+#   .deps/nccl     NCCL's nccl.h (bindgen, build/nccl.rs) and libnccl.so.2 (host-only tests; the library
+#                  itself loads it at run time) (PyPI: nvidia-nccl-cu13)
 # Never needs a GPU or a driver. Idempotent: a second run only checks stamps.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +15,7 @@ want12=0
 for a in "$@"; do
   case "$a" in
     --cuda12) want12=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "bootstrap: unknown argument '$a' (known: --cuda12)" >&2; exit 2 ;;
   esac
 done
@@ -22,6 +24,7 @@ CUDA13_PKGS="nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88"
 CUDA12_PKGS="nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86"
 LIBCLANG_PKGS="libclang==18.1.1"
 XMAKE_PKGS="xmake-wheel==3.0.0"
+NCCL_PKGS="nvidia-nccl-cu13==2.32.3"
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "bootstrap: '$1' is required: $2" >&2; exit 1; }; }
 need python3 "install Python 3 (apt-get install -y python3 python3-pip)"
@@ -48,6 +51,7 @@ pip_into() {
 
 pip_into "$deps/cuda13" $CUDA13_PKGS
 pip_into "$deps/xmake" $XMAKE_PKGS
+pip_into "$deps/nccl" $NCCL_PKGS
 [ "$want12" = 1 ] && pip_into "$deps/cuda12" $CUDA12_PKGS
 
 system_libclang() {

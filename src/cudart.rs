@@ -554,6 +554,19 @@ pub(crate) unsafe fn stream_wait_event(s: StreamHandle, e: EventHandle) -> CallR
     })
 }
 
+/// `cudaStreamGetFlags`.
+///
+/// # Safety
+/// `s` is a live stream.
+pub(crate) unsafe fn stream_get_flags(s: StreamHandle) -> CallResult<u32> {
+    let mut f: u32 = 0;
+    // SAFETY: writes one unsigned int to a local; the caller's contract for `s`.
+    check("cudaStreamGetFlags", unsafe {
+        raw::cudaStreamGetFlags(s, &mut f)
+    })?;
+    Ok(f)
+}
+
 /// `cudaStreamGetDevice`.
 ///
 /// # Safety

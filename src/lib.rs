@@ -15,6 +15,9 @@
 //! 4. [`ops`]: the body of every C function, once: checks and handle registries
 //!    (`ops::validate`), cache bookkeeping, dispatch. `ops::memory::malloc_device` is what
 //!    malloc_device does.
+//!    The communicator over NCCL has its own modules in these layers: `nccl` (layers 0-2:
+//!    bindings from nccl.h, the run-time loader, the RAII communicator), `ops::comm`, and
+//!    `capi::comm`.
 //! 5. `capi`: the two C faces, which differ only in error policy: the llaisys table
 //!    (`capi::table`) and the status API (`capi::api`), the error getters (`capi::exports`), the
 //!    policy (`capi::policy`); declared by hand in `csrc/llaisys_runtime.h`, every type and
@@ -57,6 +60,7 @@ pub mod device;
 pub mod event;
 pub mod memory;
 pub(crate) mod memory_kinds;
+pub(crate) mod nccl;
 pub mod pointer;
 pub(crate) mod pool;
 pub mod runtime;
@@ -88,12 +92,15 @@ pub mod ffi {
     pub use crate::capi::api::streams::*;
     pub use crate::capi::api::versions::*;
     pub use crate::capi::api::SUCCESS;
+    pub use crate::capi::comm::*;
     pub use crate::capi::exports::*;
     pub use crate::capi::policy::{ErrorHandler, LlaisysNvidiaError};
     pub use crate::capi::table::{
         LlaisysRuntimeAPI, LlaisysStream, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
         LLAISYS_DEVICE_TYPE_COUNT, TABLE,
     };
+    pub use crate::nccl::error::{STATUS_NCCL, STATUS_NCCL_UNAVAILABLE, STATUS_TIMEOUT};
+    pub use crate::ops::comm::{dtype, op, UNIQUE_ID_BYTES};
     /// `LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC`.
     pub const EVENT_BLOCKING_SYNC: u32 = crate::ops::streams::EVENT_BLOCKING_SYNC;
     /// `LLAISYS_NVIDIA_EVENT_DISABLE_TIMING`.

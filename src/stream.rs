@@ -118,3 +118,13 @@ pub unsafe fn device_of(s: StreamHandle) -> Result<i32> {
     // SAFETY: the caller's contract.
     unsafe { cudart::stream_get_device(s) }.detail(|| format!("stream={s:p}"))
 }
+
+/// True for a stream made with `cudaStreamNonBlocking` (not ordered with the legacy stream).
+///
+/// # Safety
+/// `s` is a live stream.
+pub unsafe fn is_non_blocking(s: StreamHandle) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    let flags = unsafe { cudart::stream_get_flags(s) }.detail(|| format!("stream={s:p}"))?;
+    Ok(flags & cudart::STREAM_NON_BLOCKING != 0)
+}

@@ -15,6 +15,10 @@
 use llaisys_nvidia::copy::MemcpyKind;
 use llaisys_nvidia::event::{BLOCKING_SYNC, DISABLE_TIMING};
 use llaisys_nvidia::ffi::{
+    op, CommId, LlaisysNvidiaCommAPI, STATUS_NCCL, STATUS_NCCL_UNAVAILABLE, STATUS_TIMEOUT,
+    UNIQUE_ID_BYTES,
+};
+use llaisys_nvidia::ffi::{
     AllocatorStats, DeviceProperties, ErrorHandler, LlaisysNvidiaError, LlaisysRuntimeAPI,
     LlaisysStream, PointerAttributes, Versions, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
     LLAISYS_DEVICE_TYPE_COUNT, STREAM_NON_BLOCKING, SUCCESS,
@@ -144,6 +148,11 @@ fn structs() -> Vec<StructCheck> {
         strukt!("llaisysNvidiaPointerAttributes" => PointerAttributes {
             kind, device, device_pointer, host_pointer, ours,
         }),
+        strukt!("llaisysNvidiaCommId" => CommId { internal }),
+        strukt!("LlaisysNvidiaCommAPI" => LlaisysNvidiaCommAPI {
+            get_unique_id, init_rank, init_all, destroy, abort, get_rank, get_size, allreduce,
+            allgather, reduce_scatter, broadcast, send, recv, group_start, group_end, synchronize,
+        }),
     ]
 }
 
@@ -202,6 +211,20 @@ fn defines() -> Vec<DefineCheck> {
         // llaisysNvidiaEventCreate's flags, checked there against the event module's values.
         define("LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC", BLOCKING_SYNC),
         define("LLAISYS_NVIDIA_EVENT_DISABLE_TIMING", DISABLE_TIMING),
+        // The communicator's statuses, from nccl::error's mapping of its failures.
+        define("LLAISYS_NVIDIA_ERROR_NCCL", STATUS_NCCL),
+        define(
+            "LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE",
+            STATUS_NCCL_UNAVAILABLE,
+        ),
+        define("LLAISYS_NVIDIA_ERROR_TIMEOUT", STATUS_TIMEOUT),
+        // Reduction ops, read by ops::comm's op mapping.
+        define("LLAISYS_NVIDIA_REDUCE_SUM", op::SUM),
+        define("LLAISYS_NVIDIA_REDUCE_PROD", op::PROD),
+        define("LLAISYS_NVIDIA_REDUCE_MAX", op::MAX),
+        define("LLAISYS_NVIDIA_REDUCE_MIN", op::MIN),
+        define("LLAISYS_NVIDIA_REDUCE_AVG", op::AVG),
+        define("LLAISYS_NVIDIA_COMM_ID_BYTES", UNIQUE_ID_BYTES as i32),
     ]
 }
 
@@ -268,6 +291,8 @@ fn typedefs() -> Vec<TypedefCheck> {
         typedef::<ErrorHandler>("llaisysNvidiaErrorHandler"),
         // The event functions take and return it as `*mut c_void`.
         typedef::<*mut c_void>("llaisysNvidiaEvent_t"),
+        // The communicator functions take and return it as `capi::comm::Comm`.
+        typedef::<llaisys_nvidia::ffi::Comm>("llaisysNvidiaComm_t"),
     ]
 }
 
@@ -522,11 +547,33 @@ fn declarator_name(decl: &str) -> String {
         .collect()
 }
 
-/// Field names of a struct body (`int a, b; char name[8]; T *p;`).
+/// Splits `text` at `sep` outside parentheses (a function pointer's parameter list).
+fn split_top(text: &str, sep: char) -> Vec<&str> {
+    let (mut parts, mut depth, mut last) = (Vec::new(), 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                parts.push(&text[last..i]);
+                last = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[last..]);
+    parts
+}
+
+/// Field names of a struct body (`int a, b; char name[8]; T *p; int (*f)(int, int);`).
 fn field_names(body: &str) -> Vec<String> {
     let mut names = Vec::new();
-    for decl in body.split(';').map(str::trim).filter(|d| !d.is_empty()) {
-        let mut parts = decl.split(',');
+    for decl in split_top(body, ';')
+        .into_iter()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        let mut parts = split_top(decl, ',').into_iter();
         names.push(declarator_name(parts.next().unwrap_or_default()));
         names.extend(parts.map(declarator_name));
     }
@@ -582,7 +629,13 @@ fn parse_header(text: &str) -> Declared {
             .chars()
             .take_while(|c| is_ident_char(*c))
             .collect();
-        if word == "struct" || word == "enum" {
+        // `typedef struct tag *name;` declares a pointer type, not a struct.
+        let defines_body = {
+            let brace = code[start..].find('{');
+            let semi = code[start..].find(';');
+            matches!((brace, semi), (Some(b), Some(s)) if b < s)
+        };
+        if (word == "struct" || word == "enum") && defines_body {
             let (body, end) = braced(&code, start);
             let semi = end + code[end..].find(';').expect(";");
             let alias = code[end..semi].trim().to_string();
@@ -699,7 +752,7 @@ fn c_compiler_agrees_with_rust_on_every_header_item() {
     );
     // Sanity: the comparison covered what it should (every struct field, every value).
     let fields: usize = structs().iter().map(|s| s.fields.len()).sum();
-    assert_eq!(fields, 12 + 6 + 8 + 3 + 9 + 5);
+    assert_eq!(fields, 12 + 6 + 8 + 3 + 9 + 5 + 1 + 16);
     assert_eq!(c.len(), rust.len());
 }
 

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
         "pointer",
         "pool",
         "copy",
+        "nccl",
     ],
     &["cache", "pageable"],
     &["ops"],

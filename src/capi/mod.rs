@@ -4,6 +4,7 @@
 //! the last error, the handler, the panic boundary). Every body is in `ops`.
 
 pub mod api;
+pub mod comm;
 pub mod exports;
 pub mod policy;
 pub mod table;

@@ -65,6 +65,8 @@ pub struct Record {
     pub(crate) status: c_int,
     pub(crate) cuda_error: c_int,
     pub(crate) device: c_int,
+    /// The `ncclResult_t` of a failed NCCL call (0 when none): see `capi::comm`.
+    pub(crate) nccl_error: c_int,
     function: CString,
     cuda_call: CString,
     pub(crate) message: CString,
@@ -92,6 +94,7 @@ impl Record {
             status: error.kind() as c_int,
             cuda_error: error.cuda_error().code(),
             device,
+            nccl_error: 0,
             function: cstring(function),
             cuda_call: cstring(error.call()),
             message: cstring(&message),
@@ -112,9 +115,31 @@ impl Record {
             status: ErrorKind::Cuda as c_int,
             cuda_error: fork::CUDA_ERROR_AFTER_FORK,
             device: -1,
+            nccl_error: 0,
             function: cstring(function),
             cuda_call: CString::default(),
             message: cstring(&message),
+        }
+    }
+
+    /// A record of a communicator failure that `Error` does not describe (an NCCL call).
+    pub(crate) fn with_nccl(
+        status: c_int,
+        cuda_error: c_int,
+        nccl_error: c_int,
+        device: c_int,
+        function: &str,
+        call: &str,
+        message: &str,
+    ) -> Record {
+        Record {
+            status,
+            cuda_error,
+            device,
+            nccl_error,
+            function: cstring(function),
+            cuda_call: cstring(call),
+            message: cstring(message),
         }
     }
 

@@ -3,10 +3,12 @@
 //! caches, the pageable fast path or plain cudart, and returns a `Result`; the llaisys table
 //! (`capi::table`) and the status API (`capi::api`) differ only in what they do with an error.
 //!
-//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`; the checks
+//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `comm` (the
+//! communicator over NCCL); the checks
 //! and handle registries in `validate`. This is also the crate's Rust API for the table's
 //! behaviour (the doctor's smoke test calls it).
 
+pub mod comm;
 pub mod copies;
 pub mod device;
 pub mod memory;

@@ -8,6 +8,7 @@ mod common;
 mod hostile;
 mod leaks;
 mod multi;
+mod nccl;
 mod stress;
 mod sync_semantics;
 mod table;

@@ -47,6 +47,9 @@ pub extern "C" fn llaisysNvidiaStatusName(s: c_int) -> *const c_char {
         2 => b"LLAISYS_NVIDIA_ERROR_DEFERRED_CUDA\0",
         3 => b"LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT\0",
         4 => b"LLAISYS_NVIDIA_ERROR_INTERNAL\0",
+        5 => b"LLAISYS_NVIDIA_ERROR_NCCL\0",
+        6 => b"LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE\0",
+        7 => b"LLAISYS_NVIDIA_ERROR_TIMEOUT\0",
         _ => b"unknown status\0",
     };
     name.as_ptr().cast()

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The communicator's GPU run (issue 14; issue 15 on two GPUs), ON the GPU machine, from the folder
+# scripts/stage-gpu.sh made, which holds it as gpu-stage/nccl.sh:
+#   here:   bash scripts/stage-gpu.sh
+#   device: command "bash gpu-stage/nccl.sh", carry ["gpu-stage"]
+#   bash gpu-stage/nccl.sh [all|tests|bench]      (default all)
+# tests: the GPU tests of module nccl (static and dynamic builds; then again with the PyPI wheel's
+# NCCL of the machine's python3 when there is one), the example program (1 process, then one per
+# GPU). bench: benches/nccl_bench.cpp (ours vs raw NCCL, 8 B .. 1 GiB; $OUT/nccl-bench.md) and,
+# with two GPUs or more (or NCCL_TORCH=1), torch.distributed at the same sizes ($OUT/nccl-torch.md).
+# LLAISYS_TEST_REQUIRE_GPU=1 and LLAISYS_TEST_REQUIRE_GPUS=<GPU count>: nothing passes by
+# skipping. NCCL_NVLS_ENABLE=0 everywhere. Ends with "N passed, M failed".
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+what=${1:-all}
+case $what in all | tests | bench) ;; *) echo "usage: nccl.sh [all|tests|bench]" >&2; exit 2 ;; esac
+export LLAISYS_TEST_REQUIRE_GPU=1
+export NCCL_NVLS_ENABLE=0
+LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+export LLAISYS_TEST_REQUIRE_GPUS
+ngpus=$LLAISYS_TEST_REQUIRE_GPUS
+work=$(mktemp -d)
+out=${OUT:-$work}
+mkdir -p "$out"
+pass=0
+fail=0
+failed=()
+step() {
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then
+    pass=$((pass + 1))
+    echo "--- PASS: $name"
+  else
+    fail=$((fail + 1))
+    failed+=("$name")
+    echo "--- FAIL: $name"
+  fi
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+echo "nccl: system libnccl: $(ldconfig -p 2>/dev/null | grep -m1 'libnccl.so.2' || echo none)"
+lib=$here/static
+if [ "$what" != bench ]; then
+for mode in static dynamic; do
+  step "$mode: rust GPU tests, module nccl" "$here/$mode/gpu" nccl --test-threads=1 --nocapture
+done
+wheel=$(python3 -c 'import os, nvidia.nccl as m; p = os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"); print(p if os.path.exists(p) else "")' 2>/dev/null || true)
+if [ -n "$wheel" ]; then
+  step "static: rust GPU tests, module nccl, with the PyPI wheel's NCCL ($wheel)" \
+    env LLAISYS_NVIDIA_NCCL_LIBRARY="$wheel" "$here/static/gpu" nccl --test-threads=1 --nocapture
+else
+  echo "nccl: python3 has no nvidia-nccl wheel: the wheel pass is not run"
+fi
+# The example: C99, linked against the cdylib.
+step "example builds" cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$here/csrc" \
+  "$here/examples/nccl_allreduce.c" -o "$work/nccl_allreduce" -L"$lib" -lllaisys_nvidia -Wl,-rpath,"$lib"
+step "example, 1 process" "$work/nccl_allreduce" 1
+if [ "$ngpus" -ge 2 ]; then
+  step "example, $ngpus processes (one per GPU)" "$work/nccl_allreduce" "$ngpus"
+fi
+fi
+if [ "$what" != tests ]; then
+# The benchmark: ours vs raw NCCL in one process.
+step "benchmark builds" nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -I"$here/nccl/include" \
+  "$here/benches/nccl_bench.cpp" -o "$work/nccl_bench" -ldl
+bench() {
+  timeout -k 10 260 "$work/nccl_bench" "$lib/libllaisys_nvidia.so" --budget-s 200 "$@" >"$work/nccl-bench.md" &&
+    cp "$work/nccl-bench.md" "$out/nccl-bench.md" && cat "$work/nccl-bench.md"
+}
+step "benchmark: all-reduce and all-gather, 8 B .. 1 GiB, ours vs raw NCCL" bench
+if [ "$ngpus" -ge 2 ] || [ "${NCCL_TORCH:-0}" = 1 ]; then
+  torch_bench() {
+    PYTHONUNBUFFERED=1 timeout -k 10 240 python3 "$here/benches/nccl_torch.py" --budget-s 150 >"$work/nccl-torch.md" &&
+      cp "$work/nccl-torch.md" "$out/nccl-torch.md" && cat "$work/nccl-torch.md"
+  }
+  step "torch.distributed all-reduce and all-gather at the same sizes" torch_bench
+fi
+fi
+echo
+[ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,318 @@
+//! One thin `unsafe fn` per NCCL call: the function from the loaded library (a missing one is
+//! [`Error::Unavailable`] naming it and the NCCL release that has it), the call, and its
+//! `ncclResult_t` turned into [`Progress`] or an [`Error::Nccl`] carrying `ncclGetErrorString`
+//! and `ncclGetLastError`. Nothing here checks arguments: `ops::comm` does, before these run.
+
+use super::error::{Error, NcclResult, Result};
+use super::loader::Library;
+use super::sys;
+use std::os::raw::{c_int, c_void};
+
+/// What a call on a non-blocking communicator may answer besides an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Done (or, for a collective, queued on its stream).
+    Done,
+    /// `ncclInProgress`: poll `ncclCommGetAsyncError` until it is no longer in progress.
+    InProgress,
+}
+
+/// Turns a return value into `Progress` or the error, reading NCCL's last error text at once.
+pub fn check(lib: &Library, call: &'static str, rc: sys::ncclResult_t) -> Result<Progress> {
+    let code = NcclResult::from_raw(rc);
+    if code == NcclResult::SUCCESS {
+        return Ok(Progress::Done);
+    }
+    if code == NcclResult::IN_PROGRESS {
+        return Ok(Progress::InProgress);
+    }
+    Err(nccl_error(lib, call, code, std::ptr::null_mut()))
+}
+
+/// The error for `code` reported for `call`.
+pub fn nccl_error(
+    lib: &Library,
+    call: &'static str,
+    code: NcclResult,
+    comm: sys::ncclComm_t,
+) -> Error {
+    Error::Nccl {
+        call,
+        code,
+        description: lib.error_string(code),
+        last: lib.last_error(comm),
+        detail: String::new(),
+    }
+}
+
+macro_rules! function {
+    ($lib:expr, $field:ident, $name:literal, $since:literal) => {
+        $lib.fns.$field.ok_or_else(|| $lib.missing($name, $since))?
+    };
+}
+
+/// `ncclGetUniqueId`. Needs no GPU: NCCL picks a network interface and opens the bootstrap's
+/// listening socket (a thread of NCCL's serves it until the ranks have joined).
+///
+/// # Safety
+/// No precondition beyond a loaded library.
+pub unsafe fn get_unique_id(lib: &Library) -> Result<sys::ncclUniqueId> {
+    let f = function!(lib, get_unique_id, "ncclGetUniqueId", "1.0");
+    let mut id = sys::ncclUniqueId::default();
+    // SAFETY: writes one ncclUniqueId.
+    check(lib, "ncclGetUniqueId", unsafe { f(&mut id) })?;
+    Ok(id)
+}
+
+/// `ncclCommInitRankConfig`: `*comm` is set even when the answer is `InProgress`.
+///
+/// # Safety
+/// `comm` is valid for writing; `config` was made by `config_initializer` (then changed).
+pub unsafe fn comm_init_rank_config(
+    lib: &Library,
+    comm: &mut sys::ncclComm_t,
+    nranks: c_int,
+    id: sys::ncclUniqueId,
+    rank: c_int,
+    config: &mut sys::ncclConfig_t,
+) -> Result<Progress> {
+    let f = function!(lib, comm_init_rank_config, "ncclCommInitRankConfig", "2.14");
+    // SAFETY: caller contract.
+    check(lib, "ncclCommInitRankConfig", unsafe {
+        f(comm, nranks, id, rank, config)
+    })
+}
+
+/// `ncclCommGetAsyncError`: the communicator's state (`ncclSuccess`, `ncclInProgress`, or the
+/// error of earlier asynchronous work).
+///
+/// # Safety
+/// `comm` is a live communicator (not destroyed, not aborted).
+pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Result<NcclResult> {
+    let f = function!(lib, comm_get_async_error, "ncclCommGetAsyncError", "2.4");
+    let mut state = sys::ncclResult_t::ncclSuccess;
+    // SAFETY: caller contract; writes one ncclResult_t.
+    check(lib, "ncclCommGetAsyncError", unsafe { f(comm, &mut state) })?;
+    Ok(NcclResult::from_raw(state))
+}
+
+/// `ncclCommFinalize`: flushes the communicator's work (non-blocking: may be `InProgress`).
+///
+/// # Safety
+/// `comm` is a live communicator.
+pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
+    let f = function!(lib, comm_finalize, "ncclCommFinalize", "2.14");
+    // SAFETY: caller contract.
+    check(lib, "ncclCommFinalize", unsafe { f(comm) })
+}
+
+/// `ncclCommDestroy`: frees the communicator.
+///
+/// # Safety
+/// `comm` is a live communicator, not used again.
+pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
+    let f = function!(lib, comm_destroy, "ncclCommDestroy", "1.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclCommDestroy", unsafe { f(comm) })
+}
+
+/// `ncclCommAbort`: stops the communicator's work (its kernels return) and frees it.
+///
+/// # Safety
+/// `comm` is a communicator (live, or one whose initialisation is still in progress), not used
+/// again.
+pub unsafe fn comm_abort(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
+    let f = function!(lib, comm_abort, "ncclCommAbort", "2.4");
+    // SAFETY: caller contract.
+    check(lib, "ncclCommAbort", unsafe { f(comm) })
+}
+
+/// `ncclCommCount`, `ncclCommUserRank`, `ncclCommCuDevice`: (ranks, rank, device).
+///
+/// # Safety
+/// `comm` is a live, initialised communicator.
+pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int, c_int, c_int)> {
+    let count = function!(lib, comm_count, "ncclCommCount", "1.0");
+    let rank = function!(lib, comm_user_rank, "ncclCommUserRank", "1.0");
+    let device = function!(lib, comm_cu_device, "ncclCommCuDevice", "1.0");
+    let (mut n, mut r, mut d) = (0, 0, 0);
+    // SAFETY: caller contract; each writes one int.
+    unsafe {
+        check(lib, "ncclCommCount", count(comm, &mut n))?;
+        check(lib, "ncclCommUserRank", rank(comm, &mut r))?;
+        check(lib, "ncclCommCuDevice", device(comm, &mut d))?;
+    }
+    Ok((n, r, d))
+}
+
+/// `ncclAllReduce`.
+///
+/// # Safety
+/// `send` and `recv` are device-accessible for `count` elements of `datatype` until the work has
+/// run on `stream`; `comm` is live; `stream` is NULL or a live stream of the communicator's
+/// device.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn all_reduce(
+    lib: &Library,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    datatype: sys::ncclDataType_t,
+    op: sys::ncclRedOp_t,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, all_reduce, "ncclAllReduce", "1.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclAllReduce", unsafe {
+        f(send, recv, count, datatype, op, comm, stream)
+    })
+}
+
+/// `ncclAllGather` (`recv` holds `nranks * send_count` elements).
+///
+/// # Safety
+/// As [`all_reduce`], with the sizes above.
+pub unsafe fn all_gather(
+    lib: &Library,
+    send: *const c_void,
+    recv: *mut c_void,
+    send_count: usize,
+    datatype: sys::ncclDataType_t,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, all_gather, "ncclAllGather", "2.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclAllGather", unsafe {
+        f(send, recv, send_count, datatype, comm, stream)
+    })
+}
+
+/// `ncclReduceScatter` (`send` holds `nranks * recv_count` elements).
+///
+/// # Safety
+/// As [`all_reduce`], with the sizes above.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_scatter(
+    lib: &Library,
+    send: *const c_void,
+    recv: *mut c_void,
+    recv_count: usize,
+    datatype: sys::ncclDataType_t,
+    op: sys::ncclRedOp_t,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, reduce_scatter, "ncclReduceScatter", "2.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclReduceScatter", unsafe {
+        f(send, recv, recv_count, datatype, op, comm, stream)
+    })
+}
+
+/// `ncclBroadcast` (`send` is read on `root` only).
+///
+/// # Safety
+/// As [`all_reduce`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn broadcast(
+    lib: &Library,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    datatype: sys::ncclDataType_t,
+    root: c_int,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, broadcast, "ncclBroadcast", "2.2");
+    // SAFETY: caller contract.
+    check(lib, "ncclBroadcast", unsafe {
+        f(send, recv, count, datatype, root, comm, stream)
+    })
+}
+
+/// `ncclReduce` (`recv` is written on `root` only).
+///
+/// # Safety
+/// As [`all_reduce`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce(
+    lib: &Library,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    datatype: sys::ncclDataType_t,
+    op: sys::ncclRedOp_t,
+    root: c_int,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, reduce, "ncclReduce", "1.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclReduce", unsafe {
+        f(send, recv, count, datatype, op, root, comm, stream)
+    })
+}
+
+/// `ncclSend`.
+///
+/// # Safety
+/// As [`all_reduce`] for `send`.
+pub unsafe fn send(
+    lib: &Library,
+    send: *const c_void,
+    count: usize,
+    datatype: sys::ncclDataType_t,
+    peer: c_int,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, send, "ncclSend", "2.7");
+    // SAFETY: caller contract.
+    check(lib, "ncclSend", unsafe {
+        f(send, count, datatype, peer, comm, stream)
+    })
+}
+
+/// `ncclRecv`.
+///
+/// # Safety
+/// As [`all_reduce`] for `recv`.
+pub unsafe fn recv(
+    lib: &Library,
+    recv: *mut c_void,
+    count: usize,
+    datatype: sys::ncclDataType_t,
+    peer: c_int,
+    comm: sys::ncclComm_t,
+    stream: sys::cudaStream_t,
+) -> Result<Progress> {
+    let f = function!(lib, recv, "ncclRecv", "2.7");
+    // SAFETY: caller contract.
+    check(lib, "ncclRecv", unsafe {
+        f(recv, count, datatype, peer, comm, stream)
+    })
+}
+
+/// `ncclGroupStart`.
+///
+/// # Safety
+/// Must be matched by [`group_end`] on this thread.
+pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
+    let f = function!(lib, group_start, "ncclGroupStart", "2.0");
+    // SAFETY: no arguments.
+    check(lib, "ncclGroupStart", unsafe { f() })
+}
+
+/// `ncclGroupEnd`: launches what the group queued (non-blocking communicators: may be
+/// `InProgress`, then each communicator of the group is polled).
+///
+/// # Safety
+/// Every communicator used in the group is still live.
+pub unsafe fn group_end(lib: &Library) -> Result<Progress> {
+    let f = function!(lib, group_end, "ncclGroupEnd", "2.0");
+    // SAFETY: caller contract.
+    check(lib, "ncclGroupEnd", unsafe { f() })
+}

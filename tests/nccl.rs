@@ -1,0 +1,1060 @@
+//! Host-only tests of the communicator (no GPU, no driver): NCCL absent, present (the PyPI
+//! wheel's libnccl.so.2 from .deps/nccl, which the bootstrap installs), too old (a stand-in
+//! library with only a few functions) and not NCCL at all; every function's status and message,
+//! NULL and bad arguments, unique ids without a GPU, no link-time dependency on NCCL, and the
+//! example program built with -Werror and run.
+//!
+//! NCCL is loaded once per process, so each library situation runs in a child process of this
+//! test binary: the `child_*` tests are `#[ignore]`d entry points that the parent tests start
+//! with the environment of the situation (and they fail if started without it).
+
+mod support;
+
+use llaisys_nvidia::ffi::*;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CHILD_VAR: &str = "LLAISYS_NCCL_TEST_CHILD";
+
+fn wheel_lib() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
+}
+
+/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0), asserting that
+/// exactly that one test ran and passed.
+fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
+    cmd.args([
+        "--exact",
+        name,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_VAR, name)
+    .env("NCCL_NVLS_ENABLE", "0")
+    .env_remove("LLAISYS_NVIDIA_NCCL_LIBRARY")
+    .env_remove("NCCL_DEBUG");
+    for r in remove {
+        cmd.env_remove(r);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("start the child test");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} ran no test:\n{text}"
+    );
+    text
+}
+
+fn require_child(name: &str) {
+    assert_eq!(
+        std::env::var(CHILD_VAR).as_deref(),
+        Ok(name),
+        "{name} is started by its parent test in a child process with its own environment"
+    );
+}
+
+fn last_message() -> String {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` holds `buf.len()` bytes; the call writes at most that, NUL included.
+    unsafe {
+        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
+    };
+    std::ffi::CStr::from_bytes_until_nul(&buf)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Asserts `status == want` and that the message holds each of `words`.
+#[track_caller]
+fn expect(status: c_int, want: c_int, words: &[&str]) -> String {
+    let msg = last_message();
+    assert_eq!(
+        status, want,
+        "status {status}, wanted {want}; message: {msg}"
+    );
+    if want != 0 {
+        for w in words {
+            assert!(msg.contains(w), "message lacks {w:?}: {msg}");
+        }
+    }
+    msg
+}
+
+fn nccl_mapped() -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .contains("libnccl")
+}
+
+fn some_id() -> CommId {
+    let mut id = CommId { internal: [0; 128] };
+    id.internal[0] = 1;
+    id
+}
+
+const BOGUS: *mut c_void = 0x1234 as *mut c_void;
+const F32: c_int = 13;
+const SUM: c_int = 0;
+
+fn buf() -> Vec<f32> {
+    vec![0.0; 16]
+}
+
+/// Every collective with `comm` (and valid other arguments) answers `want`, naming `word`.
+fn every_collective(comm: *mut c_void, want: c_int, word: &str) {
+    let mut b = buf();
+    let p = b.as_mut_ptr().cast::<c_void>();
+    let n = 4;
+    let null = std::ptr::null_mut();
+    // SAFETY: nothing reaches NCCL (refused before); the buffers are live host memory.
+    unsafe {
+        expect(
+            llaisysNvidiaAllReduce(p, p, n, F32, SUM, comm, null),
+            want,
+            &[word],
+        );
+        expect(
+            llaisysNvidiaAllGather(p, p, n, F32, comm, null),
+            want,
+            &[word],
+        );
+        expect(
+            llaisysNvidiaReduceScatter(p, p, n, F32, SUM, comm, null),
+            want,
+            &[word],
+        );
+        expect(
+            llaisysNvidiaBroadcast(p, p, n, F32, 0, comm, null),
+            want,
+            &[word],
+        );
+        expect(
+            llaisysNvidiaReduce(p, p, n, F32, SUM, 0, comm, null),
+            want,
+            &[word],
+        );
+        expect(llaisysNvidiaSend(p, n, F32, 0, comm, null), want, &[word]);
+        expect(llaisysNvidiaRecv(p, n, F32, 0, comm, null), want, &[word]);
+        let mut v = 0;
+        expect(llaisysNvidiaCommRank(comm, &mut v), want, &[word]);
+        expect(llaisysNvidiaCommSize(comm, &mut v), want, &[word]);
+        expect(llaisysNvidiaCommDevice(comm, &mut v), want, &[word]);
+        expect(llaisysNvidiaCommGetAsyncError(comm, &mut v), want, &[word]);
+    }
+    expect(llaisysNvidiaCommSynchronize(comm, null, -1), want, &[word]);
+}
+
+/// The checks that need no communicator, with a bogus one (they come first).
+fn argument_checks() {
+    let mut b = buf();
+    let p = b.as_mut_ptr().cast::<c_void>();
+    let null = std::ptr::null_mut();
+    // SAFETY: nothing reaches NCCL (refused before).
+    unsafe {
+        for dt in [0, 20, -1] {
+            expect(
+                llaisysNvidiaAllReduce(p, p, 4, dt, SUM, BOGUS, null),
+                3,
+                &[&format!("dtype={dt}"), "llaisysDataType_t"],
+            );
+            expect(
+                llaisysNvidiaBroadcast(p, p, 4, dt, 0, BOGUS, null),
+                3,
+                &[&format!("dtype={dt}")],
+            );
+            expect(
+                llaisysNvidiaSend(p, 4, dt, 0, BOGUS, null),
+                3,
+                &[&format!("dtype={dt}")],
+            );
+        }
+        for op in [5, -1, 99] {
+            expect(
+                llaisysNvidiaAllReduce(p, p, 4, F32, op, BOGUS, null),
+                3,
+                &[&format!("op={op}"), "0 SUM"],
+            );
+            expect(
+                llaisysNvidiaReduce(p, p, 4, F32, op, 0, BOGUS, null),
+                3,
+                &[&format!("op={op}")],
+            );
+            expect(
+                llaisysNvidiaReduceScatter(p, p, 4, F32, op, BOGUS, null),
+                3,
+                &[&format!("op={op}")],
+            );
+        }
+        // Types NCCL cannot reduce, each with its reason.
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 2, SUM, BOGUS, null),
+            3,
+            &["BOOL", "MAX (or)"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 4, SUM, BOGUS, null),
+            3,
+            &["I16", "16-bit integer"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 8, 2, BOGUS, null),
+            3,
+            &["U16", "16-bit integer"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 11, SUM, BOGUS, null),
+            3,
+            &["F8", "e4m3"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 15, SUM, BOGUS, null),
+            3,
+            &["C16"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 17, 1, BOGUS, null),
+            3,
+            &["C64", "PROD", "SUM and AVG"],
+        );
+        // ... which still move: the error is then about the communicator.
+        for dt in [2, 4, 8, 11, 15, 16, 17, 18] {
+            expect(
+                llaisysNvidiaAllGather(p, p, 4, dt, BOGUS, null),
+                3,
+                &["not a communicator"],
+            );
+        }
+        // Bool with MAX and complex with SUM reduce: the error is about the communicator.
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 2, 2, BOGUS, null),
+            3,
+            &["not a communicator"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, p, 4, 18, 4, BOGUS, null),
+            3,
+            &["not a communicator"],
+        );
+        // Counts whose bytes overflow.
+        expect(
+            llaisysNvidiaAllReduce(p, p, usize::MAX / 2, F32, SUM, BOGUS, null),
+            3,
+            &["count=", "more bytes"],
+        );
+        expect(
+            llaisysNvidiaSend(p, usize::MAX, 1, 0, BOGUS, null),
+            3,
+            &["more bytes"],
+        );
+        expect(
+            llaisysNvidiaRecv(p, usize::MAX / 8, 18, 0, BOGUS, null),
+            3,
+            &["C128", "16 bytes each"],
+        );
+        // NULL buffers with something to move.
+        expect(
+            llaisysNvidiaAllReduce(null, p, 4, F32, SUM, BOGUS, null),
+            3,
+            &["sendbuff=NULL", "16 bytes"],
+        );
+        expect(
+            llaisysNvidiaAllReduce(p, null, 4, F32, SUM, BOGUS, null),
+            3,
+            &["recvbuff=NULL"],
+        );
+        expect(
+            llaisysNvidiaSend(null, 4, F32, 0, BOGUS, null),
+            3,
+            &["sendbuff=NULL"],
+        );
+        expect(
+            llaisysNvidiaRecv(null, 4, F32, 0, BOGUS, null),
+            3,
+            &["recvbuff=NULL"],
+        );
+        // Count 0 with NULL is fine as far as buffers go: the communicator is then the problem.
+        expect(
+            llaisysNvidiaAllReduce(null, null, 0, F32, SUM, BOGUS, null),
+            3,
+            &["not a communicator"],
+        );
+    }
+    // Handles: NULL and foreign ones.
+    every_collective(std::ptr::null_mut(), 3, "comm=NULL");
+    every_collective(
+        BOGUS,
+        3,
+        "comm=0x1234 is not a communicator of llaisys-nvidia",
+    );
+    expect(llaisysNvidiaCommDestroy(std::ptr::null_mut()), 0, &[]);
+    expect(llaisysNvidiaCommAbort(std::ptr::null_mut()), 0, &[]);
+    expect(llaisysNvidiaCommDestroy(BOGUS), 3, &["not a communicator"]);
+    expect(llaisysNvidiaCommAbort(BOGUS), 3, &["not a communicator"]);
+    expect(
+        llaisysNvidiaCommSynchronize(BOGUS, null, -2),
+        3,
+        &["timeout_ms=-2"],
+    );
+    // Timeouts.
+    expect(llaisysNvidiaCommSetTimeout(-1), 3, &["timeout_ms=-1"]);
+    expect(llaisysNvidiaCommSetTimeout(60_000), 0, &[]);
+    // Init arguments.
+    let id = some_id();
+    let zero = CommId { internal: [0; 128] };
+    let mut c: *mut c_void = BOGUS;
+    // SAFETY: valid pointers or NULL (refused).
+    unsafe {
+        expect(
+            llaisysNvidiaCommInitRank(std::ptr::null_mut(), 1, &id, 0),
+            3,
+            &["comm=NULL"],
+        );
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, std::ptr::null(), 0),
+            3,
+            &["id=NULL"],
+        );
+        assert!(c.is_null(), "the out-pointer is set to NULL first");
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 0, &id, 0),
+            3,
+            &["nranks=0"],
+        );
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, -3, &id, 0),
+            3,
+            &["nranks=-3"],
+        );
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 2, &id, 2),
+            3,
+            &["rank=2", "0..1"],
+        );
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 2, &id, -1),
+            3,
+            &["rank=-1"],
+        );
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &zero, 0),
+            3,
+            &["all zeros"],
+        );
+        let mut cs = [BOGUS; 2];
+        expect(
+            llaisysNvidiaCommInitAll(std::ptr::null_mut(), 1, std::ptr::null()),
+            3,
+            &["comms=NULL"],
+        );
+        expect(
+            llaisysNvidiaCommInitAll(cs.as_mut_ptr(), 0, std::ptr::null()),
+            3,
+            &["ndev=0"],
+        );
+        expect(
+            llaisysNvidiaCommInitAll(cs.as_mut_ptr(), 2, [0, 0].as_ptr()),
+            3,
+            &["devices[1]=0", "twice"],
+        );
+        expect(
+            llaisysNvidiaCommInitAll(cs.as_mut_ptr(), 2, [0, -4].as_ptr()),
+            3,
+            &["devices[1]=-4"],
+        );
+        assert_eq!(
+            cs,
+            [std::ptr::null_mut(); 2],
+            "the out-array is set to NULL first"
+        );
+        expect(
+            llaisysNvidiaCommGetUniqueId(std::ptr::null_mut()),
+            3,
+            &["id=NULL"],
+        );
+        expect(
+            llaisysNvidiaNcclGetVersion(std::ptr::null_mut()),
+            3,
+            &["version=NULL"],
+        );
+    }
+    expect(
+        llaisysNvidiaGroupEnd(),
+        3,
+        &["without llaisysNvidiaGroupStart"],
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_absent"]
+fn child_absent() {
+    require_child("child_absent");
+    let dir = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
+    argument_checks();
+    assert!(!nccl_mapped());
+    let fix = "pip install nvidia-nccl-cu13";
+    let mut v = -1;
+    // SAFETY: valid out-pointers.
+    unsafe {
+        let msg = expect(
+            llaisysNvidiaNcclGetVersion(&mut v),
+            6,
+            &[
+                &dir,
+                "nothing else is searched",
+                fix,
+                "NCCL is not available",
+            ],
+        );
+        assert!(msg.contains("llaisysNvidiaNcclGetVersion"), "{msg}");
+        assert_eq!(v, 0, "the out-value is set first");
+        assert_eq!(llaisysNvidiaLastNcclError(), 0);
+        assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastErrorDevice(), -1);
+        assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastErrorStatus(), 6);
+        let mut len = 0usize;
+        expect(
+            llaisysNvidiaNcclLibraryPath(std::ptr::null_mut(), 0, &mut len),
+            6,
+            &[fix],
+        );
+        let mut id = some_id();
+        expect(llaisysNvidiaCommGetUniqueId(&mut id), 6, &[fix]);
+        let mut c: *mut c_void = BOGUS;
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &some_id(), 0),
+            6,
+            &[fix],
+        );
+        assert!(c.is_null());
+        let mut cs = [BOGUS; 1];
+        expect(
+            llaisysNvidiaCommInitAll(cs.as_mut_ptr(), 1, std::ptr::null()),
+            6,
+            &[fix],
+        );
+    }
+    expect(llaisysNvidiaGroupStart(), 6, &[fix]);
+    expect(
+        llaisysNvidiaGroupEnd(),
+        3,
+        &["without llaisysNvidiaGroupStart"],
+    );
+    // Everything that needs no NCCL still answers the same.
+    argument_checks();
+    assert!(!nccl_mapped());
+}
+
+#[test]
+fn nccl_absent() {
+    let empty = support::scratch("nccl-empty");
+    in_child(
+        "child_absent",
+        &[("LLAISYS_NVIDIA_NCCL_LIBRARY", empty.to_str().unwrap())],
+        &[],
+    );
+}
+
+fn system_has_nccl() -> bool {
+    Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so.2"))
+        .unwrap_or(false)
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_search_order"]
+fn child_search() {
+    require_child("child_search");
+    let expect_via = std::env::var("LLAISYS_NCCL_TEST_EXPECT").unwrap();
+    let mut v = 0;
+    // SAFETY: valid out-pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    let mut path = [0 as c_char; 4096];
+    let mut len = 0usize;
+    match expect_via.as_str() {
+        "nowhere" => {
+            expect(
+                s,
+                6,
+                &[
+                    "LLAISYS_NVIDIA_NCCL_LIBRARY: not set",
+                    "the dynamic loader's path",
+                    "libnccl.so.2: cannot open shared object file",
+                    "/nonexistent/python3 could not be run",
+                    "pip install nvidia-nccl-cu13",
+                ],
+            );
+        }
+        "wheel" => {
+            expect(s, 0, &[]);
+            // SAFETY: a buffer of 4096 bytes.
+            unsafe {
+                expect(
+                    llaisysNvidiaNcclLibraryPath(path.as_mut_ptr(), path.len(), &mut len),
+                    0,
+                    &[],
+                );
+            }
+            // SAFETY: NUL-terminated by the call.
+            let got = unsafe { CStr::from_ptr(path.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            assert_eq!(got.len(), len);
+            assert_eq!(
+                std::fs::canonicalize(&got).unwrap(),
+                std::fs::canonicalize(wheel_lib()).unwrap(),
+                "found through the fake Python's site folder"
+            );
+        }
+        "system" => {
+            expect(s, 0, &[]);
+        }
+        other => panic!("LLAISYS_NCCL_TEST_EXPECT={other}"),
+    }
+}
+
+/// Without the variable: the loader's path, then the Python wheels. A stand-in `python3`
+/// (a script printing one site folder) points at .deps/nccl; `/nonexistent/python3` at nothing.
+#[test]
+fn nccl_search_order() {
+    let system = system_has_nccl();
+    let remove = ["LD_LIBRARY_PATH", "LLAISYS_NVIDIA_PYTHON"];
+    in_child(
+        "child_search",
+        &[
+            ("LLAISYS_NVIDIA_PYTHON", "/nonexistent/python3"),
+            (
+                "LLAISYS_NCCL_TEST_EXPECT",
+                if system { "system" } else { "nowhere" },
+            ),
+        ],
+        &remove,
+    );
+    let dir = support::scratch("nccl-fake-python");
+    let python = dir.join("python3");
+    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
+    std::fs::write(&python, format!("#!/bin/sh\necho {}\n", site.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    in_child(
+        "child_search",
+        &[
+            ("LLAISYS_NVIDIA_PYTHON", python.to_str().unwrap()),
+            (
+                "LLAISYS_NCCL_TEST_EXPECT",
+                if system { "system" } else { "wheel" },
+            ),
+        ],
+        &remove,
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_present"]
+fn child_present() {
+    require_child("child_present");
+    // Nothing loads NCCL before a call needs it.
+    assert!(!nccl_mapped(), "NCCL mapped before any communicator call");
+    argument_checks();
+    assert!(!nccl_mapped(), "checks that need no NCCL loaded it");
+    let mut v = 0;
+    // SAFETY: valid pointers throughout.
+    unsafe {
+        expect(llaisysNvidiaNcclGetVersion(&mut v), 0, &[]);
+        assert!(nccl_mapped());
+        assert_eq!(
+            v.to_string(),
+            env!("LLAISYS_NVIDIA_BUILD_NCCL_VERSION"),
+            "the wheel's library is the header's release"
+        );
+        let mut path = [0 as c_char; 8];
+        let mut len = 0usize;
+        expect(
+            llaisysNvidiaNcclLibraryPath(path.as_mut_ptr(), path.len(), &mut len),
+            0,
+            &[],
+        );
+        assert_eq!(
+            CStr::from_ptr(path.as_ptr()).to_bytes().len(),
+            7,
+            "truncated to the buffer"
+        );
+        let mut full = vec![0 as c_char; len + 1];
+        expect(
+            llaisysNvidiaNcclLibraryPath(full.as_mut_ptr(), full.len(), std::ptr::null_mut()),
+            0,
+            &[],
+        );
+        let got = CStr::from_ptr(full.as_ptr()).to_string_lossy().into_owned();
+        assert_eq!(
+            std::fs::canonicalize(got).unwrap(),
+            std::fs::canonicalize(wheel_lib()).unwrap()
+        );
+
+        // Unique ids without a GPU: NCCL picks a network interface and listens on it; each id
+        // is new (a random magic and the socket's address).
+        let mut a = CommId { internal: [0; 128] };
+        let mut b = CommId { internal: [0; 128] };
+        expect(llaisysNvidiaCommGetUniqueId(&mut a), 0, &[]);
+        expect(llaisysNvidiaCommGetUniqueId(&mut b), 0, &[]);
+        assert!(a.internal.iter().any(|&x| x != 0), "an id of zeros");
+        assert_ne!(a.internal, b.internal, "two ids are the same");
+        // What NCCL (2.32, the wheel's) puts there: its bootstrap handle, a random 8-byte magic
+        // and then the socket address of the root it listens on: an IPv4 or IPv6 family and a
+        // port that is not 0, different for each id (a new listening socket each time).
+        let bytes = |id: &CommId, r: std::ops::Range<usize>| -> Vec<u8> {
+            id.internal[r].iter().map(|&x| x as u8).collect()
+        };
+        for id in [&a, &b] {
+            let family = u16::from_ne_bytes([id.internal[8] as u8, id.internal[9] as u8]);
+            assert!(
+                family == libc::AF_INET as u16 || family == libc::AF_INET6 as u16,
+                "socket family {family} in {:02x?}",
+                bytes(id, 0..32)
+            );
+            assert_ne!(bytes(id, 10..12), [0, 0], "port 0");
+        }
+        assert_ne!(bytes(&a, 0..8), bytes(&b, 0..8), "the same magic twice");
+        // Through the table too.
+        let table = &*llaisysNvidiaGetCommAPI();
+        let mut c = CommId { internal: [0; 128] };
+        expect((table.get_unique_id)(&mut c), 0, &[]);
+        assert_ne!(c.internal, a.internal);
+
+        // Joining needs CUDA: NCCL itself fails (no driver) and says so: status 5, the NCCL
+        // code ncclUnhandledCudaError (1), NCCL's own last error text.
+        let mut comm: *mut c_void = BOGUS;
+        let msg = expect(
+            llaisysNvidiaCommInitRank(&mut comm, 1, &a, 0),
+            5,
+            &[
+                "llaisysNvidiaCommInitRank",
+                "ncclCommInitRankConfig failed: ncclUnhandledCudaError (1)",
+                "unhandled cuda error",
+                "NCCL: ",
+                "CUDA driver version is insufficient",
+                "nranks=1 rank=0",
+            ],
+        );
+        assert!(comm.is_null(), "{msg}");
+        assert_eq!(llaisysNvidiaLastNcclError(), 1);
+        assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastErrorStatus(), 5);
+        // All at once needs the device count first: a CUDA error (35, no driver).
+        let mut cs = [BOGUS; 1];
+        expect(
+            llaisysNvidiaCommInitAll(cs.as_mut_ptr(), 1, std::ptr::null()),
+            1,
+            &["cudaGetDeviceCount", "cudaErrorInsufficientDriver"],
+        );
+        assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaLastCudaError(), 35);
+        assert_eq!(
+            llaisysNvidiaLastNcclError(),
+            0,
+            "a CUDA error carries no NCCL code"
+        );
+        assert!(cs[0].is_null());
+    }
+    // Groups work without a GPU (empty groups launch nothing), nest, and are counted.
+    expect(llaisysNvidiaGroupStart(), 0, &[]);
+    expect(llaisysNvidiaGroupStart(), 0, &[]);
+    // SAFETY: valid pointers.
+    unsafe {
+        let mut c: *mut c_void = BOGUS;
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &some_id(), 0),
+            3,
+            &["inside an open group"],
+        );
+    }
+    expect(llaisysNvidiaGroupEnd(), 0, &[]);
+    expect(llaisysNvidiaGroupEnd(), 0, &[]);
+    expect(
+        llaisysNvidiaGroupEnd(),
+        3,
+        &["without llaisysNvidiaGroupStart"],
+    );
+    argument_checks();
+    // Status names of the new statuses.
+    for (s, name) in [
+        (5, "LLAISYS_NVIDIA_ERROR_NCCL"),
+        (6, "LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE"),
+        (7, "LLAISYS_NVIDIA_ERROR_TIMEOUT"),
+    ] {
+        let p = llaisys_nvidia::ffi::llaisysNvidiaStatusName(s);
+        // SAFETY: a static string.
+        assert_eq!(unsafe { CStr::from_ptr(p) }.to_str().unwrap(), name);
+    }
+}
+
+#[test]
+fn nccl_present() {
+    assert!(
+        wheel_lib().exists(),
+        "{} is missing: run bash scripts/bootstrap.sh",
+        wheel_lib().display()
+    );
+    in_child(
+        "child_present",
+        &[("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib().to_str().unwrap())],
+        &[],
+    );
+}
+
+/// The table holds the exported functions, in the header's order.
+#[test]
+fn comm_table_is_the_exported_functions() {
+    let t = llaisysNvidiaGetCommAPI();
+    assert!(!t.is_null());
+    // SAFETY: a static table.
+    let t = unsafe { &*t };
+    let pairs: [(usize, usize); 16] = [
+        (
+            t.get_unique_id as usize,
+            llaisysNvidiaCommGetUniqueId as *const () as usize,
+        ),
+        (
+            t.init_rank as usize,
+            llaisysNvidiaCommInitRank as *const () as usize,
+        ),
+        (
+            t.init_all as usize,
+            llaisysNvidiaCommInitAll as *const () as usize,
+        ),
+        (
+            t.destroy as usize,
+            llaisysNvidiaCommDestroy as *const () as usize,
+        ),
+        (
+            t.abort as usize,
+            llaisysNvidiaCommAbort as *const () as usize,
+        ),
+        (
+            t.get_rank as usize,
+            llaisysNvidiaCommRank as *const () as usize,
+        ),
+        (
+            t.get_size as usize,
+            llaisysNvidiaCommSize as *const () as usize,
+        ),
+        (
+            t.allreduce as usize,
+            llaisysNvidiaAllReduce as *const () as usize,
+        ),
+        (
+            t.allgather as usize,
+            llaisysNvidiaAllGather as *const () as usize,
+        ),
+        (
+            t.reduce_scatter as usize,
+            llaisysNvidiaReduceScatter as *const () as usize,
+        ),
+        (
+            t.broadcast as usize,
+            llaisysNvidiaBroadcast as *const () as usize,
+        ),
+        (t.send as usize, llaisysNvidiaSend as *const () as usize),
+        (t.recv as usize, llaisysNvidiaRecv as *const () as usize),
+        (
+            t.group_start as usize,
+            llaisysNvidiaGroupStart as *const () as usize,
+        ),
+        (
+            t.group_end as usize,
+            llaisysNvidiaGroupEnd as *const () as usize,
+        ),
+        (
+            t.synchronize as usize,
+            llaisysNvidiaCommSynchronize as *const () as usize,
+        ),
+    ];
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        assert_eq!(a, b, "field {i}");
+    }
+    assert_eq!(
+        std::mem::size_of::<LlaisysNvidiaCommAPI>(),
+        16 * std::mem::size_of::<usize>()
+    );
+    assert_eq!(std::mem::size_of::<CommId>(), 128);
+}
+
+/// A stand-in shared library made from `source` (C).
+fn fake_library(name: &str, source: &str) -> PathBuf {
+    let dir = support::scratch("nccl-fakes");
+    let src = dir.join(format!("{name}.c"));
+    let lib = dir.join(format!("{name}.so"));
+    std::fs::write(&src, source).unwrap();
+    let mut cmd = Command::new("cc");
+    cmd.args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src);
+    support::compile(cmd);
+    lib
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_too_old_serves_what_it_has"]
+fn child_old() {
+    require_child("child_old");
+    let mut v = 0;
+    // SAFETY: valid pointers.
+    unsafe {
+        // The timeout variable is read when a communicator is made: a bad value is refused.
+        let mut c: *mut c_void = BOGUS;
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &some_id(), 0),
+            3,
+            &[
+                "LLAISYS_NVIDIA_NCCL_TIMEOUT_MS=\"soon\"",
+                "not a number of milliseconds",
+            ],
+        );
+        expect(llaisysNvidiaCommSetTimeout(5000), 0, &[]);
+        expect(llaisysNvidiaNcclGetVersion(&mut v), 0, &[]);
+        assert_eq!(v, 21003, "what the stand-in answers (2.10.3)");
+        let mut id = CommId { internal: [0; 128] };
+        expect(llaisysNvidiaCommGetUniqueId(&mut id), 0, &[]);
+        assert_eq!(id.internal[5], 7, "the stand-in's id");
+        let mut c: *mut c_void = BOGUS;
+        expect(
+            llaisysNvidiaCommInitRank(&mut c, 1, &id, 0),
+            6,
+            &[
+                "NCCL 2.10.3",
+                "has no ncclCommInitRankConfig",
+                "NCCL 2.14 and later",
+                "pip install nvidia-nccl-cu13",
+            ],
+        );
+        assert!(c.is_null());
+    }
+    expect(llaisysNvidiaGroupStart(), 6, &["has no ncclGroupStart"]);
+}
+
+#[test]
+fn nccl_too_old_serves_what_it_has() {
+    let lib = fake_library(
+        "old_nccl",
+        "int ncclGetVersion(int *v) { *v = 21003; return 0; }\n\
+         const char *ncclGetErrorString(int r) { (void)r; return \"stand-in\"; }\n\
+         int ncclGetUniqueId(char *id) { for (int i = 0; i < 128; i++) id[i] = (char)(i + 2); return 0; }\n",
+    );
+    in_child(
+        "child_old",
+        &[
+            ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
+            ("LLAISYS_NVIDIA_NCCL_TIMEOUT_MS", "soon"),
+        ],
+        &[],
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_not_nccl"]
+fn child_not_nccl() {
+    require_child("child_not_nccl");
+    let lib = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
+    let mut v = 0;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(s, 6, &[&lib, "has no ncclGetVersion: it is not NCCL"]);
+    // A file that does not load at all.
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaCommGetUniqueId(&mut some_id()) };
+    expect(s, 6, &["not NCCL"]);
+}
+
+#[test]
+fn nccl_not_nccl() {
+    let lib = fake_library("not_nccl", "int something_else(void) { return 1; }\n");
+    in_child(
+        "child_not_nccl",
+        &[("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap())],
+        &[],
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_unloadable_file"]
+fn child_unloadable() {
+    require_child("child_unloadable");
+    let mut v = 0;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(s, 6, &["not-a-library", "nothing else is searched"]);
+}
+
+#[test]
+fn nccl_unloadable_file() {
+    let f = support::scratch("nccl-fakes").join("not-a-library.so.2");
+    std::fs::write(&f, b"plain text").unwrap();
+    in_child(
+        "child_unloadable",
+        &[("LLAISYS_NVIDIA_NCCL_LIBRARY", f.to_str().unwrap())],
+        &[],
+    );
+}
+
+/// The library gains no link-time dependency on NCCL: the cdylib needs no libnccl and imports
+/// no nccl symbol; neither does the staticlib.
+#[test]
+fn no_link_time_dependency_on_nccl() {
+    let target = support::target_dir();
+    let so = target.join("libllaisys_nvidia.so");
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(&so)
+        .output()
+        .expect("readelf");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dynamic.contains("NEEDED"),
+        "readelf -d printed no NEEDED: {dynamic}"
+    );
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(
+        !needed.iter().any(|l| l.contains("libnccl")),
+        "the cdylib needs NCCL: {needed:?}"
+    );
+    for lib in [so, target.join("libllaisys_nvidia.a")] {
+        let out = Command::new("nm")
+            .args(["--undefined-only"])
+            .args(if lib.extension().is_some_and(|e| e == "so") {
+                vec!["-D"]
+            } else {
+                vec![]
+            })
+            .arg(&lib)
+            .output()
+            .expect("nm");
+        let undefined = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "nm {}", lib.display());
+        // An imported NCCL function (ncclX, or the profiling pncclX), not our own Rust items.
+        let nccl: Vec<&str> = undefined
+            .lines()
+            .filter_map(|l| l.split_whitespace().last())
+            .filter(|sym| sym.starts_with("nccl") || sym.starts_with("pnccl"))
+            .collect();
+        assert!(nccl.is_empty(), "{} imports {nccl:?}", lib.display());
+    }
+}
+
+/// The example program builds as C99 with warnings as errors against the header and the
+/// cdylib, and without a GPU it stops at the first CUDA call with a clear message, after making
+/// and writing the unique id (which needs no GPU).
+#[test]
+fn example_builds_and_reports_no_gpu() {
+    let target = support::target_dir();
+    let exe = support::scratch("nccl-example").join("nccl_allreduce");
+    let mut cmd = Command::new("cc");
+    cmd.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .arg(format!("-I{}", support::csrc().display()))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/nccl_allreduce.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", target.display()))
+        .arg("-lllaisys_nvidia")
+        .arg(format!("-Wl,-rpath,{}", target.display()));
+    support::compile(cmd);
+    let out = Command::new(&exe)
+        .arg("1")
+        .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
+        .env("NCCL_NVLS_ENABLE", "0")
+        .output()
+        .expect("run the example");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("rank 0: llaisysNvidiaDeviceCount failed")
+            && err.contains("cudaErrorInsufficientDriver"),
+        "{err}"
+    );
+    // The usage line for bad arguments.
+    let out = Command::new(&exe).output().expect("run the example");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));
+}
+
+/// The header's communicator block compiles as C99 and C++17 (pedantic, warnings as errors),
+/// uses every name it declares, and a client linked to the cdylib gets the table.
+#[test]
+fn header_block_compiles_in_c_and_cpp() {
+    let dir = support::scratch("nccl-header");
+    let body = r#"#include "llaisys_runtime.h"
+#include <stdio.h>
+int main(void) {
+    const LlaisysNvidiaCommAPI *t = llaisysNvidiaGetCommAPI();
+    llaisysNvidiaCommId id;
+    llaisysNvidiaComm_t c = NULL;
+    llaisysNvidiaComm_t cs[2];
+    int v = 0, devs[2] = {0, 1};
+    size_t n = 0;
+    char path[64];
+    int s = llaisysNvidiaCommSetTimeout(1000);
+    s |= (t->get_unique_id != llaisysNvidiaCommGetUniqueId) | (t->init_rank != llaisysNvidiaCommInitRank)
+       | (t->init_all != llaisysNvidiaCommInitAll) | (t->destroy != llaisysNvidiaCommDestroy)
+       | (t->abort != llaisysNvidiaCommAbort) | (t->get_rank != llaisysNvidiaCommRank)
+       | (t->get_size != llaisysNvidiaCommSize) | (t->allreduce != llaisysNvidiaAllReduce)
+       | (t->allgather != llaisysNvidiaAllGather) | (t->reduce_scatter != llaisysNvidiaReduceScatter)
+       | (t->broadcast != llaisysNvidiaBroadcast) | (t->send != llaisysNvidiaSend)
+       | (t->recv != llaisysNvidiaRecv) | (t->group_start != llaisysNvidiaGroupStart)
+       | (t->group_end != llaisysNvidiaGroupEnd) | (t->synchronize != llaisysNvidiaCommSynchronize);
+    if (s != 0) { printf("table mismatch\n"); return 1; }
+    if (sizeof id.internal != LLAISYS_NVIDIA_COMM_ID_BYTES) return 1;
+    /* Refused before NCCL: a communicator that is not ours. */
+    if (llaisysNvidiaAllReduce(&v, &v, 1, 5, LLAISYS_NVIDIA_REDUCE_SUM, (llaisysNvidiaComm_t)&v, NULL) != LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT) return 1;
+    if (llaisysNvidiaLastNcclError() != 0) return 1;
+    (void)llaisysNvidiaAllGather; (void)llaisysNvidiaReduceScatter; (void)llaisysNvidiaBroadcast;
+    (void)llaisysNvidiaReduce; (void)llaisysNvidiaSend; (void)llaisysNvidiaRecv;
+    (void)llaisysNvidiaCommInitRank; (void)llaisysNvidiaCommInitAll; (void)llaisysNvidiaCommDestroy;
+    (void)llaisysNvidiaCommAbort; (void)llaisysNvidiaCommRank; (void)llaisysNvidiaCommSize;
+    (void)llaisysNvidiaCommDevice; (void)llaisysNvidiaCommGetAsyncError; (void)llaisysNvidiaCommSynchronize;
+    (void)c; (void)cs; (void)devs; (void)n; (void)path;
+    v = LLAISYS_NVIDIA_ERROR_NCCL + LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE + LLAISYS_NVIDIA_ERROR_TIMEOUT
+      + LLAISYS_NVIDIA_REDUCE_PROD + LLAISYS_NVIDIA_REDUCE_MAX + LLAISYS_NVIDIA_REDUCE_MIN + LLAISYS_NVIDIA_REDUCE_AVG;
+    if (v != 28) return 1;
+    if (llaisysNvidiaNcclGetVersion(&v) != 0 || v < 21400) { printf("version %d\n", v); return 1; }
+    if (llaisysNvidiaNcclLibraryPath(path, sizeof path, &n) != 0 || n == 0) return 1;
+    if (llaisysNvidiaCommGetUniqueId(&id) != 0) return 1;
+    if (llaisysNvidiaGroupStart() != 0 || llaisysNvidiaGroupEnd() != 0) return 1;
+    printf("ok\n");
+    return 0;
+}
+"#;
+    let target = support::target_dir();
+    for (ext, compiler, std) in [("c", "cc", "-std=c99"), ("cpp", "c++", "-std=c++17")] {
+        let src = dir.join(format!("client.{ext}"));
+        let exe = dir.join(format!("client-{ext}"));
+        std::fs::write(&src, body).unwrap();
+        let mut cmd = Command::new(compiler);
+        cmd.args([std, "-Wall", "-Wextra", "-Werror", "-pedantic"])
+            .arg(format!("-I{}", support::csrc().display()))
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", target.display()))
+            .arg("-lllaisys_nvidia")
+            .arg(format!("-Wl,-rpath,{}", target.display()));
+        support::compile(cmd);
+        let out = Command::new(&exe)
+            .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
+            .env("NCCL_NVLS_ENABLE", "0")
+            .output()
+            .expect("run the client");
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+            "{ext}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
