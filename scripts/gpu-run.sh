@@ -49,6 +49,9 @@ for mode in static dynamic; do
     "$here/clients/llaisys_core.cu" -o "$work/core-$mode-so" -L"$d" -lllaisys_nvidia -Xlinker -rpath,"$d"
   step "$mode: nvcc host + cdylib runs" "$work/core-$mode-so" core
   step "$mode: nvcc host + cdylib deferred error" "$work/core-$mode-so" deferred
+  # dlopen -> staged copies (the copy threads start) -> dlclose -> dlopen again, repeated.
+  step "$mode: dlclose cycles client builds" cc -std=c99 -O2 "$here/clients/dlclose_cycles.c" -ldl -o "$work/dlclose-$mode"
+  step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"
 done
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"

@@ -52,7 +52,7 @@ for mode in static dynamic; do
 done
 
 cp csrc/*.h csrc/*.hpp "$stage/csrc/"
-cp tests/gpu_clients/*.cu "$stage/clients/"
+cp tests/gpu_clients/*.cu tests/gpu_clients/*.c "$stage/clients/"
 shared="$here/../shared/reference"
 [ -d "$shared" ] && cp "$shared"/seed_runtime.cu "$shared"/llaisys_abi.h "$stage/reference/"
 cp scripts/gpu-run.sh "$stage/run.sh"
