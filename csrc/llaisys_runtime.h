@@ -45,7 +45,7 @@
  * such a child every other function is refused, without touching those locks, with status
  * LLAISYS_NVIDIA_ERROR_CUDA and cudaErrorInitializationError (3), and a message that says why:
  * get_device_count returns 0 (the reason as last error), the other table functions report to the
- * handler, the status API returns the status (without writing its out-pointers), H2H copies
+ * handler, the status API returns the status (its pointer out-parameters set to NULL), H2H copies
  * included. The handler functions and the last error keep working there. Such a child should
  * exec or _exit (exit also runs the parent's atexit handlers, CUDA's own among them). A child
  * forked before the first call is an ordinary process and may use the library.

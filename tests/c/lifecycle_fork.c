@@ -91,9 +91,13 @@ static int child_checks(void) {
     bad += child_seen != 1 || child_status != LLAISYS_NVIDIA_ERROR_CUDA || child_cuda != 3;
     api->memcpy_sync(b, a, sizeof a, LLAISYS_MEMCPY_H2H);
     bad += child_seen != 2 || b[0] != 0;
-    /* (Refused before the call's body: out-pointers are not written; issue 16 point 2.) */
+    /* Refused before the call's body, and the pointer out-parameters hold NULL (issue 16 point 2). */
+    s = (void *)0x5eed;
+    p = (void *)0x5eed;
     bad += llaisysNvidiaStreamCreate(&s, 0, 0) != LLAISYS_NVIDIA_ERROR_CUDA;
+    bad += s != NULL;
     bad += llaisysNvidiaMallocHost(&p, 64) != LLAISYS_NVIDIA_ERROR_CUDA;
+    bad += p != NULL;
     bad += llaisysNvidiaLastCudaError() != 3;
     bad += child_seen != 2; /* the status API never calls the handler */
     llaisysNvidiaSetErrorHandler(NULL, NULL);

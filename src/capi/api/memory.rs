@@ -2,7 +2,7 @@
 //! managed memory with prefetch and advice, mapped zero-copy host memory, registered host
 //! memory, memset, and pointer attributes. Bodies in `ops::memory`.
 
-use super::{out, status};
+use super::{clear, out, status};
 use crate::ops::{self, memory as mem};
 use std::os::raw::{c_int, c_uint, c_void};
 
@@ -28,6 +28,10 @@ pub struct PointerAttributes {
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocDevice(p: *mut *mut c_void, size: usize) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(p);
+    }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocDevice", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
@@ -52,6 +56,10 @@ pub unsafe extern "C" fn llaisysNvidiaMallocAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(p);
+    }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocAsync", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
@@ -71,6 +79,10 @@ pub extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) 
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocHost(p: *mut *mut c_void, size: usize) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(p);
+    }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocHost", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
@@ -90,6 +102,10 @@ pub extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
 /// `p` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocManaged(p: *mut *mut c_void, size: usize) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(p);
+    }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocManaged", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
@@ -147,6 +163,11 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
     device: *mut *mut c_void,
     size: usize,
 ) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(host);
+        clear(device);
+    }
     // SAFETY: the caller's contract for the out-pointers.
     status("llaisysNvidiaMallocMapped", || unsafe {
         out(host, "host", std::ptr::null_mut())?;

@@ -46,3 +46,15 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
     unsafe { out.write(value) };
     Ok(())
 }
+
+/// Writes NULL to a caller's pointer out-parameter before anything else can fail (a refusal in a
+/// forked child included): on every failure it then holds NULL. NULL itself is left alone.
+///
+/// # Safety
+/// `out` is NULL or valid for writing.
+pub(crate) unsafe fn clear<T>(out: *mut *mut T) {
+    if !out.is_null() {
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { out.write(std::ptr::null_mut()) };
+    }
+}

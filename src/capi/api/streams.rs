@@ -1,7 +1,7 @@
 //! Streams (with flags and priority) and events. Streams made here are the table's too: they
 //! are accepted by memcpy_async, stream_synchronize and destroy_stream.
 
-use super::{out, status};
+use super::{clear, out, status};
 use crate::ops::streams as ops;
 use std::os::raw::{c_float, c_int, c_uint, c_void};
 
@@ -19,6 +19,10 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
     flags: c_uint,
     priority: c_int,
 ) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(s);
+    }
     // SAFETY: the caller's contract for `s`.
     status("llaisysNvidiaStreamCreate", || unsafe {
         out(s, "stream", std::ptr::null_mut())?;
@@ -87,6 +91,10 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
 /// `e` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaEventCreate(e: *mut *mut c_void, flags: c_uint) -> c_int {
+    // SAFETY: the caller's contract for the out-pointers.
+    unsafe {
+        clear(e);
+    }
     // SAFETY: the caller's contract for `e`.
     status("llaisysNvidiaEventCreate", || unsafe {
         out(e, "event", std::ptr::null_mut())?;
