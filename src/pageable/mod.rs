@@ -25,17 +25,18 @@ mod workers;
 use crate::copy::{self, MemcpyKind};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
-use crate::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 pub(crate) use staging::release as release_staging;
 
 /// The largest chunk (one staging slot's buffer).
-const CHUNK_MAX: usize = 2 << 20;
+const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
-const CHUNK_MIN: usize = 128 << 10;
+const CHUNK_MIN: usize = 256 << 10;
+/// Staging slots per copy: chunks in flight at once.
+const SLOTS: usize = 4;
 
 /// Which way a staged copy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,106 +83,172 @@ pub(crate) fn wanted(size: usize) -> bool {
     c.enabled && size >= c.min_bytes
 }
 
-/// Which way the copy goes, and the two sides.
-struct Job {
-    direction: Direction,
-    device: usize,
-    host: usize,
-    size: usize,
-    chunk: usize,
-    chunks: usize,
-    stream: usize,
-    stream_device: i32,
-    set: Arc<staging::Set>,
+/// One host copy shared by the caller and the pool's threads: pieces of at least 128 KiB,
+/// claimed one after another.
+struct HostCopy {
+    dst: usize,
+    src: usize,
+    len: usize,
+    piece: usize,
+    pieces: usize,
     next: AtomicUsize,
-    /// Chunks done, or given up after an error.
-    settled: AtomicUsize,
-    error: Mutex<Option<Error>>,
+    done: AtomicUsize,
 }
 
-impl Job {
-    /// One chunk: through its slot, in the job's direction.
-    ///
-    /// # Safety
-    /// The job's pointers are valid for its size (the caller of `copy` waits until the job is
-    /// finished); its stream is NULL or live.
-    unsafe fn chunk(&self, k: usize) -> Result<()> {
-        let off = k * self.chunk;
-        let n = self.chunk.min(self.size - off);
-        let stream = self.stream as StreamHandle;
-        let device = (self.device + off) as *mut u8;
-        let host = (self.host + off) as *mut u8;
-        let mut slot = self.set.slot(k);
-        let buf = slot.prepare(self.stream_device)?;
-        let at = |e: Error| {
-            Error::cuda(
-                e.call(),
-                e.cuda_error(),
-                format!("{} (chunk at {off})", e.detail()),
-            )
-        };
-        match self.direction {
-            Direction::HostToDevice => {
-                // SAFETY: the caller's contract for `host`; `buf` holds CHUNK_MAX >= n bytes and
-                // no queued copy uses it any more (prepared).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(host, buf, n);
-                    copy::memcpy_async(device.cast(), buf.cast(), n, MemcpyKind::H2D, stream)
-                        .map_err(at)?;
-                    slot.record(stream)
-                }
-            }
-            Direction::DeviceToHost => {
-                // SAFETY: as above; the host copy waits for the chunk's DMA.
-                unsafe {
-                    copy::memcpy_async(buf.cast(), device.cast(), n, MemcpyKind::D2H, stream)
-                        .map_err(at)?;
-                    slot.record(stream)?;
-                    slot.wait()?;
-                    std::ptr::copy_nonoverlapping(buf, host, n);
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-impl workers::Task for Job {
+impl workers::Task for HostCopy {
     fn work(&self) {
-        // NULL names the legacy stream of the *current* device: a pool thread makes the
-        // stream's device current first.
-        if self.stream == 0 && crate::device::current().ok() != Some(self.stream_device) {
-            if let Err(e) = crate::device::set(self.stream_device) {
-                lock(&self.error).get_or_insert(e);
-            }
-        }
         loop {
-            let k = self.next.fetch_add(1, Ordering::Relaxed);
-            if k >= self.chunks {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.pieces {
                 return;
             }
-            if lock(&self.error).is_none() {
-                // SAFETY: the caller of `copy` keeps the memory valid until the job has
-                // finished, which it waits for.
-                if let Err(e) = unsafe { self.chunk(k) } {
-                    lock(&self.error).get_or_insert(e);
-                }
-            }
-            self.settled.fetch_add(1, Ordering::Release);
+            let off = i * self.piece;
+            let n = self.piece.min(self.len - off);
+            // SAFETY: `par_copy`'s caller keeps both ranges valid and disjoint until every piece
+            // is done (it waits for that); pieces do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (self.src + off) as *const u8,
+                    (self.dst + off) as *mut u8,
+                    n,
+                )
+            };
+            self.done.fetch_add(1, Ordering::Release);
         }
     }
 
     fn finished(&self) -> bool {
-        self.settled.load(Ordering::Acquire) >= self.chunks
+        self.done.load(Ordering::Acquire) >= self.pieces
     }
 }
 
-/// The chunk size for a copy of `size` bytes by `threads` threads: about two chunks a thread,
-/// so that host copies and DMAs overlap, within [CHUNK_MIN, CHUNK_MAX].
-fn chunk_for(size: usize, threads: usize) -> usize {
-    (size / (2 * threads.max(1)))
+/// Copies `len` bytes with the caller and the pool's threads together (the probe's best shape:
+/// every thread on the same chunk, so the chunk's DMA can start as early as possible).
+///
+/// # Safety
+/// `dst` and `src` are valid for `len` bytes and do not overlap.
+unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
+    const MIN_PIECE: usize = 128 << 10;
+    let threads = config().threads;
+    let parts = (len / MIN_PIECE).clamp(1, threads * 2);
+    if parts == 1 || threads == 1 {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        return;
+    }
+    let piece = len.div_ceil(parts).next_multiple_of(64);
+    let job = Arc::new(HostCopy {
+        dst: dst as usize,
+        src: src as usize,
+        len,
+        piece,
+        pieces: len.div_ceil(piece),
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    });
+    let pieces = job.pieces;
+    workers::run(job, threads - 1, (threads - 1).min(pieces - 1));
+}
+
+/// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
+/// overlaps host copying with the copy engine, within [CHUNK_MIN, CHUNK_MAX] (the shapes the
+/// pageable probe found best: docs/benchmark.md).
+fn chunk_for(size: usize) -> usize {
+    (size / 4)
         .next_multiple_of(64 << 10)
         .clamp(CHUNK_MIN, CHUNK_MAX)
+}
+
+/// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
+///
+/// # Safety
+/// `dst`/`src` are valid for `n` bytes until the copy has run; `stream` is NULL or live.
+unsafe fn chunk_copy(
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    kind: MemcpyKind,
+    stream: StreamHandle,
+    off: usize,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { copy::memcpy_async(dst.cast(), src.cast(), n, kind, stream) }.map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!("{} (chunk at {off})", e.detail()),
+        )
+    })
+}
+
+/// # Safety
+/// `dst` is device memory and `src` pageable memory, both valid for `size` bytes; `stream` is
+/// NULL or a live stream of `device`.
+unsafe fn h2d(
+    set: &staging::Set,
+    device: i32,
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    stream: StreamHandle,
+) -> Result<()> {
+    let chunk = chunk_for(size);
+    for (k, off) in (0..size).step_by(chunk).enumerate() {
+        let n = chunk.min(size - off);
+        let mut slot = set.slot(k);
+        let buf = slot.prepare(device)?;
+        // SAFETY: the caller's contract for `src` and `dst`; `buf` holds CHUNK_MAX >= n bytes
+        // and no queued copy uses it any more (prepared).
+        unsafe {
+            par_copy(buf, src.add(off), n);
+            chunk_copy(dst.add(off), buf, n, MemcpyKind::H2D, stream, off)?;
+            slot.record(stream)?;
+        }
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `dst` is pageable memory and `src` device memory, both valid for `size` bytes; `stream` is
+/// NULL or a live stream of `device`.
+unsafe fn d2h(
+    set: &staging::Set,
+    device: i32,
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    stream: StreamHandle,
+) -> Result<()> {
+    let chunk = chunk_for(size);
+    let chunks = size.div_ceil(chunk);
+    let enqueue = |k: usize| -> Result<()> {
+        let off = k * chunk;
+        let n = chunk.min(size - off);
+        let mut slot = set.slot(k);
+        let buf = slot.prepare(device)?;
+        // SAFETY: the caller's contract for `src`; `buf` is an idle staging buffer of
+        // CHUNK_MAX >= n bytes.
+        unsafe {
+            chunk_copy(buf, src.add(off), n, MemcpyKind::D2H, stream, off)?;
+            slot.record(stream)
+        }
+    };
+    // Keep SLOTS - 1 chunks queued ahead of the one being copied out.
+    for k in 0..chunks.min(SLOTS - 1) {
+        enqueue(k)?;
+    }
+    for k in 0..chunks {
+        if k + SLOTS - 1 < chunks {
+            enqueue(k + SLOTS - 1)?;
+        }
+        let off = k * chunk;
+        let mut slot = set.slot(k);
+        let buf = slot.prepare(device)?;
+        // SAFETY: the chunk has landed in the staging buffer (prepare waited for its event);
+        // the caller's contract for `dst`.
+        unsafe { par_copy(dst.add(off), buf, chunk.min(size - off)) };
+    }
+    Ok(())
 }
 
 /// Copies `size` bytes between pageable `host` memory and `device` memory through pinned
@@ -208,30 +275,31 @@ pub(crate) unsafe fn copy(
         // SAFETY: the caller's contract: a live stream.
         None => unsafe { crate::stream::device_of(stream) }?,
     };
-    let threads = config().threads;
-    let chunk = chunk_for(size, threads);
-    let chunks = size.div_ceil(chunk);
-    let set = staging::take(2 * threads.max(1));
-    let job = Arc::new(Job {
-        direction,
-        device: device as usize,
-        host: host as usize,
-        size,
-        chunk,
-        chunks,
-        stream: stream as usize,
-        stream_device,
-        set: set.clone(),
-        next: AtomicUsize::new(0),
-        settled: AtomicUsize::new(0),
-        error: Mutex::new(None),
-    });
-    workers::run(job.clone(), threads - 1, (threads - 1).min(chunks - 1));
-    let mut result = lock(&job.error).take().map_or(Ok(()), Err);
+    let set = staging::take(SLOTS);
+    // SAFETY: the caller's contract; the set is ours for this copy.
+    let mut result = unsafe {
+        match direction {
+            Direction::HostToDevice => h2d(
+                &set,
+                stream_device,
+                device.cast(),
+                host.cast(),
+                size,
+                stream,
+            ),
+            Direction::DeviceToHost => d2h(
+                &set,
+                stream_device,
+                host.cast(),
+                device.cast(),
+                size,
+                stream,
+            ),
+        }
+    };
     if result.is_ok() && wait && direction == Direction::HostToDevice {
         result = set.wait_all();
     }
-    drop(job);
     if result.is_err() {
         // A chunk may be queued without its event: reuse the set only once the stream is idle;
         // if even that fails, the set is dropped (its buffers leak rather than be overwritten
@@ -264,10 +332,38 @@ mod tests {
 
     #[test]
     fn chunks_are_bounded_and_aligned() {
-        assert_eq!(chunk_for(1 << 20, 12), CHUNK_MIN);
-        assert_eq!(chunk_for(64 << 20, 12), CHUNK_MAX);
-        assert_eq!(chunk_for(16 << 20, 12) % (64 << 10), 0);
-        assert_eq!(chunk_for(16 << 20, 1), CHUNK_MAX);
-        assert_eq!(chunk_for(1 << 20, 0), 512 << 10);
+        assert_eq!(chunk_for(1 << 20), CHUNK_MIN);
+        assert_eq!(chunk_for(4 << 20), 1 << 20);
+        assert_eq!(chunk_for(1 << 30), CHUNK_MAX);
+        assert_eq!(chunk_for((64 << 20) + 3) % (64 << 10), 0);
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn par_copy_copies_every_byte_of_every_size_from_many_threads() {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for (k, len) in [1usize, 63, 4096, (128 << 10) + 1, 1 << 20, (3 << 20) + 17]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        let src = pattern(len, (k + t) as u8);
+                        let mut dst = vec![0u8; len];
+                        // SAFETY: both vectors hold `len` bytes and are distinct.
+                        unsafe { par_copy(dst.as_mut_ptr(), src.as_ptr(), len) };
+                        assert!(dst == src, "thread {t} len {len}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("copy thread");
+        }
     }
 }
