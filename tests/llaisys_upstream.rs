@@ -19,7 +19,7 @@ use llaisys_tree::{copy_tree, crate_dir, text, upstream, xmake_bin_dir};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Instant;
 
 /// The user the unprivileged run uses (made with useradd when missing).
