@@ -80,8 +80,12 @@ if [ "$undo" = 1 ]; then
   exit 0
 fi
 
-[ -n "$cuda_home" ] && [ "$cuda_home" = "$crate/.deps/cuda12" ] && bash "$crate/scripts/bootstrap.sh" --cuda12 >/dev/null
-[ -z "$cuda_home" ] && bash "$crate/scripts/bootstrap.sh" >/dev/null
+# The crate's build needs what the bootstrap installs (CUDA headers and libraries, xmake).
+if [ "$cuda_home" = "$crate/.deps/cuda12" ]; then
+  bash "$crate/scripts/bootstrap.sh" --cuda12
+else
+  bash "$crate/scripts/bootstrap.sh"
+fi
 if [ -n "$cuda_home" ]; then
   [ -f "$cuda_home/include/cuda_runtime.h" ] || compgen -G "$cuda_home/nvidia/*/include/cuda_runtime.h" >/dev/null ||
     die "--cuda-home '$cuda_home' has no include/cuda_runtime.h (nor PyPI wheels with one)"
