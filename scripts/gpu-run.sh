@@ -53,6 +53,28 @@ for mode in static dynamic; do
   step "$mode: dlclose cycles client builds" cc -std=c99 -O2 "$here/clients/dlclose_cycles.c" -ldl -o "$work/dlclose-$mode"
   step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"
 done
+# --- issue 12: upstream llaisys's own runtime test with our libllaisys.so, and CUDA 12.9 ---
+export NCCL_NVLS_ENABLE=0
+# upstream_runtime_test MODE: test/test_runtime.py --device nvidia of the staged llaisys-MODE;
+# passes only with at least one device found and each device's copy test passed.
+upstream_runtime_test() {
+  local d=$here/llaisys-$1 log rc n
+  [ -f "$d/python/llaisys/libllaisys/libllaisys.so" ] || { echo "llaisys-$1 not staged"; return 1; }
+  log=$(cd "$d" && PYTHONPATH="$d/python${PYTHONPATH:+:$PYTHONPATH}" python3 test/test_runtime.py --device nvidia 2>&1)
+  rc=$?
+  echo "$log"
+  [ "$rc" -eq 0 ] || return 1
+  if grep -q "^Found 0 " <<<"$log"; then echo "no device found"; return 1; fi
+  n=$(sed -n 's/^Found \([0-9][0-9]*\) nvidia devices$/\1/p' <<<"$log")
+  [ "${n:-0}" -ge 1 ] || { echo "no 'Found N nvidia devices' line"; return 1; }
+  [ "$(grep -c "Passed" <<<"$log")" -eq "$n" ] || { echo "not every device passed"; return 1; }
+  grep -q "Test passed" <<<"$log"
+}
+for mode in static dynamic; do
+  step "$mode: upstream llaisys test/test_runtime.py --device nvidia" upstream_runtime_test "$mode"
+done
+step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" --test-threads=1 ${1:+"$1"}
+# --- end of issue 12 block ---
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
 echo "$pass passed, $fail failed"

@@ -5,7 +5,8 @@
 # Builds here (release, debug info stripped) for both link modes: the GPU test binaries (the
 # library's `gpu`, the doctor crate's `doctor-gpu`), the llaisys-nvidia binary, the cdylib and
 # staticlib; adds libcudart.so.N for the dynamic mode, the C/C++ headers, the GPU C++ clients
-# and the reference backend (compiled there with nvcc).
+# and the reference backend (compiled there with nvcc); upstream llaisys built by
+# the README's flow for both modes (python/ and test/), and the CUDA 12.9 GPU tests.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -69,6 +70,43 @@ cp examples/nccl_allreduce.c "$stage/examples/"
 cp benches/nccl_bench.cpp benches/nccl_torch.py "$stage/benches/"
 cp scripts/gpu-nccl.sh "$stage/nccl.sh"
 # ---- end communicator ----
+# --- issue 12: upstream llaisys through the README's flow, and the CUDA 12.9 build ---
+# For each link mode, a copy of ../shared/llaisys-upstream plugged (scripts/plug-llaisys.sh) and
+# built with upstream's own `xmake f --nv-gpu=y && xmake && xmake install` (the rule's cargo reuses
+# the build above: same target folder, same PATH, xmake called by its path); its python/ (with
+# the libllaisys.so that install put there, and for dynamic our cdylib and libcudart.so.N beside
+# it) and test/ go to $stage/llaisys-MODE/. run.sh runs upstream's test/test_runtime.py there.
+upstream=$here/../shared/llaisys-upstream
+[ -f "$upstream/xmake.lua" ] || { echo "stage-gpu: no llaisys tree at $upstream" >&2; exit 1; }
+bash scripts/bootstrap.sh --cuda12 >/dev/null
+for mode in static dynamic; do
+  if [ "$mode" = static ]; then plug=(); tdir=$here/target; else plug=(--cudart dynamic); tdir=$here/target/dynamic; fi
+  echo "stage-gpu: llaisys with the $mode build"
+  tree=$(mktemp -d)
+  cp -r "$upstream/." "$tree/"
+  chmod -R u+w "$tree"
+  bash scripts/plug-llaisys.sh "${plug[@]}" "$tree" >/dev/null
+  (cd "$tree" && export XMAKE_ROOT=y CARGO_TARGET_DIR=$tdir &&
+    "$here/.deps/xmake/bin/xmake" f --nv-gpu=y -y >/dev/null && "$here/.deps/xmake/bin/xmake" -y >/dev/null &&
+    "$here/.deps/xmake/bin/xmake" install >/dev/null)
+  libs=$tree/python/llaisys/libllaisys
+  [ -f "$libs/libllaisys.so" ] || { echo "stage-gpu: xmake install made no $libs/libllaisys.so" >&2; exit 1; }
+  if [ "$mode" = dynamic ]; then
+    [ -f "$libs/libllaisys_nvidia.so" ] || { echo "stage-gpu: no libllaisys_nvidia.so installed" >&2; exit 1; }
+    cp "$(ls .deps/cuda13/nvidia/cu13/lib/libcudart.so.* | head -n 1)" "$libs/"
+  fi
+  strip --strip-debug "$libs"/*.so
+  mkdir -p "$stage/llaisys-$mode"
+  cp -r "$tree/python" "$tree/test" "$stage/llaisys-$mode/"
+  rm -rf "$tree"
+done
+echo "stage-gpu: building the CUDA 12.9 GPU tests (static cudart 12.9)"
+exe=$(CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 test_exe | tail -n 1)
+[ -x "$exe" ] || { echo "stage-gpu: no CUDA 12.9 GPU test binary" >&2; exit 1; }
+mkdir -p "$stage/cuda12"
+cp "$exe" "$stage/cuda12/gpu"
+strip --strip-debug "$stage/cuda12/gpu"
+# --- end of issue 12 block ---
 du -sh "$stage"
 echo "stage-gpu: done; run it with one device call: command 'bash gpu-stage/run.sh', carry ['gpu-stage']"
 echo "stage-gpu: benchmark: command 'bash gpu-stage/bench.sh', carry ['gpu-stage']"

@@ -6,7 +6,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-bash scripts/bootstrap.sh --cuda12
+# --llaisys-python: torch and safetensors for upstream llaisys's Python tests (tests/llaisys_upstream.rs).
+bash scripts/bootstrap.sh --cuda12 --llaisys-python
 command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 # The C/C++ client tests compile with cc/c++ and check leaks with valgrind.
@@ -14,6 +15,12 @@ missing=()
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v readelf >/dev/null 2>&1 || missing+=(binutils)
+# tests/install.rs builds consumers of the installed prefix with CMake and pkg-config;
+# tests/llaisys_upstream.rs runs the flow once as another user (setpriv, useradd).
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test: installing ${missing[*]}"
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${missing[@]}"; else sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}"; fi
