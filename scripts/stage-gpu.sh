@@ -101,7 +101,7 @@ for mode in static dynamic; do
   rm -rf "$tree"
 done
 echo "stage-gpu: building the CUDA 12.9 GPU tests (static cudart 12.9)"
-exe=$(CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 test_exe | tail -n 1)
+exe=$(CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 test_exe gpu --test gpu | tail -n 1)
 [ -x "$exe" ] || { echo "stage-gpu: no CUDA 12.9 GPU test binary" >&2; exit 1; }
 mkdir -p "$stage/cuda12"
 cp "$exe" "$stage/cuda12/gpu"
