@@ -93,7 +93,7 @@ pub fn generate(
     let wrapper_path = shim.join("llaisys_nccl_wrapper.h");
     std::fs::write(&wrapper_path, &wrapper).map_err(|e| format!("llaisys-nvidia: {e}"))?;
 
-    std::env::set_var("LIBCLANG_PATH", &clang.dir);
+    // LIBCLANG_PATH was set for clang-sys by build/bindings.rs, which runs first.
     let attempt = |builtin: Option<&Path>| {
         let mut b = bindgen::Builder::default()
             .header(wrapper_path.display().to_string())
@@ -141,7 +141,7 @@ pub fn generate(
 fn find_header(manifest: &Path) -> Result<PathBuf, String> {
     let fix = "Fix, one of:\n  - bash scripts/bootstrap.sh   (installs the PyPI wheel nvidia-nccl-cu13 into \
                .deps/nccl)\n  - export LLAISYS_NVIDIA_NCCL_INCLUDE=/folder/holding/nccl.h";
-    let set = crate::vars::tracked_os(INCLUDE_VAR).map_err(|e| e.to_string())?;
+    let set = crate::vars::tracked_os("LLAISYS_NVIDIA_NCCL_INCLUDE").map_err(|e| e.to_string())?;
     if let Some(v) = set.filter(|v| !v.is_empty()) {
         let dir = PathBuf::from(&v);
         if dir.join("nccl.h").is_file() {
