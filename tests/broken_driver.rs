@@ -1,0 +1,113 @@
+//! Host-only test (issue 16, point 10): with a broken driver (cuInit failing with 999 or 2, the
+//! fake libcuda.so.1 of doctor/tests/fake_libcuda.c first on LD_LIBRARY_PATH), get_device_count
+//! answers 0 and H2H copies still work, through the table and the status API, as they do
+//! without a driver: one rule for every driver failure, not only 35 and 100.
+
+use llaisys_nvidia::ffi::{self, LlaisysNvidiaError, TABLE};
+use std::os::raw::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const CHILD: &str = "LLAISYS_BROKEN_DRIVER_CHILD";
+
+/// Builds the fake driver whose cuInit returns `code` into its own folder.
+fn fake_driver(code: i32) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("broken-driver-{code}"));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(dir.join("libcuda.so.1"))
+        .arg(format!("-DFAKE_INIT_RESULT={code}"))
+        .arg(root.join("doctor/tests/fake_libcuda.c"))
+        .output()
+        .expect("cc runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+static REPORTS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C-unwind" fn count(_: *const LlaisysNvidiaError, _: *mut c_void) {
+    REPORTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The child's half: runs only with the fake driver on the loader path.
+#[test]
+#[ignore = "child of h2h_copies_work_with_a_driver_whose_init_fails"]
+fn child_h2h_with_a_broken_driver() {
+    assert!(std::env::var(CHILD).is_ok(), "started by its parent test");
+    ffi::llaisysNvidiaSetErrorHandler(Some(count), std::ptr::null_mut());
+    // SAFETY: the table's functions with valid host buffers of the sizes given.
+    unsafe {
+        assert_eq!((TABLE.get_device_count)(), 0);
+        let code = ffi::llaisysNvidiaLastCudaError();
+        assert!(
+            code != 0 && code != 35 && code != 100,
+            "a broken driver: {code}"
+        );
+        for n in [4usize, 64 << 10, 1 << 20, 16 << 20] {
+            let src: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+            let mut dst = vec![0u8; n];
+            (TABLE.memcpy_sync)(dst.as_mut_ptr().cast(), src.as_ptr().cast(), n, 0);
+            assert!(dst == src, "memcpy_sync H2H {n} B");
+            dst.fill(0);
+            (TABLE.memcpy_async)(
+                dst.as_mut_ptr().cast(),
+                src.as_ptr().cast(),
+                n,
+                0,
+                std::ptr::null_mut(),
+            );
+            assert!(dst == src, "memcpy_async H2H {n} B");
+            dst.fill(0);
+            let st = ffi::llaisysNvidiaMemcpy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), n, 0);
+            assert_eq!(st, 0, "llaisysNvidiaMemcpy H2H {n} B");
+            assert!(dst == src, "llaisysNvidiaMemcpy H2H {n} B");
+        }
+        // A copy that needs the device still fails with the driver's error.
+        let mut a = [0u8; 16];
+        let st = ffi::llaisysNvidiaMemcpy(a.as_mut_ptr().cast(), a.as_ptr().cast(), 16, 1);
+        assert_eq!(st, 1, "H2D needs a device");
+    }
+    assert_eq!(
+        REPORTS.load(Ordering::Relaxed),
+        0,
+        "an H2H copy was reported"
+    );
+    println!("broken-driver child: ok");
+}
+
+#[test]
+fn h2h_copies_work_with_a_driver_whose_init_fails() {
+    let exe = std::env::current_exe().expect("current_exe");
+    for code in [999, 2] {
+        let dir = fake_driver(code);
+        let out = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "child_h2h_with_a_broken_driver",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("LD_LIBRARY_PATH", &dir)
+            .output()
+            .expect("run child");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("broken-driver child: ok"),
+            "cuInit -> {code}:\n{text}"
+        );
+    }
+}
