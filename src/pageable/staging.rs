@@ -136,13 +136,18 @@ impl Set {
     }
 }
 
-/// An idle set of `slots` slots (or a new one).
+/// A set of `slots` slots for one copy: an idle one, else one whose slots still wait on earlier
+/// asynchronous copies (each slot is waited for when it is prepared: a sync H2D returns with its
+/// last chunks in flight, and the next copy must not pay for new pinned buffers), else a new one
+/// (only while other copies hold every kept set).
 pub(super) fn take(slots: usize) -> Arc<Set> {
     let mut sets = lock(&SETS);
-    if let Some(i) = sets
+    let free = |s: &Arc<Set>| s.slots.len() == slots && Arc::strong_count(s) == 1;
+    let pick = sets
         .iter()
-        .position(|s| s.slots.len() == slots && Arc::strong_count(s) == 1 && s.idle())
-    {
+        .position(|s| free(s) && s.idle())
+        .or_else(|| sets.iter().position(free));
+    if let Some(i) = pick {
         return sets.swap_remove(i);
     }
     drop(sets);
