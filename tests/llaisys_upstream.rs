@@ -211,6 +211,12 @@ fn run_flow(l: &Layout, plug_options: &[&str], as_user: Option<&str>) -> String 
         }
     };
     fresh_env(&mut cmd, l);
+    if as_user.is_some() {
+        // The toolchain here lives under root's HOME (mode 700): rustc's own lld there cannot
+        // be run by that user, so should cargo relink, it links with the system's ld, as a user
+        // with a toolchain of their own would.
+        cmd.env("RUSTFLAGS", "-Clinker-features=-lld");
+    }
     let started = Instant::now();
     let out = cmd
         .arg("-c")
