@@ -6,6 +6,8 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 export LLAISYS_TEST_REQUIRE_GPU=1
+# NVLink multicast stays off for everything this suite starts (the communicator tests among it).
+export NCCL_NVLS_ENABLE=0
 # Tests that need N devices fail (instead of skipping) when the machine has N.
 LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 export LLAISYS_TEST_REQUIRE_GPUS
@@ -54,7 +56,6 @@ for mode in static dynamic; do
   step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"
 done
 # --- issue 12: upstream llaisys's own runtime test with our libllaisys.so, and CUDA 12.9 ---
-export NCCL_NVLS_ENABLE=0
 # upstream_runtime_test MODE: test/test_runtime.py --device nvidia of the staged llaisys-MODE;
 # passes only with at least one device found and each device's copy test passed.
 upstream_runtime_test() {
