@@ -199,7 +199,7 @@ extern "C" {
  *
  * A stream this library did not make (or one already destroyed) passed to destroy_stream,
  * stream_synchronize or memcpy_async is refused (LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT); NULL is
- * the legacy default stream. Sizes above PTRDIFF_MAX are refused; copies of 64 KiB and more whose
+ * the legacy default stream. Sizes above PTRDIFF_MAX are refused; copies of 256 KiB and more whose
  * kind does not match their memory are refused. Copying through a pointer that is too short or
  * already freed is undefined (CUDA's own rules apply). README "Bad input" has the whole table.
  */

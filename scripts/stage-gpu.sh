@@ -63,6 +63,7 @@ cp benches/*.cpp benches/*.hpp "$stage/benches/"
 cp benches/*.py "$stage/benches/"
 cp scripts/gpu-bench.sh "$stage/bench.sh"
 cp scripts/gpu-sanitize.sh "$stage/sanitize.sh"
+cp scripts/gpu-sweep.sh "$stage/sweep.sh"
 # ---- communicator (issue 14): the runner, nccl.h for the benchmark, the example's source ----
 mkdir -p "$stage/nccl/include" "$stage/examples"
 cp .deps/nccl/nvidia/nccl/include/nccl.h "$stage/nccl/include/"

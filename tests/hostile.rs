@@ -182,7 +182,7 @@ fn streams_destroyed_null_and_foreign() {
 fn copies_without_a_driver_fail_alike_at_every_size() {
     // One rule without a driver, whatever the size or the kind (issue 16, point 4): the CUDA
     // status with cudaErrorInsufficientDriver from the copy's own CUDA call, nothing written.
-    // (With a GPU the kind is checked against the pointers from 64 KiB up: tests/gpu/hostile.rs.)
+    // (With a GPU the kind is checked against the pointers from 256 KiB up: tests/gpu/hostile.rs.)
     let sizes = [1usize, 4 << 10, 64 << 10, 1 << 20, 64 << 20];
     let mut a = vec![0u8; 64 << 20];
     let b = vec![1u8; 64 << 20];

@@ -9,9 +9,14 @@
 //! Unlike cudaFree, nothing blocks the host. Work on non-blocking streams the host made itself
 //! is not ordered with the legacy stream: the host must synchronize it before free_device.
 //!
+//! A freed block is usually not freed into the pool at once: `recycle` keeps it, and one event
+//! recorded on the legacy stream per batch of frees gives the same ordering as the pool's free
+//! (with one device in use; see there). Allocations of a size kept there take no driver call.
+//!
 //! Every live pointer is recorded (size, device), so freeing a pointer we never handed out, or
 //! twice, is refused with a clear error instead of undefined behaviour.
 
+use super::recycle::{self, Block};
 use super::{cross, in_use, AllocatorStats, Counters};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
@@ -179,8 +184,15 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     let device = crate::device::current()
         .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
     let pool = pool(device)?;
-    // SAFETY: the caller's contract.
-    let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
+    refuse_beyond_device(size, device)?;
+    let recycled = (stream.is_null() && pool.is_some() && !cross::active())
+        .then(|| recycle::take(device, size))
+        .flatten();
+    let (p, hit) = match recycled {
+        Some(b) => (b.ptr as *mut c_void, true),
+        // SAFETY: the caller's contract.
+        None => unsafe { try_alloc(size, device, pool, stream) }?,
+    };
     lock(shard(p as usize))
         .get_or_insert_with(AddrMap::default)
         .insert(p as usize, Live { size, device });
@@ -194,6 +206,30 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
         }
     }
     Ok(p)
+}
+
+/// Total memory of each device, read once (cudaMemGetInfo on the current device).
+static TOTAL: [OnceLock<usize>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
+
+/// Refuses a size larger than all of `device`'s (current) memory before CUDA sees it: what
+/// cudaMalloc answers (out of memory), without depending on what a pool makes of such a size.
+fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
+    let slot = &TOTAL[device_index(device)?];
+    let total = match slot.get() {
+        Some(&t) => t,
+        None => {
+            let (_, t) = crate::device::mem_info()?;
+            *slot.get_or_init(|| t)
+        }
+    };
+    if size > total {
+        return Err(Error::cuda(
+            "cudaMalloc",
+            crate::error::CudaError::MEMORY_ALLOCATION,
+            format!("size={size} is more than the device's {total} bytes (refused before CUDA)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Counts an out-of-memory failure of the current device that the caller retries.
@@ -234,38 +270,95 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
     // SAFETY: a live allocation of ours (just taken out of the table); the caller's contract
     // for the stream.
     let result = unsafe { release(p, live, stream) };
-    if result.is_err() {
-        // Keep it recorded: the memory was not freed.
-        lock(shard(p as usize))
-            .get_or_insert_with(AddrMap::default)
-            .insert(p as usize, live);
-    } else {
-        let d = device_index(live.device)?;
-        COUNTERS[d].freed(live.size);
-        FREED_EST[d].fetch_add(live.size as u64, Relaxed);
+    let d = device_index(live.device)?;
+    match result {
+        Err(e) => {
+            // Keep it recorded: the memory was not freed.
+            lock(shard(p as usize))
+                .get_or_insert_with(AddrMap::default)
+                .insert(p as usize, live);
+            Err(e)
+        }
+        Ok(Released::ToPool) => {
+            COUNTERS[d].freed(live.size);
+            FREED_EST[d].fetch_add(live.size as u64, Relaxed);
+            Ok(())
+        }
+        Ok(Released::Kept(evicted)) => {
+            COUNTERS[d].freed(live.size);
+            return_to_pool(live.device, evicted)
+        }
     }
-    result
+}
+
+/// What became of a freed block.
+enum Released {
+    /// Freed into the pool (or to CUDA).
+    ToPool,
+    /// Kept for reuse (`recycle`); these older kept blocks go back to the pool instead.
+    Kept(Vec<Block>),
 }
 
 /// # Safety
 /// `p` is a live allocation of ours of `live`, freed once; `stream` is NULL or a live stream.
-unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<()> {
+unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Released> {
     let pooled = POOLS[device_index(live.device)?]
         .get()
         .is_some_and(|p| p.is_some());
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
     crate::device::with(live.device, || {
+        if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
+            let block = Block {
+                ptr: p as usize,
+                size: live.size,
+            };
+            // A failed barrier keeps nothing: the block is freed below, in order, as ever.
+            if let Ok(evicted) = recycle::keep(live.device, block) {
+                return Ok(Released::Kept(evicted));
+            }
+            crate::runtime::take_last_cuda_error();
+        }
         if stream.is_null() {
             cross::order_before_free(live.device)?;
         }
         if pooled {
             // SAFETY: pool memory of ours, freed once, ordered after its users on `stream`.
-            unsafe { crate::pool::free_async(p, live.size, stream) }
+            unsafe { crate::pool::free_async(p, live.size, stream) }?;
         } else {
             // SAFETY: cudaMalloc memory of ours, freed once; cudaFree waits for the device.
-            unsafe { crate::memory::free_device(p) }
+            unsafe { crate::memory::free_device(p) }?;
         }
+        Ok(Released::ToPool)
+    })
+}
+
+/// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
+/// there already, or pending, whose users the legacy stream's free waits for like any free). A
+/// block that cannot be freed is kept again; the first failure is returned.
+fn return_to_pool(device: i32, blocks: Vec<Block>) -> Result<()> {
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    let d = device_index(device)?;
+    crate::device::with(device, || {
+        let mut first_err = None;
+        for b in blocks {
+            // SAFETY: pool memory of ours, freed by its owner, not handed out since; the free is
+            // ordered after its users on the legacy stream.
+            match unsafe {
+                crate::pool::free_async(b.ptr as *mut c_void, b.size, std::ptr::null_mut())
+            } {
+                Ok(()) => {
+                    FREED_EST[d].fetch_add(b.size as u64, Relaxed);
+                }
+                Err(e) => {
+                    recycle::restore(device, b);
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     })
 }
 
@@ -277,6 +370,7 @@ pub(crate) fn release_cached() -> Result<()> {
             continue;
         };
         let d = device as i32;
+        return_to_pool(d, recycle::drain(d))?;
         crate::device::with(d, || {
             // SAFETY: NULL is the legacy stream.
             unsafe { crate::stream::synchronize(std::ptr::null_mut()) }?;

@@ -3,6 +3,9 @@
 //! - [`device`]: device memory from a CUDA stream-ordered memory pool per device, allocated and
 //!   freed in the order of the legacy default stream, so a block is reused only after all work
 //!   queued before its free (on the legacy stream and every blocking stream) has run.
+//! - [`recycle`]: freed device blocks kept on the host and handed out again with no driver call,
+//!   behind one event recorded on the legacy stream per batch of frees (the same barrier the
+//!   pool's free on the legacy stream gives).
 //! - [`host`]: pinned host memory kept in size classes; a freed block that copies queued with
 //!   memcpy_async may still read or write is reused only after events recorded on those streams
 //!   at free time have completed (PyTorch's CachingHostAllocator scheme).
@@ -11,7 +14,8 @@
 //! - [`in_use`]: which devices are in use (one bit each), for the pools' peer access and for
 //!   `cross`.
 //!
-//! Dependencies inside this layer: `device` -> `cross` -> `in_use`; `host` stands alone.
+//! Dependencies inside this layer: `device` -> `cross` -> `in_use`, `device` -> `recycle`;
+//! `host` stands alone.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
@@ -20,6 +24,7 @@ pub(crate) mod cross;
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod in_use;
+pub(crate) mod recycle;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -17,17 +17,28 @@
 //! Switches: `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns it off; it applies from
 //! `LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES` (default 1 MiB) up; smaller copies use cudaMemcpy.
 //! `LLAISYS_NVIDIA_PAGEABLE_THREADS` sets the host threads (default: 3/4 of the cores, at most
-//! 12).
+//! 12). Tuning (defaults measured on the H200 machine, docs/benchmark.md):
+//! `LLAISYS_NVIDIA_PAGEABLE_CHUNK` the largest chunk (bytes, at most 8 MiB),
+//! `LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK` the first chunk (later ones double up to the largest;
+//! 0: all equal), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the smallest piece one host thread copies,
+//! `LLAISYS_NVIDIA_PAGEABLE_SLOTS` staging buffers per copy (2..16),
+//! `LLAISYS_NVIDIA_PAGEABLE_STREAMING` non-temporal stores (0 none, 1 into the staging
+//! buffers, 2 also into the caller's buffer);
+//! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N` where the time of every N-th copy goes (`trace`).
 
+mod hostcopy;
 mod staging;
+mod trace;
 mod workers;
+
+use hostcopy::{par_copy, Stores};
+use trace::{Phase, Trace};
 
 use crate::copy::{self, MemcpyKind};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 pub(crate) use staging::release as release_staging;
 
@@ -35,8 +46,6 @@ pub(crate) use staging::release as release_staging;
 const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
 const CHUNK_MIN: usize = 256 << 10;
-/// Staging slots per copy: chunks in flight at once.
-const SLOTS: usize = 4;
 
 /// Which way a staged copy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +64,17 @@ pub struct Config {
     pub min_bytes: usize,
     /// Host threads that copy (the caller included).
     pub threads: usize,
+    /// The largest chunk, None: a quarter of the copy within [CHUNK_MIN, CHUNK_MAX].
+    pub chunk: Option<usize>,
+    /// The first chunk (later ones double up to the largest); 0: all chunks equal.
+    pub first_chunk: usize,
+    /// The smallest piece of a chunk one host thread copies.
+    pub piece: usize,
+    /// Staging buffers per copy: chunks in flight at once.
+    pub slots: usize,
+    /// Non-temporal stores: 0 never, 1 into the staging buffers (H2D), 2 also into the
+    /// caller's buffer (D2H).
+    pub streaming: u8,
 }
 
 /// The process's settings.
@@ -69,10 +89,21 @@ pub(crate) fn config() -> &'static Config {
                 (cores * 3 / 4).clamp(1, 12)
             })
             .clamp(1, 64);
+        let kib = |k: usize| k << 10;
         Config {
             enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
             min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
             threads,
+            chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_CHUNK")
+                .map(|c: usize| c.next_multiple_of(kib(64)).clamp(kib(64), CHUNK_MAX)),
+            first_chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK")
+                .map_or(0, |c: usize| c.next_multiple_of(kib(64)).min(CHUNK_MAX)),
+            piece: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_PIECE")
+                .map_or(kib(64), |p: usize| p.clamp(kib(4), CHUNK_MAX)),
+            slots: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SLOTS")
+                .map_or(4, |k: usize| k.clamp(2, 16)),
+            streaming: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_STREAMING")
+                .map_or(1, |v: u8| v.min(2)),
         }
     })
 }
@@ -83,73 +114,6 @@ pub(crate) fn wanted(size: usize) -> bool {
     c.enabled && size >= c.min_bytes
 }
 
-/// One host copy shared by the caller and the pool's threads: pieces of at least 128 KiB,
-/// claimed one after another.
-struct HostCopy {
-    dst: usize,
-    src: usize,
-    len: usize,
-    piece: usize,
-    pieces: usize,
-    next: AtomicUsize,
-    done: AtomicUsize,
-}
-
-impl workers::Task for HostCopy {
-    fn work(&self) {
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.pieces {
-                return;
-            }
-            let off = i * self.piece;
-            let n = self.piece.min(self.len - off);
-            // SAFETY: `par_copy`'s caller keeps both ranges valid and disjoint until every piece
-            // is done (it waits for that); pieces do not overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    (self.src + off) as *const u8,
-                    (self.dst + off) as *mut u8,
-                    n,
-                )
-            };
-            self.done.fetch_add(1, Ordering::Release);
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.done.load(Ordering::Acquire) >= self.pieces
-    }
-}
-
-/// Copies `len` bytes with the caller and the pool's threads together (the probe's best shape:
-/// every thread on the same chunk, so the chunk's DMA can start as early as possible).
-///
-/// # Safety
-/// `dst` and `src` are valid for `len` bytes and do not overlap.
-unsafe fn par_copy(dst: *mut u8, src: *const u8, len: usize) {
-    const MIN_PIECE: usize = 128 << 10;
-    let threads = config().threads;
-    let parts = (len / MIN_PIECE).clamp(1, threads * 2);
-    if parts == 1 || threads == 1 {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
-        return;
-    }
-    let piece = len.div_ceil(parts).next_multiple_of(64);
-    let job = Arc::new(HostCopy {
-        dst: dst as usize,
-        src: src as usize,
-        len,
-        piece,
-        pieces: len.div_ceil(piece),
-        next: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-    });
-    let pieces = job.pieces;
-    workers::run(job, threads - 1, (threads - 1).min(pieces - 1));
-}
-
 /// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
 /// overlaps host copying with the copy engine, within [CHUNK_MIN, CHUNK_MAX] (the shapes the
 /// pageable probe found best: docs/benchmark.md).
@@ -157,6 +121,50 @@ fn chunk_for(size: usize) -> usize {
     (size / 4)
         .next_multiple_of(64 << 10)
         .clamp(CHUNK_MIN, CHUNK_MAX)
+}
+
+/// The chunks (offset, length) of a copy of `size` bytes: the first `first` bytes long (when
+/// set and smaller than the largest chunk), each next one twice the last, up to `largest`.
+fn plan(size: usize, largest: usize, first: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(size.div_ceil(largest) + 8);
+    let mut next = if first > 0 {
+        first.min(largest)
+    } else {
+        largest
+    };
+    let mut off = 0;
+    while off < size {
+        let n = next.min(size - off);
+        out.push((off, n));
+        off += n;
+        next = (next * 2).min(largest);
+    }
+    out
+}
+
+/// The chunks of a copy of `size` bytes with the process's settings.
+fn chunks(size: usize) -> Vec<(usize, usize)> {
+    let c = config();
+    plan(
+        size,
+        c.chunk.unwrap_or_else(|| chunk_for(size)),
+        c.first_chunk,
+    )
+}
+
+/// Copies one chunk's bytes on the host with the process's settings.
+///
+/// # Safety
+/// As `par_copy`.
+unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, into_staging: bool) {
+    let c = config();
+    let stores = if c.streaming >= 2 || (into_staging && c.streaming == 1) {
+        Stores::Streaming
+    } else {
+        Stores::Cached
+    };
+    // SAFETY: the caller's contract.
+    unsafe { par_copy(dst, src, n, c.threads, c.piece, stores) }
 }
 
 /// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
@@ -191,18 +199,19 @@ unsafe fn h2d(
     src: *const u8,
     size: usize,
     stream: StreamHandle,
+    tr: &Trace,
 ) -> Result<()> {
-    let chunk = chunk_for(size);
-    for (k, off) in (0..size).step_by(chunk).enumerate() {
-        let n = chunk.min(size - off);
+    for (k, (off, n)) in chunks(size).into_iter().enumerate() {
         let mut slot = set.slot(k);
-        let buf = slot.prepare(device)?;
+        let buf = tr.time(Phase::Wait, || slot.prepare(device))?;
         // SAFETY: the caller's contract for `src` and `dst`; `buf` holds CHUNK_MAX >= n bytes
         // and no queued copy uses it any more (prepared).
         unsafe {
-            par_copy(buf, src.add(off), n);
-            chunk_copy(dst.add(off), buf, n, MemcpyKind::H2D, stream, off)?;
-            slot.record(stream)?;
+            tr.time(Phase::HostCopy, || host_copy(buf, src.add(off), n, true));
+            tr.time(Phase::Enqueue, || {
+                chunk_copy(dst.add(off), buf, n, MemcpyKind::H2D, stream, off)
+            })?;
+            tr.time(Phase::Record, || slot.record(stream))?;
         }
     }
     Ok(())
@@ -218,35 +227,39 @@ unsafe fn d2h(
     src: *const u8,
     size: usize,
     stream: StreamHandle,
+    tr: &Trace,
 ) -> Result<()> {
-    let chunk = chunk_for(size);
-    let chunks = size.div_ceil(chunk);
+    let plan = chunks(size);
+    let chunks = plan.len();
+    let ahead = set.slots.len() - 1;
     let enqueue = |k: usize| -> Result<()> {
-        let off = k * chunk;
-        let n = chunk.min(size - off);
+        let (off, n) = plan[k];
         let mut slot = set.slot(k);
-        let buf = slot.prepare(device)?;
+        let buf = tr.time(Phase::Wait, || slot.prepare(device))?;
         // SAFETY: the caller's contract for `src`; `buf` is an idle staging buffer of
         // CHUNK_MAX >= n bytes.
         unsafe {
-            chunk_copy(buf, src.add(off), n, MemcpyKind::D2H, stream, off)?;
-            slot.record(stream)
+            tr.time(Phase::Enqueue, || {
+                chunk_copy(buf, src.add(off), n, MemcpyKind::D2H, stream, off)
+            })?;
+            tr.time(Phase::Record, || slot.record(stream))
         }
     };
-    // Keep SLOTS - 1 chunks queued ahead of the one being copied out.
-    for k in 0..chunks.min(SLOTS - 1) {
+    // Keep all but one slot's chunks queued ahead of the one being copied out.
+    for k in 0..chunks.min(ahead) {
         enqueue(k)?;
     }
-    for k in 0..chunks {
-        if k + SLOTS - 1 < chunks {
-            enqueue(k + SLOTS - 1)?;
+    for (k, &(off, n)) in plan.iter().enumerate() {
+        if k + ahead < chunks {
+            enqueue(k + ahead)?;
         }
-        let off = k * chunk;
         let mut slot = set.slot(k);
-        let buf = slot.prepare(device)?;
+        let buf = tr.time(Phase::Wait, || slot.prepare(device))?;
         // SAFETY: the chunk has landed in the staging buffer (prepare waited for its event);
         // the caller's contract for `dst`.
-        unsafe { par_copy(dst.add(off), buf, chunk.min(size - off)) };
+        tr.time(Phase::HostCopy, || unsafe {
+            host_copy(dst.add(off), buf, n, false)
+        });
     }
     Ok(())
 }
@@ -275,7 +288,8 @@ pub(crate) unsafe fn copy(
         // SAFETY: the caller's contract: a live stream.
         None => unsafe { crate::stream::device_of(stream) }?,
     };
-    let set = staging::take(SLOTS);
+    let tr = Trace::start();
+    let set = staging::take(config().slots);
     // SAFETY: the caller's contract; the set is ours for this copy.
     let mut result = unsafe {
         match direction {
@@ -286,6 +300,7 @@ pub(crate) unsafe fn copy(
                 host.cast(),
                 size,
                 stream,
+                &tr,
             ),
             Direction::DeviceToHost => d2h(
                 &set,
@@ -294,12 +309,17 @@ pub(crate) unsafe fn copy(
                 device.cast(),
                 size,
                 stream,
+                &tr,
             ),
         }
     };
     if result.is_ok() && wait && direction == Direction::HostToDevice {
-        result = set.wait_all();
+        result = tr.time(Phase::Wait, || set.wait_all());
     }
+    tr.finish(format_args!(
+        "{direction:?} {size} B, {} chunks, stream {stream:p}",
+        chunks(size).len()
+    ));
     if result.is_err() {
         // A chunk may be queued without its event: reuse the set only once the stream is idle;
         // if even that fails, the set is dropped (its buffers leak rather than be overwritten
@@ -338,32 +358,23 @@ mod tests {
         assert_eq!(chunk_for((64 << 20) + 3) % (64 << 10), 0);
     }
 
-    fn pattern(len: usize, seed: u8) -> Vec<u8> {
-        (0..len)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect()
-    }
-
     #[test]
-    fn par_copy_copies_every_byte_of_every_size_from_many_threads() {
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                std::thread::spawn(move || {
-                    for (k, len) in [1usize, 63, 4096, (128 << 10) + 1, 1 << 20, (3 << 20) + 17]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let src = pattern(len, (k + t) as u8);
-                        let mut dst = vec![0u8; len];
-                        // SAFETY: both vectors hold `len` bytes and are distinct.
-                        unsafe { par_copy(dst.as_mut_ptr(), src.as_ptr(), len) };
-                        assert!(dst == src, "thread {t} len {len}");
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("copy thread");
+    fn plans_cover_every_byte_once_and_ramp_up() {
+        for size in [1usize, (1 << 20) - 1, 1 << 20, (64 << 20) + 3] {
+            for (largest, first) in [(256 << 10, 0), (1 << 20, 256 << 10), (8 << 20, 64 << 10)] {
+                let p = plan(size, largest, first);
+                let mut off = 0;
+                for &(o, n) in &p {
+                    assert_eq!(o, off, "size {size}: contiguous");
+                    assert!(n > 0 && n <= largest);
+                    off += n;
+                }
+                assert_eq!(off, size);
+                if first > 0 && size > first {
+                    assert_eq!(p[0].1, first);
+                    assert_eq!(p[1].1, (2 * first).min(largest).min(size - first));
+                }
+            }
         }
     }
 }

@@ -240,6 +240,71 @@ fn pageable_copies_keep_their_meaning() {
     unsafe { (api.destroy_stream)(s) };
 }
 
+/// Frees after which freed device blocks are handed out again (cache::recycle's batch).
+const RECYCLE_BATCH: usize = 16;
+
+/// A block freed while a blocking stream still reads it, reused through the recycling lists
+/// (behind one barrier per batch of frees) and overwritten at once by another blocking stream:
+/// the reader must see the old data. The test checks that the reused memory really is the
+/// freed block (with the device cache on).
+#[test]
+fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
+    require_gpu!();
+    let api = api();
+    // A size no other test uses: only this test's blocks are kept under it.
+    let size = (8 << 20) + 3 * 4096;
+    let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
+    let mut want = vec![0u8; size];
+    fill(&mut want, 515);
+    let blocks: Vec<_> = (0..RECYCLE_BATCH)
+        .map(|_| unsafe { (api.malloc_device)(size) })
+        .collect();
+    let x = blocks[0];
+    unsafe { (api.memcpy_sync)(x, want.as_ptr().cast(), size, H2D) };
+    unsafe { (api.stream_synchronize)(std::ptr::null_mut()) };
+    let y = Dev::new(size);
+    let _work = busy(s1, 40.0);
+    unsafe { (api.memcpy_async)(y.ptr, x, size, D2D, s1) };
+    for &b in &blocks {
+        unsafe { (api.free_device)(b) };
+    }
+    // Take every block of the size back and overwrite each on s2 at once.
+    let mut other = Pinned::new(size);
+    fill(other.as_mut(), 616);
+    let again: Vec<_> = (0..RECYCLE_BATCH)
+        .map(|_| unsafe { (api.malloc_device)(size) })
+        .collect();
+    for &a in &again {
+        unsafe { (api.memcpy_async)(a, other.ptr.cast(), size, H2D, s2) };
+    }
+    unsafe {
+        (api.stream_synchronize)(s2);
+        (api.stream_synchronize)(s1);
+    }
+    let cache_on = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");
+    if cache_on {
+        assert!(
+            again.contains(&x),
+            "the freed block was not handed out again"
+        );
+    }
+    let mut got = vec![0u8; size];
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), y.ptr, size, D2H) };
+    assert!(
+        got == want,
+        "s1 read a recycled block that s2 rewrote after free_device"
+    );
+    for &a in &again {
+        unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), a, size, D2H) };
+        assert!(got == other.as_ref(), "s2's data");
+        unsafe { (api.free_device)(a) };
+    }
+    unsafe {
+        (api.destroy_stream)(s1);
+        (api.destroy_stream)(s2);
+    }
+}
+
 #[test]
 fn device_cache_hits_statistics_and_release() {
     require_gpu!();
@@ -247,15 +312,22 @@ fn device_cache_hits_statistics_and_release() {
     unsafe { (api.device_synchronize)() };
     let before = device_stats();
     let size = 3 << 20;
-    let a = unsafe { (api.malloc_device)(size) };
-    unsafe { (api.free_device)(a) };
+    // RECYCLE_BATCH frees put the blocks behind one barrier: the next allocation of the size
+    // is served from them (cache::recycle), or from the pool with the cache's recycling off.
+    let blocks: Vec<_> = (0..RECYCLE_BATCH)
+        .map(|_| unsafe { (api.malloc_device)(size) })
+        .collect();
+    for &a in &blocks {
+        unsafe { (api.free_device)(a) };
+    }
     let mid = device_stats();
     let b = unsafe { (api.malloc_device)(size) };
     let during = device_stats();
     unsafe { (api.free_device)(b) };
     let after = device_stats();
-    assert_eq!(during.alloc_count, before.alloc_count + 2);
-    assert_eq!(after.free_count, before.free_count + 2);
+    let n = RECYCLE_BATCH as u64;
+    assert_eq!(during.alloc_count, before.alloc_count + n + 1);
+    assert_eq!(after.free_count, before.free_count + n + 1);
     assert!(during.in_use_bytes >= size as u64);
     assert!(during.peak_in_use_bytes >= during.in_use_bytes);
     let cache_on = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");

@@ -92,7 +92,7 @@ fn small_copies_with_the_wrong_kind_never_corrupt_or_crash() {
     let d = Dev::new(n);
     let mut host = vec![7u8; n];
     let h2 = vec![9u8; n];
-    // Below 64 KiB CUDA checks: each call either reports an error or copies correctly.
+    // Below KIND_CHECK_MIN_BYTES (256 KiB) CUDA checks: each call either reports an error or copies correctly.
     for kind in [1, 2, 3] {
         let errs = expect_errors(|| unsafe {
             (api.memcpy_sync)(host.as_mut_ptr().cast(), h2.as_ptr().cast(), n, kind)

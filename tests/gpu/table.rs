@@ -168,7 +168,10 @@ fn real_cuda_errors_reach_the_handler_and_return_failure_values() {
     let api = api();
     let mut p: *mut c_void = std::ptr::dangling_mut();
     let errs = expect_errors(|| p = unsafe { (api.malloc_device)(usize::MAX / 2) });
-    assert!(p.is_null());
+    assert!(
+        p.is_null(),
+        "malloc_device(usize::MAX / 2) gave {p:p}: {errs:?}"
+    );
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!((errs[0].0, errs[0].1), (1, 2), "{errs:?}"); // CUDA, cudaErrorMemoryAllocation
     assert!(

@@ -4,7 +4,7 @@
 //! GPU: every CUDA call fails with "no driver") and by the GPU suite (real memory, data checked).
 //!
 //! What it never does, because the C contract makes it undefined: copy through a pointer that
-//! is not valid for the size (freed or too short), or copy small (< 64 KiB) buffers with a kind
+//! is not valid for the size (freed or too short), or copy small (< 256 KiB, `KIND_CHECK_MIN_BYTES`) buffers with a kind
 //! that does not match them (those are left to CUDA).
 #![allow(dead_code)]
 
@@ -322,7 +322,7 @@ pub fn run(seed: u64, time: Duration, max_ops: u64, gpu: bool) -> Outcome {
             _ => {
                 // Kind mismatch on a large copy: refused before CUDA, nothing written. Without
                 // a GPU there is no device memory to mismatch: cudaMemcpy says why (35/100).
-                let n = 1 << 17;
+                let n = llaisys_nvidia::ops::copies::KIND_CHECK_MIN_BYTES;
                 let mut a = vec![0u8; n];
                 let b = vec![1u8; n];
                 let kind = [1, 2, 3][rng.below(3) as usize];

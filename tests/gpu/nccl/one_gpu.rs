@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Frees after which freed device blocks are handed out again (cache::recycle's batch).
+const RECYCLE_BATCH: usize = 16;
+
 fn shape(c: Comm) -> (c_int, c_int, c_int) {
     let (mut r, mut n, mut d) = (-1, -1, -1);
     // SAFETY: valid out-pointers.
@@ -258,21 +261,41 @@ fn device_block_freed_behind_a_queued_collective_is_not_reused_early() {
             unsafe { llaisysNvidiaAllReduce(a, out.ptr, n, F32, SUM, c, s) },
             "all-reduce",
         );
+        // Freed with RECYCLE_BATCH - 1 more blocks of the size: the batch's barrier makes them
+        // all ready for reuse (cache::recycle), so `a` is among the next RECYCLE_BATCH blocks.
+        let more: Vec<*mut c_void> = (1..RECYCLE_BATCH)
+            .map(|_| {
+                let mut m = std::ptr::null_mut();
+                // SAFETY: valid out-pointer.
+                ok(
+                    unsafe { llaisysNvidiaMallocDevice(&mut m, size) },
+                    "malloc more",
+                );
+                m
+            })
+            .collect();
         // SAFETY: ours.
         ok(llaisysNvidiaFreeDevice(a), "free");
-        let mut again = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        ok(
-            unsafe { llaisysNvidiaMallocDevice(&mut again, size) },
-            "malloc again",
-        );
-        // Rewrite the new block at once (on the legacy stream, as the caches order it).
-        // SAFETY: ours, size bytes.
-        ok(
-            unsafe { llaisysNvidiaMemsetAsync(again, 0xEE, size, std::ptr::null_mut()) },
-            "memset",
-        );
-        let reused = again == a;
+        for &m in &more {
+            ok(llaisysNvidiaFreeDevice(m), "free more");
+        }
+        let mut again = Vec::new();
+        for _ in 0..RECYCLE_BATCH {
+            let mut g = std::ptr::null_mut();
+            // SAFETY: valid out-pointer.
+            ok(
+                unsafe { llaisysNvidiaMallocDevice(&mut g, size) },
+                "malloc again",
+            );
+            // Rewrite each new block at once (on the legacy stream, as the caches order it).
+            // SAFETY: ours, size bytes.
+            ok(
+                unsafe { llaisysNvidiaMemsetAsync(g, 0xEE, size, std::ptr::null_mut()) },
+                "memset",
+            );
+            again.push(g);
+        }
+        let reused = again.contains(&a);
         assert!(
             !open.load(Ordering::Acquire),
             "the gate opened before the test was done queueing"
@@ -290,8 +313,9 @@ fn device_block_freed_behind_a_queued_collective_is_not_reused_early() {
             assert!(reused, "stream flags {flags}: the pool did not hand the block out again, so the test proved nothing");
         }
         println!("nccl device reuse (stream flags {flags}): block handed out again: {reused}, data intact");
-        // SAFETY: ours.
-        ok(llaisysNvidiaFreeDevice(again), "free again");
+        for g in again {
+            ok(llaisysNvidiaFreeDevice(g), "free again");
+        }
         destroy_stream(s);
     }
     ok(llaisysNvidiaCommDestroy(c), "destroy");

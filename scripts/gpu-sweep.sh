@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Tuning sweep of the pageable fast path, run ON the GPU machine from the staged folder
+# (scripts/stage-gpu.sh stages it as gpu-stage/sweep.sh):
+#   device: command "bash gpu-stage/sweep.sh [--only TEXT]", carry ["gpu-stage"]
+# For each setting below (LLAISYS_NVIDIA_PAGEABLE_* variables, src/pageable/mod.rs), one
+# table_bench process with `--quick --only TEXT` (default "pageable") measures every backend as
+# the benchmark does; the summary prints ours static per row and setting, and the geometric mean
+# over the rows. $OUT/sweep.md when OUT is set. About 10-15 s per setting.
+set -euo pipefail
+export NCCL_NVLS_ENABLE=0
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -d "$here/static" ] && stage=$here || stage=$(cd "$here/../gpu-stage" && pwd)
+only=pageable
+[ "${1:-}" = --only ] && only=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
+  -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
+nvcc -O2 -std=c++17 -I"$stage/csrc" -o "$work/table_bench" "$stage/benches/table_bench.cpp" -ldl
+P=LLAISYS_NVIDIA_PAGEABLE
+settings=(
+  "default"
+  "${P}_STREAMING=2"
+  "${P}_PIECE=65536 ${P}_STREAMING=2 ${P}_SLOTS=8"
+  "${P}_PIECE=65536 ${P}_SLOTS=8"
+  "${P}_STREAMING=2 ${P}_SLOTS=8"
+  "${P}_PIECE=16384 ${P}_STREAMING=2"
+  "${P}_STREAMING=2 ${P}_THREADS=8"
+  "${P}_STREAMING=2 ${P}_FIRST_CHUNK=131072"
+  "${P}_STREAMING=0"
+  "${P}_STREAMING=2 ${P}_CHUNK=4194304"
+  ${SWEEP_EXTRA:+"$SWEEP_EXTRA"}
+)
+i=0
+for s in "${settings[@]}"; do
+  i=$((i + 1))
+  envs=()
+  [ "$s" = default ] || read -r -a envs <<<"$s"
+  echo "sweep: [$i/${#settings[@]}] $s" >&2
+  env ${envs[@]+"${envs[@]}"} timeout -k 5 90 "$work/table_bench" --quick --only "$only" \
+    "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
+    >"$work/run$i.md" 2>/dev/null || echo "sweep: setting $i exited with $?" >&2
+  echo "$s" >"$work/name$i"
+done
+python3 - "$work" "$i" <<'PY' | tee "$work/sweep.md"
+import math, sys, re
+work, n = sys.argv[1], int(sys.argv[2])
+rows, table = [], {}
+for i in range(1, n + 1):
+    name = open(f"{work}/name{i}").read().strip()
+    for line in open(f"{work}/run{i}.md"):
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(c) < 5 or not c[0] or c[0] in ("workload",) or c[0].startswith("-"):
+            continue
+        if "GB/s" not in c[1] and " us" not in c[1] and " ms" not in c[1]:
+            continue
+        if c[0] not in rows:
+            rows.append(c[0])
+        table.setdefault(c[0], {})[i] = (c[1], c[3])
+    table.setdefault("__name", {})[i] = name
+def val(cell):
+    m = re.match(r"([0-9.]+) (GB/s|us|ms|ns)", cell)
+    if not m: return None
+    v = float(m.group(1))
+    return v if m.group(2) == "GB/s" else 1.0 / v
+print("| row | reference | " + " | ".join(f"[{i}]" for i in range(1, n + 1)) + " |")
+print("|---|--:|" + "--:|" * n)
+for r in rows:
+    ref = next((table[r][i][1] for i in range(1, n + 1) if i in table[r]), "-")
+    print(f"| {r} | {ref} | " + " | ".join(table[r].get(i, ("-",))[0] for i in range(1, n + 1)) + " |")
+print()
+for i in range(1, n + 1):
+    vals = [val(table[r][i][0]) for r in rows if i in table[r] and "H2H" not in r]
+    vals = [v for v in vals if v]
+    g = math.exp(sum(map(math.log, vals)) / len(vals)) if vals else float("nan")
+    print(f"- [{i}] `{table['__name'][i]}`: geometric mean (ours static, H2D/D2H rows) {g:.3f}")
+PY
+# Where a copy's time goes (LLAISYS_NVIDIA_PAGEABLE_TRACE, src/pageable/trace.rs), default settings:
+# pageable rows at 1, 4 (the round trip) and 16 MiB; every 50th staged copy, 40 lines per group.
+for o in "pageable 1 MiB" "round trip" "pageable 16 MiB"; do
+  echo "== trace: --only '$o'"
+  LLAISYS_NVIDIA_PAGEABLE_TRACE=50 timeout -k 5 60 "$work/table_bench" --quick --only "$o" \
+    "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
+    2>&1 >/dev/null | grep "pageable trace" | head -n 40 || true
+done | tee "$work/trace.log"
+[ -z "${OUT:-}" ] || cp "$work/sweep.md" "$work/trace.log" "$OUT/"

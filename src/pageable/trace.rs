@@ -1,0 +1,84 @@
+//! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`: every N-th staged copy writes one line to stderr with the
+//! time spent in each phase (waiting for a staging slot, host copying, queuing DMAs, recording
+//! events), to find where a copy's time goes. Off (no clock read) when unset or 0.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// The phases of a staged copy.
+#[derive(Clone, Copy)]
+pub(super) enum Phase {
+    /// Waiting until a slot's last use has completed (its event).
+    Wait = 0,
+    /// Copying host memory (all threads together).
+    HostCopy = 1,
+    /// cudaMemcpyAsync of a chunk.
+    Enqueue = 2,
+    /// cudaEventRecord after a chunk.
+    Record = 3,
+}
+
+const NAMES: [&str; 4] = ["slot wait", "host copy", "enqueue", "record"];
+
+fn every() -> u64 {
+    static N: OnceLock<u64> = OnceLock::new();
+    *N.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_PAGEABLE_TRACE").unwrap_or(0))
+}
+
+/// One copy's clock: inactive unless this copy is traced.
+pub(super) struct Trace {
+    start: Option<Instant>,
+    spent: Cell<[u64; 4]>,
+    counts: Cell<[u32; 4]>,
+}
+
+impl Trace {
+    /// Starts a copy's trace (active for every N-th copy).
+    pub(super) fn start() -> Trace {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = every();
+        let on = n > 0 && SEQ.fetch_add(1, Ordering::Relaxed) % n == 0;
+        Trace {
+            start: on.then(Instant::now),
+            spent: Cell::new([0; 4]),
+            counts: Cell::new([0; 4]),
+        }
+    }
+
+    /// Runs `f`, counting its time to `phase` when active.
+    pub(super) fn time<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        if self.start.is_none() {
+            return f();
+        }
+        let t = Instant::now();
+        let v = f();
+        let ns = t.elapsed().as_nanos() as u64;
+        let (mut s, mut c) = (self.spent.get(), self.counts.get());
+        s[phase as usize] += ns;
+        c[phase as usize] += 1;
+        self.spent.set(s);
+        self.counts.set(c);
+        v
+    }
+
+    /// Writes the line of an active trace.
+    pub(super) fn finish(&self, what: std::fmt::Arguments<'_>) {
+        let Some(start) = self.start else {
+            return;
+        };
+        let total = start.elapsed().as_nanos() as u64;
+        let (s, c) = (self.spent.get(), self.counts.get());
+        let mut line = format!(
+            "llaisys-nvidia pageable trace: {what}: {:.1} us",
+            total as f64 / 1e3
+        );
+        for i in 0..4 {
+            line += &format!("; {} {:.1} us x{}", NAMES[i], s[i] as f64 / 1e3, c[i]);
+        }
+        let rest = total.saturating_sub(s.iter().sum());
+        line += &format!("; other {:.1} us\n", rest as f64 / 1e3);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+}
