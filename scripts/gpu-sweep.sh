@@ -20,15 +20,15 @@ nvcc -O2 -std=c++17 -I"$stage/csrc" -o "$work/table_bench" "$stage/benches/table
 P=LLAISYS_NVIDIA_PAGEABLE
 settings=(
   "default"
-  "${P}_STREAMING=2"
-  "${P}_PIECE=65536 ${P}_STREAMING=2 ${P}_SLOTS=8"
-  "${P}_PIECE=65536 ${P}_SLOTS=8"
-  "${P}_STREAMING=2 ${P}_SLOTS=8"
-  "${P}_PIECE=16384 ${P}_STREAMING=2"
-  "${P}_STREAMING=2 ${P}_THREADS=8"
-  "${P}_STREAMING=2 ${P}_FIRST_CHUNK=131072"
+  "${P}_PIECE=32768"
+  "${P}_PIECE=16384"
+  "${P}_PIECE=131072"
+  "${P}_STREAMING=1"
   "${P}_STREAMING=0"
-  "${P}_STREAMING=2 ${P}_CHUNK=4194304"
+  "${P}_SLOTS=8"
+  "${P}_CHUNK=4194304"
+  "${P}_FIRST_CHUNK=262144"
+  "${P}_THREADS=8"
   ${SWEEP_EXTRA:+"$SWEEP_EXTRA"}
 )
 i=0

@@ -45,6 +45,7 @@ thread_local! {
 }
 
 /// True once more than one device is in use (only then is anything noted).
+#[inline]
 pub(crate) fn active() -> bool {
     in_use::several()
 }

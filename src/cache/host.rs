@@ -77,6 +77,7 @@ static SPAN_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
 static SPAN_HI: AtomicUsize = AtomicUsize::new(0);
 
 /// False when `addr` cannot lie in a block of ours.
+#[inline]
 fn in_span(addr: usize) -> bool {
     LIVE_COUNT.load(Relaxed) != 0 && addr >= SPAN_LO.load(Relaxed) && addr < SPAN_HI.load(Relaxed)
 }
@@ -242,11 +243,17 @@ fn synchronize((stream, device): Stream) -> Result<()> {
 /// Notes that a copy on `stream` (of `stream_device`; None: NULL, the legacy stream of the
 /// current device) uses the host memory at `ptr` (any address inside one of our blocks). Cheap
 /// when `ptr` is not ours.
+#[inline]
 pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device: Option<i32>) {
     let addr = ptr as usize;
-    if !in_span(addr) || !cache_on() {
-        return;
+    if in_span(addr) && cache_on() {
+        note_use(addr, stream, stream_device);
     }
+}
+
+/// record_use for an address inside our span.
+#[inline(never)]
+fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
     let device = stream_device.unwrap_or_else(|| crate::device::current().unwrap_or(-1));
     let stream: Stream = (stream as usize, device);
     let epoch = EPOCH.load(Relaxed);

@@ -31,6 +31,7 @@ pub(crate) fn seen() -> u64 {
 }
 
 /// True once more than one device is in use.
+#[inline]
 pub(crate) fn several() -> bool {
     SEEN.load(Relaxed).count_ones() > 1
 }

@@ -30,6 +30,7 @@ use std::sync::Arc;
 /// The load-time set-up (`load::init`), for the first call when the constructor did not run:
 /// the submodules ask for it here, so that `load`, which sets them up, is the only one that
 /// names them.
+#[inline]
 fn ensure_loaded() {
     load::init();
 }
@@ -165,6 +166,7 @@ fn cstring(s: &str) -> CString {
 }
 
 /// Runs `body` inside the panic boundary; on failure reports and returns `fallback`.
+#[inline]
 pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate::Result<T>) -> T {
     match catch_panic(function, body) {
         Ok(v) => v,
@@ -177,6 +179,7 @@ pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate:
 
 /// Runs `body`, turning a panic into an internal error. In a child forked after the library was
 /// used, refuses without running `body` (see `fork`).
+#[inline]
 pub fn catch_panic<T>(
     function: &'static str,
     body: impl FnOnce() -> crate::Result<T>,

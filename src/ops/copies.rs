@@ -86,6 +86,14 @@ impl Ptr {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn null_pointer(dst: *const c_void, src: *const c_void, size: usize) -> Error {
+    Error::invalid_argument(format!(
+        "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
+    ))
+}
+
 /// One copy's arguments, checked.
 struct Copy {
     dst: Ptr,
@@ -97,6 +105,7 @@ struct Copy {
 impl Copy {
     /// The checks every copy gets before CUDA sees it: kind, size, NULL with a size, and (from
     /// `KIND_CHECK_MIN_BYTES` up) that its kind matches its pointers. None for size 0.
+    #[inline]
     fn checked(
         dst: *mut c_void,
         src: *const c_void,
@@ -108,9 +117,7 @@ impl Copy {
             return Ok(None);
         }
         if dst.is_null() || src.is_null() {
-            return Err(Error::invalid_argument(format!(
-                "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
-            )));
+            return Err(null_pointer(dst, src, size));
         }
         let mut c = Copy {
             dst: Ptr::new(dst),
@@ -163,10 +170,20 @@ impl Copy {
 
     /// With several devices in use: a stream's first use of another device's memory is ordered
     /// after that device's work, and the pair is noted for frees (see `cache::cross`).
+    #[inline]
     fn order_across_devices(&mut self, s: StreamHandle, stream_device: Option<i32>) -> Result<()> {
         if !cache::cross::active() {
             return Ok(());
         }
+        self.order_across_devices_slow(s, stream_device)
+    }
+
+    #[inline(never)]
+    fn order_across_devices_slow(
+        &mut self,
+        s: StreamHandle,
+        stream_device: Option<i32>,
+    ) -> Result<()> {
         if matches!(self.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
             if let Place::Device(d) = self.dst.place()? {
                 cache::cross::before_use(d, s, stream_device)?;
@@ -181,6 +198,7 @@ impl Copy {
     }
 
     /// The staged direction when the copy takes the pageable fast path.
+    #[inline]
     fn staged(&mut self) -> Result<Option<Direction>> {
         if !pageable::wanted(self.size) {
             return Ok(None);

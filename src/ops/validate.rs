@@ -55,6 +55,7 @@ pub(crate) fn stream_restored(s: StreamHandle, device: i32) {
 
 /// `Ok` for NULL (the legacy default stream: `None`) and for live streams of create_stream
 /// (`Some` of the device the stream belongs to).
+#[inline]
 pub(crate) fn check_stream(s: StreamHandle) -> Result<Option<i32>> {
     if s.is_null() {
         return Ok(None);
@@ -64,6 +65,13 @@ pub(crate) fn check_stream(s: StreamHandle) -> Result<Option<i32>> {
     if (last, at) == (s as usize, epoch) {
         return Ok(Some(device));
     }
+    look_up_stream(s, epoch)
+}
+
+/// check_stream when the thread's last stream was another one: the registry.
+#[cold]
+#[inline(never)]
+fn look_up_stream(s: StreamHandle, epoch: u64) -> Result<Option<i32>> {
     let device = lock(&STREAMS)
         .as_ref()
         .and_then(|map| map.get(&(s as usize)).copied())
@@ -106,12 +114,19 @@ pub(crate) fn check_event(e: EventHandle, remove: bool) -> Result<()> {
 }
 
 /// Sizes beyond `isize::MAX` cannot describe memory in this process.
+#[inline]
 pub(crate) fn check_size(size: usize) -> Result<()> {
     if size > isize::MAX as usize {
-        return Err(Error::invalid_argument(format!(
-            "size={size} is larger than any buffer in this process (at most {})",
-            isize::MAX
-        )));
+        return Err(too_large(size));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn too_large(size: usize) -> Error {
+    Error::invalid_argument(format!(
+        "size={size} is larger than any buffer in this process (at most {})",
+        isize::MAX
+    ))
 }

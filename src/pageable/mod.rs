@@ -109,6 +109,7 @@ pub(crate) fn config() -> &'static Config {
 }
 
 /// True when a copy of `size` bytes between pageable memory and the device should be staged.
+#[inline]
 pub(crate) fn wanted(size: usize) -> bool {
     let c = config();
     c.enabled && size >= c.min_bytes

@@ -25,6 +25,7 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 
 /// Marks the library as used and refuses in a forked child. Called by every entry point that may
 /// reach CUDA or the library's state, before it does.
+#[inline]
 pub(super) fn enter() -> Result<()> {
     super::ensure_loaded();
     if !USED.load(Ordering::Relaxed) {
@@ -32,13 +33,19 @@ pub(super) fn enter() -> Result<()> {
         USED.store(true, Ordering::SeqCst);
     }
     if FORKED.load(Ordering::Relaxed) {
-        return Err(Error::cuda(
-            "",
-            CudaError::from_code(CUDA_ERROR_AFTER_FORK),
-            "called in a forked child",
-        ));
+        return Err(refusal());
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn refusal() -> Error {
+    Error::cuda(
+        "",
+        CudaError::from_code(CUDA_ERROR_AFTER_FORK),
+        "called in a forked child",
+    )
 }
 
 /// True in a child forked after the library was used.

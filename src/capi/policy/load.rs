@@ -16,10 +16,16 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 /// Creates the last-error key and registers the fork handlers, once. Never waits: a thread that
 /// finds another one initialising goes on without (only possible when the constructor did not
 /// run).
+#[inline]
 pub(super) fn init() {
-    if STATE.load(Ordering::Acquire) == 2 {
-        return;
+    if STATE.load(Ordering::Acquire) != 2 {
+        init_once();
     }
+}
+
+#[cold]
+#[inline(never)]
+fn init_once() {
     if STATE
         .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
