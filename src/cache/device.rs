@@ -286,7 +286,11 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
         }
         Ok(Released::Kept(evicted)) => {
             COUNTERS[d].freed(live.size);
-            return_to_pool(live.device, evicted)
+            // `p` is freed (kept): the call succeeded. Older blocks that could not go back to
+            // the pool are kept again (as pending) and retried later; a CUDA failure there is
+            // the device's, seen by the next call that reaches CUDA.
+            let _ = return_to_pool(live.device, evicted);
+            Ok(())
         }
     }
 }
@@ -308,6 +312,10 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
     crate::device::with(live.device, || {
+        if stream.is_null() && pooled && cross::active() {
+            // Kept while one device was in use, never handed out again now: back to the pool.
+            let _ = return_to_pool(live.device, recycle::drain(live.device));
+        }
         if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
             let block = Block {
                 ptr: p as usize,
@@ -336,14 +344,20 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
 /// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
 /// there already, or pending, whose users the legacy stream's free waits for like any free). A
 /// block that cannot be freed is kept again; the first failure is returned.
-fn return_to_pool(device: i32, blocks: Vec<Block>) -> Result<()> {
+fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     if blocks.is_empty() {
         return Ok(());
     }
-    let d = device_index(device)?;
-    crate::device::with(device, || {
+    let d = match device_index(device) {
+        Ok(d) => d,
+        Err(e) => {
+            blocks.into_iter().for_each(|b| recycle::restore(device, b));
+            return Err(e);
+        }
+    };
+    let result = crate::device::with(device, || {
         let mut first_err = None;
-        for b in blocks {
+        while let Some(b) = blocks.pop() {
             // SAFETY: pool memory of ours, freed by its owner, not handed out since; the free is
             // ordered after its users on the legacy stream.
             match unsafe {
@@ -359,18 +373,25 @@ fn return_to_pool(device: i32, blocks: Vec<Block>) -> Result<()> {
             }
         }
         first_err.map_or(Ok(()), Err)
-    })
+    });
+    // Not freed because the device could not be made current: kept for a later try.
+    blocks.into_iter().for_each(|b| recycle::restore(device, b));
+    result
 }
 
 /// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
 /// that frees queued on it have landed in the pool).
 pub(crate) fn release_cached() -> Result<()> {
+    let mut kept_back = Ok(());
     for (device, slot) in POOLS.iter().enumerate() {
         let Some(Some(pool)) = slot.get() else {
             continue;
         };
         let d = device as i32;
-        return_to_pool(d, recycle::drain(d))?;
+        // A block that cannot be freed stays kept (reported at the end).
+        if let Err(e) = return_to_pool(d, recycle::drain(d)) {
+            kept_back = kept_back.and(Err(e));
+        }
         crate::device::with(d, || {
             // SAFETY: NULL is the legacy stream.
             unsafe { crate::stream::synchronize(std::ptr::null_mut()) }?;
@@ -379,7 +400,7 @@ pub(crate) fn release_cached() -> Result<()> {
         RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
         FREED_EST[device].store(0, Relaxed);
     }
-    Ok(())
+    kept_back
 }
 
 /// Statistics of `device`, or of all devices summed when `device` is -1.

@@ -10,8 +10,9 @@
 //! every use of the new owner is queued after that barrier, which is after every use of the old
 //! owner, as with the pool. One event record per `BATCH` frees instead of one free each.
 //!
-//! Kept bytes are bounded (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0
-//! turns this off); beyond it ready blocks of the largest sizes go back to the pool. Blocks larger than an
+//! Ready bytes are bounded (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0
+//! turns this off), pending ones by half of it; beyond that, ready blocks of the largest sizes
+//! go back to the pool. Blocks larger than an
 //! eighth of the budget bypass it. Used only with one device in use and on the legacy stream
 //! (`cache::device` decides); `drain` empties it for release_cached and out-of-memory retries.
 
@@ -80,7 +81,16 @@ pub(crate) fn take(device: i32, size: usize) -> Option<Block> {
         return None;
     }
     let mut l = lock(lists(device)?);
-    let ptr = l.ready.get_mut(&size)?.pop()?;
+    let mut entry = match l.ready.entry(size) {
+        std::collections::btree_map::Entry::Occupied(e) => e,
+        std::collections::btree_map::Entry::Vacant(_) => return None,
+    };
+    let ptr = entry.get_mut().pop();
+    // No empty list stays in the map (evict and drain rely on it).
+    if entry.get().is_empty() {
+        entry.remove();
+    }
+    let ptr = ptr?;
     l.ready_count -= 1;
     l.ready_bytes -= size;
     Some(Block { ptr, size })
@@ -93,24 +103,28 @@ impl Lists {
         self.ready_bytes += b.size;
     }
 
-    /// Takes a ready block to go back to the pool: one of the largest size kept.
+    /// Takes a ready block to go back to the pool: one of the largest size kept. None only
+    /// when no ready block is left.
     fn evict(&mut self) -> Option<Block> {
-        let mut last = self.ready.last_entry()?;
-        let size = *last.key();
-        let ptr = last.get_mut().pop();
-        if last.get().is_empty() {
-            last.remove();
+        loop {
+            let mut last = self.ready.last_entry()?;
+            let size = *last.key();
+            let ptr = last.get_mut().pop();
+            if last.get().is_empty() {
+                last.remove();
+            }
+            if let Some(ptr) = ptr {
+                self.ready_count -= 1;
+                self.ready_bytes -= size;
+                return Some(Block { ptr, size });
+            }
         }
-        let ptr = ptr?;
-        self.ready_count -= 1;
-        self.ready_bytes -= size;
-        Some(Block { ptr, size })
     }
 }
 
 /// Keeps a freed block of `device`, which must be the current device (the barrier is recorded
-/// on its legacy stream). Ok: the block is kept; the blocks returned (the oldest ready ones,
-/// over the budget) go back to the pool. Err: the barrier could not be recorded; the block is not
+/// on its legacy stream). Ok: the block is kept; the blocks returned (ready ones of the largest
+/// sizes, over the budget) go back to the pool. Err: the barrier could not be recorded; the block is not
 /// kept (the caller frees it the ordinary way) and the pending ones wait for the next barrier.
 pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     let Some(lists) = lists(device) else {
@@ -144,10 +158,14 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     Ok(out)
 }
 
-/// Takes back a ready block that could not go back to the pool (kept for a later try).
+/// Takes back a block that could not go back to the pool, as *pending*: it may have come from
+/// the pending list (no barrier after its free yet), so it is handed out again only after the
+/// next barrier.
 pub(crate) fn restore(device: i32, block: Block) {
     if let Some(lists) = lists(device) {
-        lock(lists).add_ready(block);
+        let mut l = lock(lists);
+        l.pending.push(block);
+        l.pending_bytes += block.size;
     }
 }
 
@@ -236,6 +254,69 @@ mod tests {
             "the failed block is not kept"
         );
         assert!(!drain(62).contains(&last));
+    }
+
+    /// Test-only: puts blocks on the ready list as a barrier would.
+    fn make_ready(device: i32, blocks: &[Block]) {
+        let mut l = lock(lists(device).expect("device"));
+        for &b in blocks {
+            l.add_ready(b);
+        }
+    }
+
+    #[test]
+    fn taking_the_last_block_of_a_size_leaves_nothing_for_drain_to_miss() {
+        let (big, small) = (
+            Block {
+                ptr: 0x20_0000,
+                size: 200,
+            },
+            Block {
+                ptr: 0x30_0000,
+                size: 100,
+            },
+        );
+        make_ready(61, &[big, small]);
+        assert_eq!(take(61, 200), Some(big));
+        assert_eq!(take(61, 200), None);
+        assert_eq!(
+            drain(61),
+            vec![small],
+            "a smaller size behind an emptied larger one"
+        );
+        assert_eq!(kept_bytes(61), 0);
+    }
+
+    #[test]
+    fn eviction_goes_past_emptied_sizes_and_restored_blocks_wait_for_a_barrier() {
+        let blocks: Vec<Block> = (0..4)
+            .map(|i| Block {
+                ptr: 0x40_0000 + i * 0x1000,
+                size: 64 + i,
+            })
+            .collect();
+        make_ready(60, &blocks);
+        // Empty the largest size, then evict: the next largest comes out.
+        assert!(take(60, 67).is_some());
+        let mut l = lock(lists(60).expect("device"));
+        assert_eq!(l.evict().map(|b| b.size), Some(66));
+        drop(l);
+        // A block that could not be freed comes back as pending: never handed out before the
+        // next barrier.
+        let back = Block {
+            ptr: 0x50_0000,
+            size: 64,
+        };
+        assert!(take(60, 64).is_some());
+        restore(60, back);
+        assert_eq!(take(60, 64), None);
+        let rest = drain(60);
+        assert_eq!(
+            rest,
+            vec![back, blocks[1]],
+            "the restored block and the one left ready"
+        );
+        assert_eq!(kept_bytes(60), 0);
     }
 
     #[test]

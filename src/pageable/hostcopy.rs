@@ -1,9 +1,9 @@
 //! The host side of a staged copy: one host copy shared by the calling thread and the pool's
 //! threads (`workers`), in pieces claimed one after another. Writes into a staging buffer can
-//! bypass the CPU caches (non-temporal stores, `LLAISYS_NVIDIA_PAGEABLE_STREAMING`, on by
-//! default): the copy engine then reads memory, not lines dirty in a cache, and no copy first
-//! reads the lines it overwrites (on the H200 machine H2D pageable 16 MiB went from 31 to
-//! 41 GB/s; docs/benchmark.md).
+//! bypass the CPU caches (non-temporal stores, `LLAISYS_NVIDIA_PAGEABLE_STREAMING`: by default
+//! into the staging buffers, H2D): the copy engine then reads memory, not lines dirty in a
+//! cache, and the copy does not first read the lines it overwrites (on the H200 machine H2D
+//! pageable 16 MiB went from 31 to 41-44 GB/s; docs/benchmark.md).
 
 use super::workers;
 use std::sync::atomic::{AtomicUsize, Ordering};

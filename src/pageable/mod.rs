@@ -95,9 +95,9 @@ pub(crate) fn config() -> &'static Config {
             min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
             threads,
             chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_CHUNK")
-                .map(|c: usize| c.next_multiple_of(kib(64)).clamp(kib(64), CHUNK_MAX)),
+                .map(|c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64)).max(kib(64))),
             first_chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK")
-                .map_or(0, |c: usize| c.next_multiple_of(kib(64)).min(CHUNK_MAX)),
+                .map_or(0, |c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64))),
             piece: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_PIECE")
                 .map_or(kib(64), |p: usize| p.clamp(kib(4), CHUNK_MAX)),
             slots: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SLOTS")
@@ -317,10 +317,12 @@ pub(crate) unsafe fn copy(
     if result.is_ok() && wait && direction == Direction::HostToDevice {
         result = tr.time(Phase::Wait, || set.wait_all());
     }
-    tr.finish(format_args!(
-        "{direction:?} {size} B, {} chunks, stream {stream:p}",
-        chunks(size).len()
-    ));
+    if tr.active() {
+        tr.finish(format_args!(
+            "{direction:?} {size} B, {} chunks, stream {stream:p}",
+            chunks(size).len()
+        ));
+    }
     if result.is_err() {
         // A chunk may be queued without its event: reuse the set only once the stream is idle;
         // if even that fails, the set is dropped (its buffers leak rather than be overwritten

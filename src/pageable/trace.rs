@@ -47,6 +47,11 @@ impl Trace {
         }
     }
 
+    /// True when this copy is traced.
+    pub(super) fn active(&self) -> bool {
+        self.start.is_some()
+    }
+
     /// Runs `f`, counting its time to `phase` when active.
     pub(super) fn time<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
         if self.start.is_none() {
