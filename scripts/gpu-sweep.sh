@@ -20,15 +20,15 @@ nvcc -O2 -std=c++17 -I"$stage/csrc" -o "$work/table_bench" "$stage/benches/table
 P=LLAISYS_NVIDIA_PAGEABLE
 settings=(
   "default"
-  "${P}_PIECE=32768"
-  "${P}_PIECE=16384"
-  "${P}_PIECE=131072"
-  "${P}_STREAMING=1"
+  "${P}_PIPELINE=0"
   "${P}_STREAMING=0"
-  "${P}_SLOTS=8"
-  "${P}_CHUNK=4194304"
+  "${P}_STREAMING=1"
+  "${P}_STREAMING=2"
   "${P}_FIRST_CHUNK=262144"
-  "${P}_THREADS=8"
+  "${P}_SLOTS=8"
+  "${P}_CHUNK=2097152"
+  "${P}_THREADS=16"
+  "default"
   ${SWEEP_EXTRA:+"$SWEEP_EXTRA"}
 )
 i=0
@@ -77,10 +77,10 @@ for i in range(1, n + 1):
 PY
 # Where a copy's time goes (LLAISYS_NVIDIA_PAGEABLE_TRACE, src/pageable/trace.rs), default settings:
 # pageable rows at 1, 4 (the round trip) and 16 MiB; every 50th staged copy, 40 lines per group.
-for o in "pageable 1 MiB" "round trip" "pageable 16 MiB"; do
+for o in "pageable 1 MiB" "round trip" "pageable 16 MiB" "pageable 64 MiB"; do
   echo "== trace: --only '$o'"
   LLAISYS_NVIDIA_PAGEABLE_TRACE=50 timeout -k 5 60 "$work/table_bench" --quick --only "$o" \
     "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
-    2>&1 >/dev/null | grep "pageable trace" | head -n 40 || true
+    2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-700 || true
 done | tee "$work/trace.log"
 [ -z "${OUT:-}" ] || cp "$work/sweep.md" "$work/trace.log" "$OUT/"

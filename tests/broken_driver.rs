@@ -9,27 +9,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod support;
+
 const CHILD: &str = "LLAISYS_BROKEN_DRIVER_CHILD";
 
 /// Builds the fake driver whose cuInit returns `code` into its own folder.
 fn fake_driver(code: i32) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("broken-driver-{code}"));
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc)
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(dir.join("libcuda.so.1"))
-        .arg(format!("-DFAKE_INIT_RESULT={code}"))
-        .arg(root.join("doctor/tests/fake_libcuda.c"))
-        .output()
-        .expect("cc runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
+    support::c_shared_library(
+        "doctor/tests/fake_libcuda.c",
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("broken-driver-{code}")),
+        "libcuda.so.1",
+        &[format!("-DFAKE_INIT_RESULT={code}")],
+    )
 }
 
 static REPORTS: AtomicUsize = AtomicUsize::new(0);

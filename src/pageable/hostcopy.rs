@@ -96,7 +96,7 @@ pub(super) unsafe fn par_copy(
 ///
 /// # Safety
 /// `dst` and `src` are valid for `n` bytes and do not overlap.
-unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores) {
+pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores) {
     #[cfg(target_arch = "x86_64")]
     if stores == Stores::Streaming && n >= 4096 {
         // SAFETY: the caller's contract.

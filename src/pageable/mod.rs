@@ -1,12 +1,13 @@
 //! Fast copies between pageable host memory and the device.
 //!
 //! cudaMemcpy from pageable memory goes through the driver's own small staging buffers with one
-//! host thread (8-16 GB/s on a 55 GB/s link). Here a large copy is cut into chunks, and the
-//! calling thread and the pool's threads (`workers`) each take chunks one after another, each
-//! through a pinned staging slot of its own (`staging`), with no step in which all of them
-//! wait for each other: while some threads copy host memory, the copy engine moves the chunks
-//! others have queued. Every chunk's DMA is queued on the caller's stream, so the copy keeps
-//! the stream's order.
+//! host thread (8-16 GB/s on a 55 GB/s link). Here a large copy is cut into chunks staged
+//! through pinned buffers (`staging`, one slot per chunk in flight), the host copies done by the
+//! calling thread and the pool's threads (`workers`). The default engine (`pipeline`) runs the
+//! whole copy as one pipeline: the threads take its pieces in order and copy each as soon as its
+//! chunk is ready while the copy engine moves other chunks; the earlier engine (below,
+//! `LLAISYS_NVIDIA_PAGEABLE_PIPELINE=0`) copies chunk after chunk, all threads on one chunk.
+//! Every chunk's DMA is queued on the caller's stream, so the copy keeps the stream's order.
 //!
 //! - H2D: chunk -> slot (host copy), cudaMemcpyAsync slot -> device on the stream, the slot's
 //!   event recorded. Returns once every chunk is queued, i.e. the caller's buffer has been read
@@ -20,13 +21,18 @@
 //! 12). Tuning (defaults measured on the H200 machine, docs/benchmark.md):
 //! `LLAISYS_NVIDIA_PAGEABLE_CHUNK` the largest chunk (bytes, at most 8 MiB),
 //! `LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK` the first chunk (later ones double up to the largest;
-//! 0: all equal), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the smallest piece one host thread copies,
+//! 0: all equal), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the largest piece one host thread copies at
+//! a time (the chunk-by-chunk engine: the smallest),
 //! `LLAISYS_NVIDIA_PAGEABLE_SLOTS` staging buffers per copy (2..16),
 //! `LLAISYS_NVIDIA_PAGEABLE_STREAMING` non-temporal stores (0 none, 1 into the staging
-//! buffers, 2 also into the caller's buffer);
+//! buffers, 2 also into the caller's buffer; unset: the staging buffers, and the caller's buffer
+//! of D2H copies from 32 MiB);
+//! `LLAISYS_NVIDIA_PAGEABLE_PIPELINE=0` the engine of chunk-by-chunk copies instead of the
+//! pipelined one (`pipeline`, the default);
 //! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N` where the time of every N-th copy goes (`trace`).
 
 mod hostcopy;
+mod pipeline;
 mod staging;
 mod trace;
 mod workers;
@@ -46,6 +52,10 @@ pub(crate) use staging::release as release_staging;
 const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
 const CHUNK_MIN: usize = 256 << 10;
+/// By default, D2H copies from this size write the caller's buffer with non-temporal stores:
+/// beyond what the CPU caches keep (at 64 MiB they were faster on the H200 machine, at 16 MiB
+/// slower than ordinary stores: docs/benchmark.md).
+const STREAMING_FROM: usize = 32 << 20;
 
 /// Which way a staged copy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,13 +78,19 @@ pub struct Config {
     pub chunk: Option<usize>,
     /// The first chunk (later ones double up to the largest); 0: all chunks equal.
     pub first_chunk: usize,
-    /// The smallest piece of a chunk one host thread copies.
+    /// The piece one host thread copies at a time: the pipeline's largest, the chunk-by-chunk
+    /// engine's smallest.
     pub piece: usize,
     /// Staging buffers per copy: chunks in flight at once.
     pub slots: usize,
     /// Non-temporal stores: 0 never, 1 into the staging buffers (H2D), 2 also into the
     /// caller's buffer (D2H).
     pub streaming: u8,
+    /// With `streaming` 1, the smallest D2H copy whose caller's buffer is written with
+    /// non-temporal stores too (unset: 32 MiB, `STREAMING_FROM`).
+    pub streaming_from: usize,
+    /// The pipelined engine (`pipeline`); off: chunk by chunk, every thread on one chunk.
+    pub pipelined: bool,
 }
 
 /// The process's settings.
@@ -90,6 +106,7 @@ pub(crate) fn config() -> &'static Config {
             })
             .clamp(1, 64);
         let kib = |k: usize| k << 10;
+        let streaming: Option<u8> = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_STREAMING");
         Config {
             enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
             min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
@@ -102,8 +119,13 @@ pub(crate) fn config() -> &'static Config {
                 .map_or(kib(64), |p: usize| p.clamp(kib(4), CHUNK_MAX)),
             slots: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SLOTS")
                 .map_or(4, |k: usize| k.clamp(2, 16)),
-            streaming: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_STREAMING")
-                .map_or(1, |v: u8| v.min(2)),
+            streaming: streaming.map_or(1, |v| v.min(2)),
+            streaming_from: match streaming {
+                None => STREAMING_FROM,
+                Some(2..) => 0,
+                Some(_) => usize::MAX,
+            },
+            pipelined: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_PIPELINE"),
         }
     })
 }
@@ -117,7 +139,9 @@ pub(crate) fn wanted(size: usize) -> bool {
 
 /// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
 /// overlaps host copying with the copy engine, within [CHUNK_MIN, CHUNK_MAX] (the shapes the
-/// pageable probe found best: docs/benchmark.md).
+/// pageable probe and the sweeps found best: docs/benchmark.md; a 1 MiB D2H in two chunks of
+/// 512 KiB was slower, its first DMA landing 20-28 us after it was queued, against 10-12 us for
+/// 256 KiB).
 fn chunk_for(size: usize) -> usize {
     (size / 4)
         .next_multiple_of(64 << 10)
@@ -153,19 +177,36 @@ fn chunks(size: usize) -> Vec<(usize, usize)> {
     )
 }
 
+/// The stores of a host copy (into a staging buffer, or into the caller's buffer of a copy of
+/// `size` bytes) with the process's settings.
+fn stores(into_staging: bool, size: usize) -> Stores {
+    let c = config();
+    if c.streaming >= 1 && (into_staging || size >= c.streaming_from) {
+        Stores::Streaming
+    } else {
+        Stores::Cached
+    }
+}
+
 /// Copies one chunk's bytes on the host with the process's settings.
 ///
 /// # Safety
 /// As `par_copy`.
-unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, into_staging: bool) {
+unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores) {
     let c = config();
-    let stores = if c.streaming >= 2 || (into_staging && c.streaming == 1) {
-        Stores::Streaming
-    } else {
-        Stores::Cached
-    };
     // SAFETY: the caller's contract.
     unsafe { par_copy(dst, src, n, c.threads, c.piece, stores) }
+}
+
+/// The pieces of the pipelined engine for chunks of at most `largest` bytes: about one per
+/// thread of a chunk, so that every thread helps with the chunk that has just landed, from
+/// 16 KiB up to the `_PIECE` setting.
+fn pipeline_piece(largest: usize) -> usize {
+    let c = config();
+    (largest / c.threads.max(1))
+        .next_multiple_of(4096)
+        .max(16 << 10)
+        .min(c.piece)
 }
 
 /// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
@@ -202,13 +243,14 @@ unsafe fn h2d(
     stream: StreamHandle,
     tr: &Trace,
 ) -> Result<()> {
+    let stores = stores(true, size);
     for (k, (off, n)) in chunks(size).into_iter().enumerate() {
         let mut slot = set.slot(k);
         let buf = tr.time(Phase::Wait, || slot.prepare(device))?;
         // SAFETY: the caller's contract for `src` and `dst`; `buf` holds CHUNK_MAX >= n bytes
         // and no queued copy uses it any more (prepared).
         unsafe {
-            tr.time(Phase::HostCopy, || host_copy(buf, src.add(off), n, true));
+            tr.time(Phase::HostCopy, || host_copy(buf, src.add(off), n, stores));
             tr.time(Phase::Enqueue, || {
                 chunk_copy(dst.add(off), buf, n, MemcpyKind::H2D, stream, off)
             })?;
@@ -231,6 +273,7 @@ unsafe fn d2h(
     tr: &Trace,
 ) -> Result<()> {
     let plan = chunks(size);
+    let stores = stores(false, size);
     let chunks = plan.len();
     let ahead = set.slots.len() - 1;
     let enqueue = |k: usize| -> Result<()> {
@@ -259,7 +302,7 @@ unsafe fn d2h(
         // SAFETY: the chunk has landed in the staging buffer (prepare waited for its event);
         // the caller's contract for `dst`.
         tr.time(Phase::HostCopy, || unsafe {
-            host_copy(dst.add(off), buf, n, false)
+            host_copy(dst.add(off), buf, n, stores)
         });
     }
     Ok(())
@@ -294,6 +337,25 @@ pub(crate) unsafe fn copy(
     // SAFETY: the caller's contract; the set is ours for this copy.
     let mut result = unsafe {
         match direction {
+            _ if config().pipelined => {
+                let plan = chunks(size);
+                let largest = plan.iter().map(|&(_, n)| n).max().unwrap_or(0);
+                pipeline::run(
+                    pipeline::Copy {
+                        set: &set,
+                        device: stream_device,
+                        direction,
+                        dev: device.cast(),
+                        host: host.cast(),
+                        stream,
+                        threads: config().threads,
+                        piece: pipeline_piece(largest),
+                        stores: stores(direction == Direction::HostToDevice, size),
+                    },
+                    plan,
+                    &tr,
+                )
+            }
             Direction::HostToDevice => h2d(
                 &set,
                 stream_device,

@@ -26,12 +26,18 @@ pub(super) struct Slot {
 unsafe impl Send for Slot {}
 
 impl Slot {
-    /// Makes the slot ready for a chunk on `device`: its buffer exists, its last use has
-    /// completed, its event is of that device. Returns the buffer (CHUNK_MAX bytes).
-    pub(super) fn prepare(&mut self, device: i32) -> Result<*mut u8> {
+    /// The slot's buffer (CHUNK_MAX bytes), made on first use; it may still be in use (`poll`).
+    pub(super) fn buffer(&mut self) -> Result<*mut u8> {
         if self.buf.is_null() {
             self.buf = crate::memory::alloc_host_portable(CHUNK_MAX)?.cast();
         }
+        Ok(self.buf)
+    }
+
+    /// Makes the slot ready for a chunk on `device`: its buffer exists, its last use has
+    /// completed, its event is of that device. Returns the buffer (CHUNK_MAX bytes).
+    pub(super) fn prepare(&mut self, device: i32) -> Result<*mut u8> {
+        self.buffer()?;
         self.wait()?;
         if self.event.is_none() || self.device != device {
             self.event = None;
@@ -64,6 +70,20 @@ impl Slot {
             self.busy = false;
         }
         Ok(())
+    }
+
+    /// True once the slot's last use has completed (without waiting); an error of the event
+    /// (the copy it follows failed) is returned.
+    pub(super) fn poll(&mut self) -> Result<bool> {
+        if self.busy {
+            if let Some(e) = &self.event {
+                if !e.query()? {
+                    return Ok(false);
+                }
+            }
+            self.busy = false;
+        }
+        Ok(true)
     }
 
     fn idle(&mut self) -> bool {

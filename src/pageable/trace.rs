@@ -2,7 +2,7 @@
 //! time spent in each phase (waiting for a staging slot, host copying, queuing DMAs, recording
 //! events), to find where a copy's time goes. Off (no clock read) when unset or 0.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -32,6 +32,8 @@ pub(super) struct Trace {
     start: Option<Instant>,
     spent: Cell<[u64; 4]>,
     counts: Cell<[u32; 4]>,
+    /// Moments of a copy's steps (`mark`): what, which chunk, ns since the start.
+    marks: RefCell<Vec<(&'static str, usize, u64)>>,
 }
 
 impl Trace {
@@ -44,6 +46,7 @@ impl Trace {
             start: on.then(Instant::now),
             spent: Cell::new([0; 4]),
             counts: Cell::new([0; 4]),
+            marks: RefCell::new(Vec::new()),
         }
     }
 
@@ -68,6 +71,14 @@ impl Trace {
         v
     }
 
+    /// Notes the moment step `what` of chunk `k` happened, when active.
+    pub(super) fn mark(&self, what: &'static str, k: usize) {
+        if let Some(start) = self.start {
+            let ns = start.elapsed().as_nanos() as u64;
+            self.marks.borrow_mut().push((what, k, ns));
+        }
+    }
+
     /// Writes the line of an active trace.
     pub(super) fn finish(&self, what: std::fmt::Arguments<'_>) {
         let Some(start) = self.start else {
@@ -83,7 +94,11 @@ impl Trace {
             line += &format!("; {} {:.1} us x{}", NAMES[i], s[i] as f64 / 1e3, c[i]);
         }
         let rest = total.saturating_sub(s.iter().sum());
-        line += &format!("; other {:.1} us\n", rest as f64 / 1e3);
+        line += &format!("; other {:.1} us", rest as f64 / 1e3);
+        for (what, k, ns) in self.marks.borrow().iter() {
+            line += &format!("; {what}{k} @{:.1}", *ns as f64 / 1e3);
+        }
+        line.push('\n');
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }

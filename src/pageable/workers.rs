@@ -5,7 +5,7 @@
 
 use crate::sync::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Work that any number of threads can take part in: `work` claims pieces until none is left
@@ -61,11 +61,15 @@ fn threads(helpers: usize) -> &'static [std::thread::Thread] {
         if helpers > 0 {
             pin_this_library();
         }
+        // The threads start from the generation before the job that starts them is published
+        // (`start` publishes after this returns): read in the thread, it could already be the
+        // new one, and the thread would sleep through its first job.
+        let seen = POOL.generation.load(Ordering::Acquire);
         (0..helpers)
             .filter_map(|i| {
                 std::thread::Builder::new()
                     .name(format!("llaisys-nvidia-copy-{i}"))
-                    .spawn(worker_loop)
+                    .spawn(move || worker_loop(seen))
                     .ok()
                     .map(|h| h.thread().clone())
             })
@@ -73,8 +77,7 @@ fn threads(helpers: usize) -> &'static [std::thread::Thread] {
     })
 }
 
-fn worker_loop() {
-    let mut seen = POOL.generation.load(Ordering::Acquire);
+fn worker_loop(mut seen: u64) {
     loop {
         let idle_since = Instant::now();
         loop {
@@ -97,31 +100,52 @@ fn worker_loop() {
     }
 }
 
-/// Runs `task` on the calling thread and the pool's threads (`pool` of them, started on first
-/// use; `wake` of them are woken, the others join only if they are still spinning), and returns
-/// once it has finished.
-pub(crate) fn run(task: Arc<dyn Task>, pool: usize, wake: usize) {
-    let helpers_ready = pool > 0 && wake > 0 && !threads(pool).is_empty();
-    let alone = || {
-        task.work();
-        while !task.finished() {
-            std::thread::yield_now();
+/// A job handed to the pool's threads by `start`; dropping it waits until the job has finished
+/// and takes it back from the pool.
+pub(crate) struct Running {
+    task: Arc<dyn Task>,
+    _one_job: MutexGuard<'static, ()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        while !self.task.finished() {
+            std::hint::spin_loop();
         }
-    };
-    let Some(_one_job) = helpers_ready.then(|| POOL.submit.try_lock().ok()).flatten() else {
-        alone();
-        return;
-    };
+        *lock(&POOL.current) = None;
+    }
+}
+
+/// Hands `task` to the pool's threads (`pool` of them, started on first use; `wake` of them
+/// are woken, the others join only if they are still spinning) and returns at once; None when
+/// there are no helpers or another job holds them: the caller then does the job alone. The
+/// caller takes part by calling `task.work()` (or its own loop) before dropping the guard.
+pub(crate) fn start(task: Arc<dyn Task>, pool: usize, wake: usize) -> Option<Running> {
+    if pool == 0 || wake == 0 || threads(pool).is_empty() {
+        return None;
+    }
+    let one_job = POOL.submit.try_lock().ok()?;
     *lock(&POOL.current) = Some(task.clone());
     POOL.generation.fetch_add(1, Ordering::Release);
     for t in threads(pool).iter().take(wake) {
         t.unpark();
     }
+    Some(Running {
+        task,
+        _one_job: one_job,
+    })
+}
+
+/// Runs `task` on the calling thread and the pool's threads (as `start`), and returns once it
+/// has finished.
+pub(crate) fn run(task: Arc<dyn Task>, pool: usize, wake: usize) {
+    let running = start(task.clone(), pool, wake);
     task.work();
-    while !task.finished() {
-        std::hint::spin_loop();
+    if running.is_none() {
+        while !task.finished() {
+            std::thread::yield_now();
+        }
     }
-    *lock(&POOL.current) = None;
 }
 
 #[cfg(test)]

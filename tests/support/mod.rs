@@ -186,3 +186,23 @@ pub fn run_ok(exe: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Builds the C file `source` (a path in the crate) with `cc -shared -fPIC -O2` and `extra`
+/// into `dir/name`, and returns `dir`; fails the test with cc's output when it does not build.
+pub fn c_shared_library(source: &str, dir: &Path, name: &str, extra: &[String]) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("scratch folder");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(dir.join(name))
+        .args(extra)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(source))
+        .output()
+        .expect("cc runs");
+    assert!(
+        out.status.success(),
+        "cc {source}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.to_path_buf()
+}

@@ -1,0 +1,449 @@
+//! The pipelined engine of a staged copy (`LLAISYS_NVIDIA_PAGEABLE_PIPELINE`, on by default):
+//! the host threads work through the whole copy's pieces in order, not one chunk at a time with
+//! a wait for every thread at each chunk's end. Only the calling thread talks to CUDA: it queues
+//! each chunk's DMA and event and polls the events to publish how far the threads may go; the
+//! pool's threads claim pieces one after another and copy each one as soon as its chunk is
+//! ready, so that copying out one chunk overlaps the DMA of the next and a chunk that lands is
+//! copied by every thread that is free.
+//!
+//! - D2H: chunk k is ready once its DMA into slot k mod K has landed (the slot's event); the DMA
+//!   of chunk k+K is queued once every piece of chunk k has been copied out.
+//! - H2D: chunk k is ready once slot k mod K is free (the event after the DMA of chunk k-K); its
+//!   DMA is queued once every piece of it has been copied in.
+//!
+//! The helpers start once there is work for them (D2H: the first chunk has landed; H2D: the
+//! first staging buffer is free); until then the calling thread waits as the application's
+//! device flags say. A thread whose piece is not ready spins on the published count (250 us,
+//! then naps of 20 us).
+
+use super::hostcopy::{copy, Stores};
+use super::staging::{Set, Slot};
+use super::trace::{Phase, Trace};
+use super::workers::{self, Task};
+use super::{chunk_copy, Direction};
+use crate::copy::MemcpyKind;
+use crate::cudart::StreamHandle;
+use crate::error::Result;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a thread spins for its chunk before it naps.
+const SPIN: Duration = Duration::from_micros(250);
+/// One nap while a chunk is not ready.
+const NAP: Duration = Duration::from_micros(20);
+
+/// A piece: `len` bytes at `off` of the copy, in chunk `chunk`.
+struct Piece {
+    chunk: usize,
+    off: usize,
+    len: usize,
+}
+
+/// One copy's pieces and progress, shared with the pool's threads.
+struct Job {
+    direction: Direction,
+    /// The caller's pageable buffer.
+    host: usize,
+    /// The staging buffer of each slot.
+    bufs: Vec<usize>,
+    /// (offset, length) of each chunk in the copy.
+    chunks: Vec<(usize, usize)>,
+    pieces: Vec<Piece>,
+    /// Pieces per chunk.
+    per_chunk: Vec<usize>,
+    stores: Stores,
+    /// Chunks below this may be copied.
+    ready: AtomicUsize,
+    /// Pieces done per chunk.
+    copied: Vec<AtomicUsize>,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    /// Set after an error: pieces not yet copied are skipped.
+    failed: AtomicBool,
+}
+
+impl Job {
+    fn new(
+        direction: Direction,
+        host: *mut u8,
+        bufs: Vec<usize>,
+        chunks: Vec<(usize, usize)>,
+        piece: usize,
+        stores: Stores,
+    ) -> Job {
+        let mut pieces = Vec::new();
+        let mut per_chunk = Vec::with_capacity(chunks.len());
+        for (c, &(off, len)) in chunks.iter().enumerate() {
+            let before = pieces.len();
+            let mut at = 0;
+            while at < len {
+                let n = piece.min(len - at);
+                pieces.push(Piece {
+                    chunk: c,
+                    off: off + at,
+                    len: n,
+                });
+                at += n;
+            }
+            per_chunk.push(pieces.len() - before);
+        }
+        Job {
+            direction,
+            host: host as usize,
+            bufs,
+            copied: chunks.iter().map(|_| AtomicUsize::new(0)).collect(),
+            chunks,
+            pieces,
+            per_chunk,
+            stores,
+            ready: AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// Claims the next piece.
+    fn claim(&self) -> Option<usize> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < self.pieces.len()).then_some(i)
+    }
+
+    /// Claims the next piece if its chunk passes `ok`.
+    fn claim_if(&self, ok: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut i = self.next.load(Ordering::Relaxed);
+        loop {
+            if i >= self.pieces.len() || !ok(self.pieces[i].chunk) {
+                return None;
+            }
+            match self
+                .next
+                .compare_exchange_weak(i, i + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(i),
+                Err(now) => i = now,
+            }
+        }
+    }
+
+    /// True once every piece of chunk `c` is done.
+    fn chunk_done(&self, c: usize) -> bool {
+        self.copied[c].load(Ordering::Acquire) >= self.per_chunk[c]
+    }
+
+    /// Waits until the chunk of piece `i` is ready (or the copy failed), copies the piece unless
+    /// it failed, and counts it done.
+    fn do_piece(&self, i: usize) {
+        let p = &self.pieces[i];
+        let mut since = None;
+        while self.ready.load(Ordering::Acquire) <= p.chunk && !self.failed.load(Ordering::Relaxed)
+        {
+            if since.get_or_insert_with(Instant::now).elapsed() < SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(NAP);
+            }
+        }
+        if !self.failed.load(Ordering::Relaxed) {
+            let (start, _) = self.chunks[p.chunk];
+            let staged = self.bufs[p.chunk % self.bufs.len()] + (p.off - start);
+            let host = self.host + p.off;
+            let (dst, src) = match self.direction {
+                Direction::HostToDevice => (staged, host),
+                Direction::DeviceToHost => (host, staged),
+            };
+            // SAFETY: `run`'s caller keeps the pageable buffer valid for the whole copy and the
+            // staging buffers hold CHUNK_MAX >= every chunk's bytes; the chunk is ready (its
+            // DMA has landed, D2H, or no DMA reads its slot any more, H2D), and no other piece
+            // covers these bytes.
+            unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
+        }
+        // `done` first: once a chunk counts as copied (H2D: the caller may return after the
+        // last one) the job counts as finished too.
+        self.done.fetch_add(1, Ordering::Release);
+        self.copied[p.chunk].fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Task for Job {
+    fn work(&self) {
+        while let Some(i) = self.claim() {
+            self.do_piece(i);
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done.load(Ordering::Acquire) >= self.pieces.len()
+    }
+}
+
+/// On the way out (an error, or a panic), lets every piece left be skipped and done, so that the
+/// pool's threads finish and `Running` can take the job back.
+struct Finish<'a>(&'a Job);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if !self.0.finished() {
+            self.0.failed.store(true, Ordering::Relaxed);
+            self.0.work();
+        }
+    }
+}
+
+/// What `run` needs of a copy.
+pub(super) struct Copy<'a> {
+    pub(super) set: &'a Set,
+    /// The device of `stream` (events are made there).
+    pub(super) device: i32,
+    pub(super) direction: Direction,
+    /// Device memory of the copy.
+    pub(super) dev: *mut u8,
+    /// Pageable host memory of the copy.
+    pub(super) host: *mut u8,
+    pub(super) stream: StreamHandle,
+    /// Host threads, the caller included.
+    pub(super) threads: usize,
+    /// The most bytes of one piece.
+    pub(super) piece: usize,
+    pub(super) stores: Stores,
+}
+
+/// Runs a staged copy of `chunks` ((offset, length) each) with the pipelined engine. D2H returns
+/// with the data in `host`; H2D once every chunk's DMA is queued (the caller's buffer has been
+/// read).
+///
+/// # Safety
+/// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
+/// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone.
+pub(super) unsafe fn run(c: Copy<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<()> {
+    let slots = c.set.slots.len().min(chunks.len());
+    let bufs = (0..slots)
+        .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
+        .collect::<Result<Vec<_>>>()?;
+    let job = Arc::new(Job::new(
+        c.direction,
+        c.host,
+        bufs,
+        chunks,
+        c.piece,
+        c.stores,
+    ));
+    let mut helpers = Helpers {
+        job: job.clone(),
+        threads: c.threads,
+        running: None,
+        started: false,
+    };
+    let finish = Finish(&job);
+    // SAFETY: the caller's contract.
+    let result = unsafe { drive(&c, &job, &mut helpers, tr) };
+    drop(finish);
+    drop(helpers);
+    result
+}
+
+/// The pool's threads of one copy, started when there is work for them: H2D at once, D2H once
+/// the first chunk has landed (so that they do not spin while the DMA waits behind earlier work
+/// on the stream).
+struct Helpers {
+    job: Arc<Job>,
+    threads: usize,
+    running: Option<workers::Running>,
+    started: bool,
+}
+
+impl Helpers {
+    fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            let n = self.threads.saturating_sub(1);
+            let wake = n.min(self.job.pieces.len().saturating_sub(1));
+            self.running = workers::start(self.job.clone(), n, wake);
+        }
+    }
+
+    /// True when the calling thread copies alone (no helpers, or another copy holds them).
+    fn alone(&self) -> bool {
+        self.started && self.running.is_none()
+    }
+}
+
+/// The calling thread's part: queues DMAs and events, publishes ready chunks, and copies pieces
+/// (D2H: once every chunk has landed, or when the next DMA waits for a chunk to be copied out;
+/// H2D: pieces of the next chunk to queue; alone: any ready piece), so that it never waits for
+/// the helpers alone.
+///
+/// # Safety
+/// As `run`.
+unsafe fn drive(c: &Copy<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
+    let n = job.chunks.len();
+    let k = job.bufs.len();
+    let (mut queued, mut ready) = (0, 0);
+    let publish = |ready: usize| job.ready.store(ready, Ordering::Release);
+    loop {
+        let mut progressed = false;
+        match c.direction {
+            Direction::DeviceToHost => {
+                // A slot takes the next chunk's DMA once its last chunk has been copied out (and,
+                // first, once an earlier copy's use of it has completed).
+                while queued < n && (queued < k || job.chunk_done(queued - k)) {
+                    let mut slot = c.set.slot(queued);
+                    if !tr.time(Phase::Wait, || slot.poll())? {
+                        break;
+                    }
+                    slot.prepare(c.device)?;
+                    // SAFETY: the caller's contract for `dev`; the slot's buffer is idle (polled,
+                    // its last chunk copied out).
+                    unsafe { queue(c, job, queued, &mut slot, tr) }?;
+                    queued += 1;
+                    progressed = true;
+                }
+                if ready == 0 && queued == n.min(k) && !progressed {
+                    // Nothing to do until the first chunk lands, which may be behind long work
+                    // on the stream: wait as the application's device flags say (spin, yield
+                    // or block), not in a loop of queries.
+                    tr.time(Phase::Wait, || c.set.slot(0).wait())?;
+                }
+                while ready < queued && tr.time(Phase::Wait, || c.set.slot(ready).poll())? {
+                    tr.mark("landed", ready);
+                    ready += 1;
+                    publish(ready);
+                    helpers.start();
+                    progressed = true;
+                }
+                if job.finished() {
+                    tr.mark("copied", n);
+                    return Ok(());
+                }
+                // Copy out too when alone, when every chunk has landed, and when the next DMA
+                // waits for a chunk to be copied out: the copy never depends on the helpers
+                // alone.
+                if helpers.alone() || ready == n || (queued < n && queued >= k) {
+                    if let Some(i) = job.claim_if(|ch| ch < ready) {
+                        tr.time(Phase::HostCopy, || job.do_piece(i));
+                        progressed = true;
+                    }
+                }
+            }
+            Direction::HostToDevice => {
+                // Chunk `ready` may be copied in once its slot is free: the DMA of the chunk
+                // before it in that slot is queued and has completed. The first slot is waited
+                // for (an earlier copy's last chunks may be behind long work on a stream) as
+                // the application's device flags say; the helpers start once it is free.
+                while ready < n && (ready < k || queued > ready - k) {
+                    let mut slot = c.set.slot(ready);
+                    if ready > 0 && !tr.time(Phase::Wait, || slot.poll())? {
+                        break;
+                    }
+                    tr.time(Phase::Wait, || slot.prepare(c.device))?;
+                    tr.mark("free", ready);
+                    ready += 1;
+                    publish(ready);
+                    helpers.start();
+                    progressed = true;
+                }
+                while queued < ready && job.chunk_done(queued) {
+                    let mut slot = c.set.slot(queued);
+                    // SAFETY: the caller's contract for `dev`; every piece of the chunk is in
+                    // the slot's buffer.
+                    unsafe { queue(c, job, queued, &mut slot, tr) }?;
+                    queued += 1;
+                    progressed = true;
+                }
+                if queued == n {
+                    return Ok(());
+                }
+                let (next, alone) = (queued, helpers.alone());
+                if let Some(i) = job.claim_if(|ch| ch < ready && (alone || ch == next)) {
+                    tr.time(Phase::HostCopy, || job.do_piece(i));
+                    progressed = true;
+                }
+            }
+        }
+        if !progressed {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Queues chunk `k`'s DMA between its staging buffer and the device on the copy's stream, then
+/// the slot's event.
+///
+/// # Safety
+/// As `run`; the slot's buffer is ready for the DMA (D2H: no earlier use of it is pending; H2D:
+/// it holds the chunk's bytes).
+unsafe fn queue(c: &Copy<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
+    let (off, len) = job.chunks[k];
+    let staged = job.bufs[k % job.bufs.len()] as *mut u8;
+    // SAFETY: the caller's contract: `dev` is valid for the chunk's bytes.
+    let dev = unsafe { c.dev.add(off) };
+    let (dst, src, kind) = match c.direction {
+        Direction::HostToDevice => (dev, staged.cast_const(), MemcpyKind::H2D),
+        Direction::DeviceToHost => (staged, dev.cast_const(), MemcpyKind::D2H),
+    };
+    // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len) and stay
+    // valid until the DMA has run (the slot's event, recorded next, says when).
+    tr.time(Phase::Enqueue, || unsafe {
+        chunk_copy(dst, src, len, kind, c.stream, off)
+    })?;
+    // SAFETY: `stream` is NULL or a live stream of the slot's device (the caller's contract).
+    tr.time(Phase::Record, || unsafe { slot.record(c.stream) })?;
+    tr.mark("queued", k);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_every_chunk_in_order() {
+        let chunks = vec![(0, 256 << 10), (256 << 10, 100_000), (362_144, 1)];
+        let job = Job::new(
+            Direction::DeviceToHost,
+            std::ptr::null_mut(),
+            vec![0, 0],
+            chunks.clone(),
+            64 << 10,
+            Stores::Cached,
+        );
+        assert_eq!(job.per_chunk, vec![4, 2, 1]);
+        let mut off = 0;
+        for p in &job.pieces {
+            assert_eq!(p.off, off);
+            let (s, l) = chunks[p.chunk];
+            assert!(p.off >= s && p.off + p.len <= s + l && p.len <= 64 << 10);
+            off += p.len;
+        }
+        assert_eq!(off, 362_145);
+    }
+
+    #[test]
+    fn a_failed_job_skips_what_is_left_and_finishes() {
+        let mut host = vec![7u8; 1 << 16];
+        let staging = vec![1u8; 1 << 16];
+        let job = Job::new(
+            Direction::DeviceToHost,
+            host.as_mut_ptr(),
+            vec![staging.as_ptr() as usize],
+            vec![(0, 1 << 15), (1 << 15, 1 << 15)],
+            1 << 14,
+            Stores::Cached,
+        );
+        // Chunk 0 ready: its two pieces are copied; then the copy fails before chunk 1.
+        job.ready.store(1, Ordering::Release);
+        let a = job.claim().expect("piece 0");
+        let b = job.claim().expect("piece 1");
+        job.do_piece(a);
+        job.do_piece(b);
+        assert!(job.chunk_done(0) && !job.chunk_done(1));
+        drop(Finish(&job));
+        assert!(job.finished());
+        assert!(host[..1 << 15].iter().all(|&v| v == 1));
+        assert!(
+            host[1 << 15..].iter().all(|&v| v == 7),
+            "skipped, not copied"
+        );
+    }
+}

@@ -1,0 +1,271 @@
+//! Host-only test of the staged pageable copies (src/pageable), dynamic build only: the child
+//! runs with benches/overhead/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, a
+//! stand-in whose GPU thread runs queued copies in order after pseudo-random delays and whose
+//! events complete only when the work before them has run. A staging buffer overwritten before
+//! its DMA read it, or a chunk copied out before it landed, gives wrong data here. Both engines
+//! (pipelined and chunk by chunk), with 1-12 host threads, a first copy that is a D2H with more
+//! chunks than staging buffers, two threads copying at once, failing chunks and event queries,
+//! and the trace.
+#![cfg(feature = "dynamic")]
+
+use llaisys_nvidia::ffi::{self, TABLE};
+use std::os::raw::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod support;
+
+const CHILD: &str = "LLAISYS_STAGED_FAKE_CHILD";
+/// Which failing copy the child makes first (`failing_copy`).
+const FAIL: &str = "LLAISYS_STAGED_FAKE_FAIL";
+const H2D: i32 = 1;
+const D2H: i32 = 2;
+
+fn fake_cudart() -> PathBuf {
+    support::c_shared_library(
+        "benches/overhead/fake_cudart.c",
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("staged-fake-cudart"),
+        "libcudart.so.13",
+        &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
+    )
+}
+
+fn pattern(n: usize, seed: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i / 4093) ^ (i * 13) ^ seed) as u8)
+        .collect()
+}
+
+/// H2D then D2H of `n` bytes, sync and async, the source overwritten right after each H2D
+/// returns; returns what went wrong.
+///
+/// # Safety
+/// Only in the child, with the fake on the loader path.
+unsafe fn round_trip(n: usize, seed: usize) -> Result<(), String> {
+    // SAFETY: the table's functions with buffers of `n` bytes (the caller's contract).
+    unsafe {
+        let dev = (TABLE.malloc_device)(n);
+        let dev2 = (TABLE.malloc_device)(n);
+        if dev.is_null() || dev2.is_null() {
+            return Err(format!("malloc_device({n}) failed"));
+        }
+        let want = pattern(n, seed);
+        let mut src = want.clone();
+        (TABLE.memcpy_sync)(dev, src.as_ptr().cast(), n, H2D);
+        src.fill(0xEE);
+        let mut back = vec![0u8; n];
+        (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
+        if back != want {
+            return Err(format!(
+                "sync round trip of {n} B (seed {seed}): wrong data"
+            ));
+        }
+        let s = (TABLE.create_stream)();
+        src.copy_from_slice(&want);
+        (TABLE.memcpy_async)(dev2, src.as_ptr().cast(), n, H2D, s);
+        src.fill(0xDD);
+        back.fill(0);
+        (TABLE.memcpy_async)(back.as_mut_ptr().cast(), dev2, n, D2H, s);
+        (TABLE.stream_synchronize)(s);
+        (TABLE.destroy_stream)(s);
+        if back != want {
+            return Err(format!(
+                "async round trip of {n} B (seed {seed}): wrong data"
+            ));
+        }
+        (TABLE.free_device)(dev);
+        (TABLE.free_device)(dev2);
+    }
+    Ok(())
+}
+
+const SIZES: [usize; 4] = [1 << 20, (1 << 20) + 13, (3 << 20) + 4097, (17 << 20) + 5];
+
+/// Fills device memory at `dev` with `data` in copies below the fast path's 1 MiB (plain
+/// cudaMemcpy), so that the next staged copy is still the process's first.
+///
+/// # Safety
+/// `dev` is device memory of `data.len()` bytes.
+unsafe fn fill_unstaged(dev: *mut c_void, data: &[u8]) {
+    for (k, part) in data.chunks(512 << 10).enumerate() {
+        // SAFETY: the caller's contract; each part lies inside `dev`.
+        unsafe {
+            (TABLE.memcpy_sync)(
+                dev.cast::<u8>().add(k * (512 << 10)).cast(),
+                part.as_ptr().cast(),
+                part.len(),
+                H2D,
+            )
+        };
+    }
+}
+
+/// A staged copy made to fail (`how`: `h2d` or `d2h`, the parent makes the fake's third
+/// cudaMemcpyAsync fail; `query`, a D2H whose second cudaEventQuery fails): a clear error.
+///
+/// # Safety
+/// Only in the child, with the fake on the loader path.
+unsafe fn failing_copy(how: &str) {
+    let n = (3 << 20) + 4097;
+    let src = pattern(n, 1);
+    let mut back = vec![0u8; n];
+    // SAFETY: the table's functions with buffers of `n` bytes.
+    let st = unsafe {
+        let dev = (TABLE.malloc_device)(n);
+        let st = if how == "h2d" {
+            ffi::llaisysNvidiaMemcpy(dev, src.as_ptr().cast(), n, H2D)
+        } else {
+            fill_unstaged(dev, &src);
+            ffi::llaisysNvidiaMemcpy(back.as_mut_ptr().cast(), dev, n, D2H)
+        };
+        (TABLE.free_device)(dev);
+        st
+    };
+    assert_ne!(st, 0, "{how}: the failing step fails the copy");
+    let mut buf = [0u8; 1024];
+    // SAFETY: `buf` holds 1024 bytes.
+    let len = unsafe { ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
+    let msg = String::from_utf8_lossy(&buf[..len.min(buf.len() - 1)]).into_owned();
+    assert!(msg.contains("staged pageable copy"), "{how}: {msg}");
+    if how != "query" {
+        assert!(msg.contains("chunk at"), "{how}: {msg}");
+    }
+}
+
+/// The child's half: runs only with the fake cudart on the loader path.
+#[test]
+#[ignore = "child of staged_copies_keep_their_order_with_an_asynchronous_stand_in"]
+fn child_staged_copies() {
+    assert!(std::env::var(CHILD).is_ok(), "started by its parent test");
+    // A copy that never ends is a failure, not a hung test run.
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        eprintln!("staged-fake child: still running after 120 s (deadlock?)");
+        std::process::exit(3);
+    });
+    // SAFETY: the fake is on the loader path (the parent's doing).
+    unsafe {
+        assert_eq!((TABLE.get_device_count)(), 1, "the stand-in has one device");
+        if let Ok(how) = std::env::var(FAIL) {
+            failing_copy(&how);
+        }
+        // The process's first staged copy (unless a failing one came first): a D2H with more
+        // chunks than staging buffers, on helper threads that this very copy starts.
+        let n = 40 << 20;
+        let want = pattern(n, 77);
+        let dev = (TABLE.malloc_device)(n);
+        fill_unstaged(dev, &want);
+        let mut back = vec![0u8; n];
+        (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
+        assert!(back == want, "the first staged copy, D2H {n} B: wrong data");
+        (TABLE.free_device)(dev);
+        for round in 0..2 {
+            for (k, &n) in SIZES.iter().enumerate() {
+                round_trip(n, round * 10 + k).unwrap();
+            }
+        }
+        // Two threads at once: one of them finds the helpers busy and copies alone.
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for (k, &n) in SIZES.iter().enumerate() {
+                        // (Inside the unsafe block above: the child's contract holds.)
+                        round_trip(n, 100 + t * 10 + k)?;
+                    }
+                    Ok::<(), String>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("copy thread").unwrap();
+        }
+    }
+    println!("staged-fake child: ok");
+}
+
+#[test]
+fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
+    let dir = fake_cudart();
+    let exe = std::env::current_exe().expect("current_exe");
+    let p = "LLAISYS_NVIDIA_PAGEABLE";
+    let runs: Vec<Vec<(String, &str)>> = vec![
+        vec![(format!("{p}_THREADS"), "4")],
+        vec![(format!("{p}_THREADS"), "1")],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            (format!("{p}_PIPELINE"), "0"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "1"),
+            (format!("{p}_PIPELINE"), "0"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "3"),
+            (format!("{p}_SLOTS"), "2"),
+            (format!("{p}_FIRST_CHUNK"), "65536"),
+            (format!("{p}_PIECE"), "4096"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            (format!("{p}_SLOTS"), "2"),
+            (format!("{p}_PIPELINE"), "0"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            ("FAKE_FAIL_COPY".into(), "3"),
+            (FAIL.into(), "h2d"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            (format!("{p}_PIPELINE"), "0"),
+            ("FAKE_FAIL_COPY".into(), "3"),
+            (FAIL.into(), "h2d"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            (format!("{p}_SLOTS"), "2"),
+            ("FAKE_FAIL_COPY".into(), "3"),
+            (FAIL.into(), "d2h"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            (format!("{p}_PIPELINE"), "0"),
+            ("FAKE_FAIL_COPY".into(), "3"),
+            (FAIL.into(), "d2h"),
+        ],
+        vec![
+            (format!("{p}_THREADS"), "4"),
+            ("FAKE_FAIL_QUERY".into(), "2"),
+            (FAIL.into(), "query"),
+        ],
+        vec![(format!("{p}_THREADS"), "2")],
+        vec![(format!("{p}_THREADS"), "12")],
+        vec![(format!("{p}_THREADS"), "4"), (format!("{p}_TRACE"), "7")],
+    ];
+    for envs in runs {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["--ignored", "--exact", "child_staged_copies", "--nocapture"])
+            .env(CHILD, "1")
+            .env("LD_LIBRARY_PATH", &dir);
+        for (k, v) in &envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run child");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("staged-fake child: ok"),
+            "{envs:?}:\n{text}"
+        );
+        if envs.iter().any(|(k, _)| k.ends_with("_TRACE")) {
+            assert!(
+                text.contains("llaisys-nvidia pageable trace: DeviceToHost")
+                    && text.contains("llaisys-nvidia pageable trace: HostToDevice"),
+                "the trace writes its lines:\n{text}"
+            );
+        }
+    }
+}
