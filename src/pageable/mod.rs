@@ -341,7 +341,7 @@ pub(crate) unsafe fn copy(
                 let plan = chunks(size);
                 let largest = plan.iter().map(|&(_, n)| n).max().unwrap_or(0);
                 pipeline::run(
-                    pipeline::Copy {
+                    pipeline::Request {
                         set: &set,
                         device: stream_device,
                         direction,

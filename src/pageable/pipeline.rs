@@ -192,7 +192,7 @@ impl Drop for Finish<'_> {
 }
 
 /// What `run` needs of a copy.
-pub(super) struct Copy<'a> {
+pub(super) struct Request<'a> {
     pub(super) set: &'a Set,
     /// The device of `stream` (events are made there).
     pub(super) device: i32,
@@ -216,7 +216,7 @@ pub(super) struct Copy<'a> {
 /// # Safety
 /// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
 /// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone.
-pub(super) unsafe fn run(c: Copy<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<()> {
+pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<()> {
     let slots = c.set.slots.len().min(chunks.len());
     let bufs = (0..slots)
         .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
@@ -243,9 +243,9 @@ pub(super) unsafe fn run(c: Copy<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -
     result
 }
 
-/// The pool's threads of one copy, started when there is work for them: H2D at once, D2H once
-/// the first chunk has landed (so that they do not spin while the DMA waits behind earlier work
-/// on the stream).
+/// The pool's threads of one copy, started when there is work for them: D2H once the first chunk
+/// has landed, H2D once the first staging buffer is free (so that they do not spin while a DMA
+/// waits behind earlier work on a stream).
 struct Helpers {
     job: Arc<Job>,
     threads: usize,
@@ -276,7 +276,7 @@ impl Helpers {
 ///
 /// # Safety
 /// As `run`.
-unsafe fn drive(c: &Copy<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
+unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
     let n = job.chunks.len();
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
@@ -373,7 +373,7 @@ unsafe fn drive(c: &Copy<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> R
 /// # Safety
 /// As `run`; the slot's buffer is ready for the DMA (D2H: no earlier use of it is pending; H2D:
 /// it holds the chunk's bytes).
-unsafe fn queue(c: &Copy<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
+unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
     // SAFETY: the caller's contract: `dev` is valid for the chunk's bytes.
