@@ -77,6 +77,9 @@ struct RawBackend {
     // own, release threshold at the maximum so freed memory stays in it, used on the legacy
     // stream. Made by make_pool once a device is known to exist.
     cudaMemPool_t pool = nullptr;
+    // --raw-pool: every device buffer of the raw column comes from that pool too (as ours do),
+    // so that raw against the reference shows what pool memory itself costs a copy.
+    bool pool_buffers = false;
 
     void make_pool(int device) {
         cudaMemPoolProps props;
@@ -111,11 +114,15 @@ struct RawBackend {
     void destroy_stream(llaisysStream_t s) { BENCH_CUDA(cudaStreamDestroy(static_cast<cudaStream_t>(s))); }
     void stream_synchronize(llaisysStream_t s) { BENCH_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(s))); }
     void *malloc_device(size_t n) {
+        if (pool_buffers) return malloc_pool(n);
         void *p = nullptr;
         BENCH_CUDA(cudaMalloc(&p, n));
         return p;
     }
-    void free_device(void *p) { BENCH_CUDA(cudaFree(p)); }
+    void free_device(void *p) {
+        if (pool_buffers) return free_pool(p);
+        BENCH_CUDA(cudaFree(p));
+    }
     void *malloc_host(size_t n) {
         void *p = nullptr;
         BENCH_CUDA(cudaMallocHost(&p, n));

@@ -165,7 +165,8 @@ def merge(md_text, ours, torch_rows, torch_comments, torch_note=None):
             "table_bench (not interleaved with the four columns): the same operations at the same sizes "
             "through Python (torch.empty on the device or with pin_memory=True, then del; Tensor.copy_, "
             "non_blocking=False for memcpy_sync rows, non_blocking=True + stream synchronize for "
-            "memcpy_async rows), medians of repetitions of host time; static vs torch = torch time / ours "
+            "memcpy_async rows; below 1 GiB alternating between two sets of pinned and device tensors, as "
+            "table_bench does), medians of repetitions of host time; static vs torch = torch time / ours "
             "(> 1: ours better). %d rows matched%s." % (
                 info[0] if info else "torch (version not recorded)", matched,
                 ", torch ran %s s" % elapsed[0] if elapsed else "")]

@@ -107,10 +107,14 @@ struct Options {
     std::string paths[3];  // ours static, ours dynamic, reference
     double rep_scale = 1.0;
     bool quick = false;
-    std::string only;  // run only rows whose name contains this
+    std::string only;  // run only rows whose name contains this (or one of its '|'-separated parts)
     double budget_s = 420;
     std::string csv_path;
     bool list_only = false;  // print every workload's name instead of measuring (no device touched)
+    // Each repetition starts at another column, and the copy rows alternate between two buffer
+    // sets per backend (--no-rotate: neither, the method before the fourth session of 2026-12-01).
+    bool rotate = true;
+    bool raw_pool = false;  // --raw-pool: the raw column's device buffers come from its pool
 };
 
 // Holds the backends and one context per backend; `with(i, f)` calls f(backend_i, ctx_i) with the
@@ -143,7 +147,17 @@ public:
         if (std::find(failures.begin(), failures.end(), what) == failures.end()) failures.push_back(what);
     }
 
-    bool wanted(const std::string &name) const { return opt_.only.empty() || name.find(opt_.only) != std::string::npos; }
+    // --only TEXT: rows whose name contains TEXT, or one of its '|'-separated parts.
+    bool wanted(const std::string &name) const {
+        if (opt_.only.empty()) return true;
+        for (size_t at = 0;;) {
+            const size_t bar = opt_.only.find('|', at);
+            const std::string part = opt_.only.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+            if (!part.empty() && name.find(part) != std::string::npos) return true;
+            if (bar == std::string::npos) return false;
+            at = bar + 1;
+        }
+    }
     double elapsed_s() const { return now_s() - start_s_; }
     bool out_of_time() const { return elapsed_s() > opt_.budget_s; }
     const Options &options() const { return opt_; }
@@ -183,10 +197,13 @@ public:
             row.n[i] = n;
         }
         // Interleaved: ours static, ours dynamic, reference, raw, then again, so drift in the
-        // machine lands on all four alike.
+        // machine lands on all four alike; repetition r starts at column r mod 4, so no column
+        // always runs right after the same other one (--no-rotate: always in column order).
         for (int r = 0; r < spec.reps; ++r)
-            for (int i = 0; i < kBackends; ++i)
+            for (int j = 0; j < kBackends; ++j) {
+                const int i = opt_.rotate ? (j + r) % kBackends : j;
                 row.per_op[i].push_back(run(i, f, row.n[i]) / static_cast<double>(row.n[i]));
+            }
         std::fprintf(stderr, "  %-44s %11s %11s %11s %11s  %7s %s\n", spec.name.c_str(), row.cell(0).c_str(),
                      row.cell(1).c_str(), row.cell(2).c_str(), row.cell(3).c_str(), fmt_ratio(row.ratio()).c_str(),
                      row.result(false).c_str());
@@ -213,6 +230,7 @@ public:
         out += t.render();
         out += format("\nTargets (ours static): %d PASS, %d MISS, of %d targets in %d rows. Run took %.0f s.\n", pass,
                       miss, pass + miss, with_target, elapsed_s());
+        out += same_calls_line();
         for (const auto &n : notes) out += "\n" + n + "\n";
         if (!skipped.empty()) {
             out += "\nSkipped (time budget of " + format("%.0f", opt_.budget_s) + " s spent):";
@@ -242,6 +260,37 @@ public:
     }
 
 private:
+    // The A/A check: raw makes the reference's own cudart calls, so raw against the reference
+    // is what the method itself gives two equal backends (their own buffers, their own place
+    // in each round). Over the rows with a ratio target, pageable copies apart (cudaMemcpy of
+    // pageable memory varies far more): the lowest and highest such ratio.
+    std::string same_calls_line() const {
+        auto aa = [](const Row *r) { return r->med(kReference) / r->med(kRaw); };
+        auto range = [&](bool pageable) -> std::string {
+            const Row *lo = nullptr, *hi = nullptr;
+            for (const auto &r : rows) {
+                bool ratio = false;
+                for (const Target &t : r.spec.targets) ratio = ratio || t.kind == Target::MinRatio;
+                if (!ratio || !r.spec.raw_tag.empty()) continue;
+                if ((r.spec.name.find("pageable") != std::string::npos) != pageable) continue;
+                if (!lo || aa(&r) < aa(lo)) lo = &r;
+                if (!hi || aa(&r) > aa(hi)) hi = &r;
+            }
+            if (!lo) return "no such rows";
+            return format("%s (`%s`) to %s (`%s`)", fmt_ratio(aa(lo)).c_str(), lo->spec.name.c_str(),
+                          fmt_ratio(aa(hi)).c_str(), hi->spec.name.c_str());
+        };
+        if (rows.empty()) return "";
+        return format("\nSame calls (A/A): raw makes the reference's own cudart calls, so raw vs reference is what the "
+                      "method gives two equal backends in this run (method: %s). Over the rows with a ratio target: "
+                      "pinned and device memory %s; pageable memory %s.\n",
+                      (std::string(opt_.rotate ? "rotated column order, two buffer sets per backend for copies below 1 GiB"
+                                               : "--no-rotate: fixed column order, one buffer set") +
+                       (opt_.raw_pool ? "; --raw-pool: raw's device buffers from its own pool" : ""))
+                          .c_str(),
+                      range(false).c_str(), range(true).c_str());
+    }
+
     template <class F>
     double run(int i, F &f, long n) {
         return with(i, [&](auto &b, Ctx &c) -> double { return f(b, c, n); });

@@ -31,6 +31,11 @@ namespace {
 
 constexpr size_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 
+// The four buffers of one copy size group: two device, two pinned.
+struct Bufs {
+    void *dA = nullptr, *dB = nullptr, *hA = nullptr, *hB = nullptr;
+};
+
 // One backend's own streams and buffers; every device and pinned buffer a backend uses comes from
 // its own table (malloc_device / malloc_host), as a llaisys core would get them.
 struct Ctx {
@@ -38,7 +43,11 @@ struct Ctx {
     llaisysStream_t s = nullptr, s2 = nullptr;
     void *d64 = nullptr, *h64 = nullptr;  // small buffers for the enqueue rows
     void *h_in = nullptr;                 // the mixed step's pinned input
-    void *dA = nullptr, *dB = nullptr, *hA = nullptr, *hB = nullptr;  // per copy size group
+    void *dA = nullptr, *dB = nullptr, *hA = nullptr, *hB = nullptr;  // the two-streams row's
+    // The copy rows' buffer sets (one or two, `sets`): copy k of a repetition uses set k mod
+    // sets, so where one buffer happens to lie in memory does not decide a column's figure.
+    Bufs set[2];
+    int sets = 1;
     double first_use_s = 0;
 };
 
@@ -136,8 +145,8 @@ const CopyVariant kVariants[] = {
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
-// (dst, src) of variant v in backend c's buffers and the shared pageable ones.
-void endpoints(int v, Ctx &c, unsigned char *pA, unsigned char *pB, void *&dst, const void *&src) {
+// (dst, src) of variant v in buffer set c and the shared pageable buffers.
+void endpoints(int v, const Bufs &c, unsigned char *pA, unsigned char *pB, void *&dst, const void *&src) {
     switch (v) {
     case 0: dst = c.dA; src = c.hA; break;  // H2D pinned
     case 1: dst = c.dA; src = pA; break;    // H2D pageable
@@ -176,20 +185,20 @@ std::vector<Target> copy_targets(int v, bool async, size_t size) {
 // a copy that silently did nothing shows: pageable -> dA (sync) -> dB (D2D async) -> hA (D2H async)
 // -> hB (H2H sync) -> dA (H2D async) -> pB (D2H sync, pageable); then pB must equal pA.
 template <class B>
-bool check_copies(B &b, Ctx &c, const unsigned char *pA, unsigned char *pB, size_t n) {
+bool check_copies(B &b, const Ctx &ctx, const Bufs &c, const unsigned char *pA, unsigned char *pB, size_t n) {
     std::memset(pB, 0x5A, n);
     b.memcpy_sync(c.hA, pB, n, LLAISYS_MEMCPY_H2H);
     b.memcpy_sync(c.hB, pB, n, LLAISYS_MEMCPY_H2H);
     b.memcpy_sync(c.dB, pB, n, LLAISYS_MEMCPY_H2D);
     b.memcpy_sync(c.dA, pA, n, LLAISYS_MEMCPY_H2D);
-    b.memcpy_async(c.dB, c.dA, n, LLAISYS_MEMCPY_D2D, c.s);
-    b.stream_synchronize(c.s);
-    b.memcpy_async(c.hA, c.dB, n, LLAISYS_MEMCPY_D2H, c.s);
-    b.stream_synchronize(c.s);
+    b.memcpy_async(c.dB, c.dA, n, LLAISYS_MEMCPY_D2D, ctx.s);
+    b.stream_synchronize(ctx.s);
+    b.memcpy_async(c.hA, c.dB, n, LLAISYS_MEMCPY_D2H, ctx.s);
+    b.stream_synchronize(ctx.s);
     b.memcpy_sync(c.hB, c.hA, n, LLAISYS_MEMCPY_H2H);
     b.memcpy_sync(c.dA, pB, n, LLAISYS_MEMCPY_H2D);  // poison dA again
-    b.memcpy_async(c.dA, c.hB, n, LLAISYS_MEMCPY_H2D, c.s);
-    b.stream_synchronize(c.s);
+    b.memcpy_async(c.dA, c.hB, n, LLAISYS_MEMCPY_H2D, ctx.s);
+    b.stream_synchronize(ctx.s);
     b.memcpy_sync(pB, c.dA, n, LLAISYS_MEMCPY_D2H);
     return std::memcmp(pA, pB, n) == 0;
 }
@@ -198,11 +207,15 @@ void usage(const char *argv0) {
     std::fprintf(stderr,
                  "usage: %s [options] OURS_STATIC.so OURS_DYNAMIC.so REFERENCE.so\n"
                  "  --quick            3 repetitions, no 1 GiB copies, shorter repetitions (a smoke run)\n"
-                 "  --only TEXT        run only the workloads whose name contains TEXT\n"
+                 "  --only TEXT        run only the workloads whose name contains TEXT (A|B: either)\n"
                  "  --reps-scale X     multiply every repetition count by X (at least 3 remain)\n"
                  "  --budget-s S       stop starting new workloads after S seconds (default 420)\n"
                  "  --csv FILE         write every sample (seconds per operation) to FILE\n"
                  "  --note TEXT        add a line to the report's header (repeatable)\n"
+                 "  --no-rotate        the earlier method: every repetition in column order, one buffer set per\n"
+                 "                     backend for the copy rows (default: rotated order, two sets below 1 GiB)\n"
+                 "  --raw-pool         the raw column's device buffers come from its memory pool (as ours do from\n"
+                 "                     ours), not cudaMalloc: raw vs reference is then what pool memory costs\n"
                  "  --list             print every workload's name and targets, tab-separated (honours --quick,\n"
                  "                     --only), and exit; needs neither a GPU nor the libraries\n",
                  argv0);
@@ -230,6 +243,8 @@ Options parse(int argc, char **argv, std::vector<std::string> &header_notes) {
         else if (a == "--csv") o.csv_path = value();
         else if (a == "--note") header_notes.push_back(value());
         else if (a == "--list") o.list_only = true;
+        else if (a == "--no-rotate") o.rotate = false;
+        else if (a == "--raw-pool") o.raw_pool = true;
         else if (!a.empty() && a[0] == '-') {
             usage(argv[0]);
             die(2, "unknown option %s", a.c_str());
@@ -275,7 +290,12 @@ int main(int argc, char **argv) {
                 cudaGetErrorName(e), static_cast<int>(e), cudaGetErrorString(e), count);
         m = machine_info(0);
         R.raw.make_pool(0);
+        R.raw.pool_buffers = opt.raw_pool;
     }
+    if (opt.raw_pool)
+        R.notes.push_back("--raw-pool: every device buffer of the raw column comes from its pool "
+                          "(cudaMallocFromPoolAsync, freed with cudaFreeAsync on the legacy stream), as ours come from "
+                          "our device cache's pool; the reference's from cudaMalloc.");
     R.notes.push_back("raw (pool): cudaMallocFromPoolAsync + cudaFreeAsync on the legacy stream, from a pool of "
                       "table_bench's own whose release threshold is the maximum (what our device cache is built "
                       "on): the floor for malloc_device/free_device; the reference column there is cudaMalloc + "
@@ -311,9 +331,12 @@ int main(int argc, char **argv) {
     header += "- first use (set_device, 2 streams, first allocations; the first column also creates the context): ";
     for (int i = 0; i < kBackends; ++i)
         header += format("%s %s%s", backend_name(i), fmt_time(R.ctx[i].first_use_s).c_str(), i + 1 < kBackends ? ", " : "\n");
-    header += "- method (docs/benchmark.md): medians of repetitions interleaved ours static, ours dynamic, reference, "
-              "raw, again; host clock; GB/s = bytes copied / time (1e9), async = copy + stream_synchronize; "
-              "static vs ref = reference time / ours (> 1: ours better); spread = largest IQR / median in the row\n";
+    header += std::string("- method (docs/benchmark.md): medians of repetitions, each running the four columns once, ") +
+              (opt.rotate ? "repetition r starting at column r mod 4; copies below 1 GiB alternate between two buffer "
+                            "sets per backend"
+                          : "always in column order, one buffer set (--no-rotate)") +
+              "; host clock; GB/s = bytes copied / time (1e9), async = copy + stream_synchronize; static vs ref = "
+              "reference time / ours (> 1: ours better); spread = largest IQR / median in the row\n";
     for (const auto &n : header_notes) header += "- " + n + "\n";
     header += "\n";
 
@@ -600,13 +623,20 @@ int main(int argc, char **argv) {
                 if (nowait) R.skipped.push_back(nowait_name);
                 continue;
             }
+            // Two buffer sets below 1 GiB (memory), one at 1 GiB or with --no-rotate.
+            const int sets = opt.rotate && size < 1 * GiB ? 2 : 1;
             R.for_each([&](auto &b, Ctx &c) {
-                c.dA = need(b.malloc_device(size), c, "malloc_device", size);
-                c.dB = need(b.malloc_device(size), c, "malloc_device", size);
-                c.hA = need(b.malloc_host(size), c, "malloc_host", size);
-                c.hB = need(b.malloc_host(size), c, "malloc_host", size);
-                if (!check_copies(b, c, pA, pB, size))
-                    R.fail(format("%s: copy chain through every kind at %s", c.name, fmt_size(size).c_str()));
+                c.sets = sets;
+                for (int k = 0; k < sets; ++k) {
+                    Bufs &u = c.set[k];
+                    u.dA = need(b.malloc_device(size), c, "malloc_device", size);
+                    u.dB = need(b.malloc_device(size), c, "malloc_device", size);
+                    u.hA = need(b.malloc_host(size), c, "malloc_host", size);
+                    u.hB = need(b.malloc_host(size), c, "malloc_host", size);
+                    if (!check_copies(b, c, u, pA, pB, size))
+                        R.fail(format("%s: copy chain through every kind at %s (buffer set %d)", c.name,
+                                      fmt_size(size).c_str(), k));
+                }
             });
             for (auto &va : todo) {
                 const int v = va.first, async = va.second;
@@ -620,17 +650,18 @@ int main(int argc, char **argv) {
                 s.targets = copy_targets(v, async != 0, size);
                 const llaisysMemcpyKind_t kind = kVariants[v].kind;
                 R.measure(s, [=](auto &b, Ctx &c, long n) {
-                    void *dst;
-                    const void *src;
-                    endpoints(v, c, pA, pB, dst, src);
+                    void *dst[2];
+                    const void *src[2];
+                    for (int k = 0; k < c.sets; ++k) endpoints(v, c.set[k], pA, pB, dst[k], src[k]);
+                    const int m = c.sets;
                     double t0 = now_s();
                     if (async) {
                         for (long k = 0; k < n; ++k) {
-                            b.memcpy_async(dst, src, size, kind, c.s);
+                            b.memcpy_async(dst[k % m], src[k % m], size, kind, c.s);
                             b.stream_synchronize(c.s);
                         }
                     } else {
-                        for (long k = 0; k < n; ++k) b.memcpy_sync(dst, src, size, kind);
+                        for (long k = 0; k < n; ++k) b.memcpy_sync(dst[k % m], src[k % m], size, kind);
                         // cudaMemcpy from pageable memory may return before its last DMA lands;
                         // wait for it so no copy's tail is left out of the clock.
                         b.device_synchronize();
@@ -648,18 +679,24 @@ int main(int argc, char **argv) {
                 s.targets = {not_below()};
                 R.measure(s, [size](auto &b, Ctx &c, long n) {
                     double t0 = now_s();
-                    for (long k = 0; k < n; ++k) b.memcpy_sync(c.dB, c.dA, size, LLAISYS_MEMCPY_D2D);
+                    for (long k = 0; k < n; ++k) {
+                        const Bufs &u = c.set[k % c.sets];
+                        b.memcpy_sync(u.dB, u.dA, size, LLAISYS_MEMCPY_D2D);
+                    }
                     double t = now_s() - t0;
                     b.device_synchronize();
                     return t;
                 });
             }
             R.for_each([&](auto &b, Ctx &c) {
-                b.free_device(c.dA);
-                b.free_device(c.dB);
-                b.free_host(c.hA);
-                b.free_host(c.hB);
-                c.dA = c.dB = c.hA = c.hB = nullptr;
+                for (int k = 0; k < c.sets; ++k) {
+                    Bufs &u = c.set[k];
+                    b.free_device(u.dA);
+                    b.free_device(u.dB);
+                    b.free_host(u.hA);
+                    b.free_host(u.hB);
+                    u = Bufs{};
+                }
             });
         }
         std::free(pA);

@@ -12,8 +12,9 @@
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
 - table_bench and pageable_probe built with g++ against the real cudart: without a GPU each stops
-  with exit code 3 and its message (table_bench loads gpu-stage/static/libllaisys_nvidia.so, or
-  target/release's: run `bash scripts/stage-gpu.sh` or `cargo build --release` first);
+  with exit code 3 and its message (table_bench loads $LLAISYS_NVIDIA_LIB,
+  gpu-stage/static/libllaisys_nvidia.so, or target/release's: run `bash scripts/stage-gpu.sh` or
+  `cargo build --release` first; tests/bench_fake.rs runs this file with the test's cdylib);
 - pageable_probe built against benches/fake_cudart (host memory, an asynchronous copy engine): a
   small run of every part prints every table with no failed data check, and two deliberately
   broken pipelines (a staging buffer reused before its DMA ran; a chunk read before its DMA
@@ -403,9 +404,10 @@ class Names(unittest.TestCase):
 
 class NoGpu(unittest.TestCase):
     def test_table_bench_exits_3(self):
-        libs = [os.path.join(ROOT, "gpu-stage", "static", "libllaisys_nvidia.so"),
+        libs = [os.environ.get("LLAISYS_NVIDIA_LIB", ""),
+                os.path.join(ROOT, "gpu-stage", "static", "libllaisys_nvidia.so"),
                 os.path.join(ROOT, "target", "release", "libllaisys_nvidia.so")]
-        ours = [p for p in libs if os.path.exists(p)]
+        ours = [p for p in libs if p and os.path.exists(p)]
         self.assertTrue(ours, "no libllaisys_nvidia.so in %s: run `bash scripts/stage-gpu.sh` first" % libs)
         seed = os.path.join(ROOT, "..", "shared", "reference", "seed_runtime.cu")
         ref = build("libseed_runtime.so", seed, shared=True, includes=[os.path.dirname(seed)])

@@ -99,7 +99,7 @@ class Bench:
         self.failures = []
 
     def wanted(self, name):
-        return not self.opt.only or self.opt.only in name
+        return only_matches(self.opt.only, name)
 
     def out_of_time(self):
         return time.perf_counter() - self.start > self.opt.budget_s
@@ -144,11 +144,17 @@ class Bench:
         print("  %-56s %12s  (n=%d)" % (name, shown, n), file=sys.stderr)
 
 
+def only_matches(only, name):
+    """--only as table_bench reads it: rows whose name contains TEXT, or one of its '|'-separated
+    parts."""
+    return not only or any(p in name for p in only.split("|") if p)
+
+
 def parse(argv):
     p = argparse.ArgumentParser(description="The torch column of the table benchmark (docs/benchmark.md).")
     p.add_argument("--csv", help="write the samples to this file (default: stdout)")
     p.add_argument("--quick", action="store_true", help="3 repetitions, no 1 GiB copies, 1 ms repetitions")
-    p.add_argument("--only", default="", help="only rows whose name contains TEXT")
+    p.add_argument("--only", default="", help="only rows whose name contains TEXT (A|B: either)")
     p.add_argument("--reps-scale", type=float, default=1.0, help="multiply every repetition count by X")
     p.add_argument("--budget-s", type=float, default=90.0, help="start no new row after S seconds")
     p.add_argument("--list", action="store_true", help="print the row names and exit (needs no torch)")
@@ -266,39 +272,49 @@ def run(torch, opt, csv_file):
                     B.comment("skipped: %s" % x)
             continue
         pA, pB = pattern(torch, size, 41), pattern(torch, size, 42)
-        hA, hB = pattern(torch, size, 43, pin_memory=True), pattern(torch, size, 44, pin_memory=True)
-        if not (hA.is_pinned() and hB.is_pinned()):
-            B.fail("torch: pin_memory=True tensors of %s are not pinned" % fmt_size(size))
-        dA = torch.empty(size, dtype=torch.uint8, device=dev)
-        dB = torch.empty(size, dtype=torch.uint8, device=dev)
-        dA.copy_(pA)
-        dB.copy_(pB)
-        ends = {"H2D pinned": (dA, hA), "H2D pageable": (dA, pA), "D2H pinned": (hB, dB),
-                "D2H pageable": (pB, dB), "D2D": (dB, dA)}
+        # As table_bench: below 1 GiB two sets of pinned and device buffers (the pageable ones
+        # shared), copy k of a repetition using set k mod 2.
+        sets = []
+        for k in range(2 if size < GiB else 1):
+            hA = pattern(torch, size, 43 + 2 * k, pin_memory=True)
+            hB = pattern(torch, size, 44 + 2 * k, pin_memory=True)
+            if not (hA.is_pinned() and hB.is_pinned()):
+                B.fail("torch: pin_memory=True tensors of %s are not pinned" % fmt_size(size))
+            dA = torch.empty(size, dtype=torch.uint8, device=dev)
+            dB = torch.empty(size, dtype=torch.uint8, device=dev)
+            dA.copy_(pA)
+            dB.copy_(pB)
+            sets.append({"H2D pinned": (dA, hA), "H2D pageable": (dA, pA), "D2H pinned": (hB, dB),
+                         "D2H pageable": (pB, dB), "D2D": (dB, dA)})
         for v in VARIANTS:
-            dst, src = ends[v]
+            pairs = [ends[v] for ends in sets]
             for is_async in (False, True):
                 name = copy_name(v, is_async, size)
                 if not B.wanted(name):
                     continue
                 # The check: poison the destination, copy once the way the row does, compare.
-                dst.fill_(0x5A)
-                dst.copy_(src, non_blocking=is_async)
-                torch.cuda.synchronize()
-                if not same(torch, dst, src):
-                    B.fail("torch: %s: destination differs from source" % name)
+                for dst, src in pairs:
+                    dst.fill_(0x5A)
+                    dst.copy_(src, non_blocking=is_async)
+                    torch.cuda.synchronize()
+                    if not same(torch, dst, src):
+                        B.fail("torch: %s: destination differs from source" % name)
 
                 if is_async:
-                    def op(n, dst=dst, src=src):
+                    def op(n, pairs=pairs):
+                        m = len(pairs)
                         t0 = time.perf_counter()
-                        for _ in range(n):
+                        for k in range(n):
+                            dst, src = pairs[k % m]
                             dst.copy_(src, non_blocking=True)
                             cur().synchronize()
                         return time.perf_counter() - t0
                 else:
-                    def op(n, dst=dst, src=src):
+                    def op(n, pairs=pairs):
+                        m = len(pairs)
                         t0 = time.perf_counter()
-                        for _ in range(n):
+                        for k in range(n):
+                            dst, src = pairs[k % m]
                             dst.copy_(src)
                         # as table_bench's memcpy_sync rows: one device wait per repetition, so no
                         # queued copy's tail is left out of the clock
@@ -306,15 +322,17 @@ def run(torch, opt, csv_file):
                         return time.perf_counter() - t0
                 B.measure(name, "bandwidth", size, op, reps=5 if size >= GiB else 9, max_n=1 << 16)
         if nowait:
-            def host_time(n, dst=dB, src=dA):
+            def host_time(n, pairs=[ends["D2D"] for ends in sets]):
+                m = len(pairs)
                 t0 = time.perf_counter()
-                for _ in range(n):
+                for k in range(n):
+                    dst, src = pairs[k % m]
                     dst.copy_(src)
                 t = time.perf_counter() - t0
                 torch.cuda.synchronize()
                 return t
             B.measure(NOWAIT_NAME, "latency", 0, host_time, max_n=256)
-        del pA, pB, hA, hB, dA, dB, ends
+        del pA, pB, hA, hB, dA, dB, sets
 
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - B.start
@@ -328,7 +346,7 @@ def main(argv=None):
     opt = parse(sys.argv[1:] if argv is None else argv)
     if opt.list:
         for name in row_names(opt.quick):
-            if not opt.only or opt.only in name:
+            if only_matches(opt.only, name):
                 print(name)
         return 0
     try:

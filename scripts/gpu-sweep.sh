@@ -4,8 +4,14 @@
 #   device: command "bash gpu-stage/sweep.sh [--only TEXT]", carry ["gpu-stage"]
 # For each setting below (LLAISYS_NVIDIA_PAGEABLE_* variables, src/pageable/mod.rs), one
 # table_bench process with `--quick --only TEXT` (default "pageable") measures every backend as
-# the benchmark does; the summary prints ours static per row and setting, and the geometric mean
-# over the rows. $OUT/sweep.md when OUT is set. About 10-15 s per setting.
+# the benchmark does; the summary prints ours static per row and setting, ours static against
+# the reference of the same run, and the geometric mean over the rows. $OUT/sweep.md when OUT is set. About 10-15 s per setting.
+#   SWEEP_EXTRA="VAR=V ..."        adds one setting to the list below
+#   SWEEP_SETTINGS="A;B;default;A" replaces the list (';' between settings; repeat them to
+#                                  interleave rounds)
+#   SWEEP_ARGS="..."               table_bench's arguments instead of --quick (e.g. "--quick
+#                                  --reps-scale 3.67": the full 9 repetitions, no 1 GiB rows)
+#   SWEEP_TRACE=0                  leaves out the traces at the end
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,13 +37,17 @@ settings=(
   "default"
   ${SWEEP_EXTRA:+"$SWEEP_EXTRA"}
 )
+if [ -n "${SWEEP_SETTINGS:-}" ]; then
+  IFS=';' read -r -a settings <<<"$SWEEP_SETTINGS"
+fi
+read -r -a bench_args <<<"${SWEEP_ARGS:---quick}"
 i=0
 for s in "${settings[@]}"; do
   i=$((i + 1))
   envs=()
   [ "$s" = default ] || read -r -a envs <<<"$s"
   echo "sweep: [$i/${#settings[@]}] $s" >&2
-  env ${envs[@]+"${envs[@]}"} timeout -k 5 90 "$work/table_bench" --quick --only "$only" \
+  env ${envs[@]+"${envs[@]}"} timeout -k 5 90 "$work/table_bench" "${bench_args[@]}" --only "$only" \
     "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
     >"$work/run$i.md" 2>/dev/null || echo "sweep: setting $i exited with $?" >&2
   echo "$s" >"$work/name$i"
@@ -56,7 +66,7 @@ for i in range(1, n + 1):
             continue
         if c[0] not in rows:
             rows.append(c[0])
-        table.setdefault(c[0], {})[i] = (c[1], c[3])
+        table.setdefault(c[0], {})[i] = (c[1], c[3], c[5])
     table.setdefault("__name", {})[i] = name
 def val(cell):
     m = re.match(r"([0-9.]+) (GB/s|us|ms|ns)", cell)
@@ -69,6 +79,13 @@ for r in rows:
     ref = next((table[r][i][1] for i in range(1, n + 1) if i in table[r]), "-")
     print(f"| {r} | {ref} | " + " | ".join(table[r].get(i, ("-",))[0] for i in range(1, n + 1)) + " |")
 print()
+print("ours static vs reference in the same run (reference time / ours; > 1: ours better):")
+print()
+print("| row | " + " | ".join(f"[{i}]" for i in range(1, n + 1)) + " |")
+print("|---|" + "--:|" * n)
+for r in rows:
+    print(f"| {r} | " + " | ".join(table[r].get(i, ("-", "-", "-"))[2] for i in range(1, n + 1)) + " |")
+print()
 for i in range(1, n + 1):
     vals = [val(table[r][i][0]) for r in rows if i in table[r] and "H2H" not in r]
     vals = [v for v in vals if v]
@@ -77,10 +94,12 @@ for i in range(1, n + 1):
 PY
 # Where a copy's time goes (LLAISYS_NVIDIA_PAGEABLE_TRACE, src/pageable/trace.rs), default settings:
 # pageable rows at 1, 4 (the round trip) and 16 MiB; every 50th staged copy, 40 lines per group.
-for o in "pageable 1 MiB" "round trip" "pageable 16 MiB" "pageable 64 MiB"; do
+traces=("pageable 1 MiB" "round trip" "pageable 16 MiB" "pageable 64 MiB")
+[ "${SWEEP_TRACE:-1}" != 0 ] || traces=()
+for o in ${traces[@]+"${traces[@]}"}; do
   echo "== trace: --only '$o'"
   LLAISYS_NVIDIA_PAGEABLE_TRACE=50 timeout -k 5 60 "$work/table_bench" --quick --only "$o" \
     "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
     2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-700 || true
 done | tee "$work/trace.log"
-[ -z "${OUT:-}" ] || cp "$work/sweep.md" "$work/trace.log" "$OUT/"
+[ -z "${OUT:-}" ] || { mkdir -p "$OUT"; cp "$work/sweep.md" "$work/trace.log" "$OUT/"; }

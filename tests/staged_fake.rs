@@ -183,66 +183,48 @@ fn child_staged_copies() {
     println!("staged-fake child: ok");
 }
 
+/// The children's settings, one run each: `NAME=VALUE` words, where `fail=WHAT` is the failing
+/// copy the child makes first (`failing_copy`), a `FAKE_` name is the stand-in's own variable,
+/// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. Both engines, 1-12 threads, 2 slots,
+/// tiny pieces, failing copies and queries, the trace.
+const RUNS: [&str; 14] = [
+    "THREADS=4",
+    "THREADS=1",
+    "THREADS=4 PIPELINE=0",
+    "THREADS=1 PIPELINE=0",
+    "THREADS=3 SLOTS=2 FIRST_CHUNK=65536 PIECE=4096",
+    "THREADS=4 SLOTS=2 PIPELINE=0",
+    "THREADS=4 FAKE_FAIL_COPY=3 fail=h2d",
+    "THREADS=4 PIPELINE=0 FAKE_FAIL_COPY=3 fail=h2d",
+    "THREADS=4 SLOTS=2 FAKE_FAIL_COPY=3 fail=d2h",
+    "THREADS=4 PIPELINE=0 FAKE_FAIL_COPY=3 fail=d2h",
+    "THREADS=4 FAKE_FAIL_QUERY=2 fail=query",
+    "THREADS=2",
+    "THREADS=12",
+    "THREADS=4 TRACE=7",
+];
+
+/// The environment of one of `RUNS`.
+fn child_env(run: &str) -> Vec<(String, String)> {
+    run.split_whitespace()
+        .map(|word| {
+            let (name, value) = word.split_once('=').expect("NAME=VALUE");
+            let name = match name {
+                "fail" => FAIL.to_string(),
+                n if n.starts_with("FAKE_") => n.to_string(),
+                n => format!("LLAISYS_NVIDIA_PAGEABLE_{n}"),
+            };
+            (name, value.to_string())
+        })
+        .collect()
+}
+
 #[test]
 fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
     let dir = fake_cudart();
     let exe = std::env::current_exe().expect("current_exe");
-    let p = "LLAISYS_NVIDIA_PAGEABLE";
-    let runs: Vec<Vec<(String, &str)>> = vec![
-        vec![(format!("{p}_THREADS"), "4")],
-        vec![(format!("{p}_THREADS"), "1")],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            (format!("{p}_PIPELINE"), "0"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "1"),
-            (format!("{p}_PIPELINE"), "0"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "3"),
-            (format!("{p}_SLOTS"), "2"),
-            (format!("{p}_FIRST_CHUNK"), "65536"),
-            (format!("{p}_PIECE"), "4096"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            (format!("{p}_SLOTS"), "2"),
-            (format!("{p}_PIPELINE"), "0"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            ("FAKE_FAIL_COPY".into(), "3"),
-            (FAIL.into(), "h2d"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            (format!("{p}_PIPELINE"), "0"),
-            ("FAKE_FAIL_COPY".into(), "3"),
-            (FAIL.into(), "h2d"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            (format!("{p}_SLOTS"), "2"),
-            ("FAKE_FAIL_COPY".into(), "3"),
-            (FAIL.into(), "d2h"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            (format!("{p}_PIPELINE"), "0"),
-            ("FAKE_FAIL_COPY".into(), "3"),
-            (FAIL.into(), "d2h"),
-        ],
-        vec![
-            (format!("{p}_THREADS"), "4"),
-            ("FAKE_FAIL_QUERY".into(), "2"),
-            (FAIL.into(), "query"),
-        ],
-        vec![(format!("{p}_THREADS"), "2")],
-        vec![(format!("{p}_THREADS"), "12")],
-        vec![(format!("{p}_THREADS"), "4"), (format!("{p}_TRACE"), "7")],
-    ];
-    for envs in runs {
+    for run in RUNS {
+        let envs = child_env(run);
         let mut cmd = Command::new(&exe);
         cmd.args(["--ignored", "--exact", "child_staged_copies", "--nocapture"])
             .env(CHILD, "1")
@@ -258,7 +240,7 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
         );
         assert!(
             out.status.success() && text.contains("staged-fake child: ok"),
-            "{envs:?}:\n{text}"
+            "{run}:\n{text}"
         );
         if envs.iter().any(|(k, _)| k.ends_with("_TRACE")) {
             assert!(

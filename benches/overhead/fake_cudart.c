@@ -1,7 +1,7 @@
 // A stand-in libcudart.so.13, never used on a GPU machine. Device memory is host memory.
 // - As is (scripts/overhead.sh): every call our library makes succeeds at once, copies are
 //   memcpy, so that valgrind counts only our own instructions around each CUDA call.
-// - With -DFAKE_ASYNC (tests/staged_fake.rs): a stand-in GPU thread runs the queued copies,
+// - With -DFAKE_ASYNC (tests/staged_fake.rs, tests/bench_fake.rs): a stand-in GPU thread runs the queued copies,
 //   memsets and stream-ordered frees in order, each after a pseudo-random delay (0-31 us, one in
 //   8 2 ms), and events complete when the work queued before them has run: the staged pageable
 //   copies' ordering (a staging buffer reused before its DMA has read it, a chunk copied out
@@ -33,7 +33,13 @@ E cudaDeviceGetPCIBusId(char *s, int n, int d) { strncpy(s, "0000:00:00.0", n); 
 E cudaDeviceGetStreamPriorityRange(int *lo, int *hi) { *lo = 0; *hi = 0; return 0; }
 E cudaDriverGetVersion(int *v) { *v = 13000; return 0; }
 E cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }
+#ifdef FAKE_ASYNC
+// benches/table_bench.cpp names the GPU in its report (tests/bench_fake.rs); the name is the
+// first field of cudaDeviceProp, the caller zeroed the rest.
+E cudaGetDeviceProperties(void *p, int d) { strcpy((char *)p, "stand-in GPU (fake_cudart.c)"); return 0; }
+#else
 E cudaGetDeviceProperties(void *p, int d) { return 1; }
+#endif
 const char *cudaGetErrorName(E e) { return "cudaErrorFake"; }
 const char *cudaGetErrorString(E e) { return "fake"; }
 E cudaGetLastError(void) { return 0; }

@@ -105,7 +105,7 @@ struct Copy {
 impl Copy {
     /// The checks every copy gets before CUDA sees it: kind, size, NULL with a size, and (from
     /// `KIND_CHECK_MIN_BYTES` up) that its kind matches its pointers. None for size 0.
-    #[inline]
+    #[inline(always)]
     fn checked(
         dst: *mut c_void,
         src: *const c_void,

@@ -83,11 +83,10 @@ pub struct Config {
     pub piece: usize,
     /// Staging buffers per copy: chunks in flight at once.
     pub slots: usize,
-    /// Non-temporal stores: 0 never, 1 into the staging buffers (H2D), 2 also into the
-    /// caller's buffer (D2H).
-    pub streaming: u8,
-    /// With `streaming` 1, the smallest D2H copy whose caller's buffer is written with
-    /// non-temporal stores too (unset: 32 MiB, `STREAMING_FROM`).
+    /// Whether host copies into the staging buffers (H2D) use non-temporal stores.
+    pub streaming_into_staging: bool,
+    /// The smallest D2H copy whose caller's buffer is written with non-temporal stores
+    /// (`usize::MAX`: none).
     pub streaming_from: usize,
     /// The pipelined engine (`pipeline`); off: chunk by chunk, every thread on one chunk.
     pub pipelined: bool,
@@ -119,7 +118,9 @@ pub(crate) fn config() -> &'static Config {
                 .map_or(kib(64), |p: usize| p.clamp(kib(4), CHUNK_MAX)),
             slots: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SLOTS")
                 .map_or(4, |k: usize| k.clamp(2, 16)),
-            streaming: streaming.map_or(1, |v| v.min(2)),
+            // Unset: staging, and D2H destinations from STREAMING_FROM; 0 never; 1 staging
+            // only; 2 (and more) staging and every D2H destination.
+            streaming_into_staging: streaming != Some(0),
             streaming_from: match streaming {
                 None => STREAMING_FROM,
                 Some(2..) => 0,
@@ -181,7 +182,12 @@ fn chunks(size: usize) -> Vec<(usize, usize)> {
 /// `size` bytes) with the process's settings.
 fn stores(into_staging: bool, size: usize) -> Stores {
     let c = config();
-    if c.streaming >= 1 && (into_staging || size >= c.streaming_from) {
+    let streaming = if into_staging {
+        c.streaming_into_staging
+    } else {
+        size >= c.streaming_from
+    };
+    if streaming {
         Stores::Streaming
     } else {
         Stores::Cached

@@ -1,0 +1,177 @@
+//! The benchmark's own machinery without a GPU: benches/table_bench.cpp built with g++ against the
+//! asynchronous stand-in cudart (benches/overhead/fake_cudart.c with -DFAKE_ASYNC), loading our
+//! cdylib and the reference backend (../shared/reference/seed_runtime.cu, built as C++ against the
+//! stand-in) by path, as on the GPU machine. Its figures mean nothing here; what is checked is that
+//! a run ends with every data check passed (through both buffer sets of each backend), that every
+//! row asked for is reported with its targets and the same-calls (A/A) line, and that the method
+//! named in the report is the one used (`--no-rotate`). Also runs the benchmark's Python tools'
+//! own tests (benches/test_bench_tools.py). Dynamic build only (the stand-in is a
+//! libcudart.so.13).
+#![cfg(feature = "dynamic")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod support;
+
+/// Runs `cmd`, failing the test with its output when it does not succeed.
+fn run(mut cmd: Command) {
+    let out = cmd.output().expect("compiler runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// (the stand-in's folder, table_bench, the reference backend), built once per test binary.
+fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-fake");
+        let fake = support::c_shared_library(
+            "benches/overhead/fake_cudart.c",
+            &dir,
+            "libcudart.so.13",
+            &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
+        );
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+        let common = |cmd: &mut Command| {
+            cmd.arg("-std=c++17")
+                .arg("-O1")
+                .arg(format!("-I{}", cuda_include.display()))
+                .arg(format!("-I{}", support::csrc().display()));
+        };
+        let bench = dir.join("table_bench");
+        let mut cmd = Command::new(&cxx);
+        common(&mut cmd);
+        cmd.arg(root.join("benches/table_bench.cpp"))
+            .arg("-o")
+            .arg(&bench)
+            .arg(format!("-L{}", fake.display()))
+            .args(["-l:libcudart.so.13", "-ldl", "-pthread"]);
+        run(cmd);
+        let reference = root.join("../shared/reference");
+        let seed = dir.join("libseed_runtime.so");
+        let mut cmd = Command::new(&cxx);
+        common(&mut cmd);
+        cmd.arg(format!("-I{}", reference.display()))
+            .args(["-shared", "-fPIC", "-x", "c++"])
+            .arg(reference.join("seed_runtime.cu"))
+            .args(["-x", "none", "-o"])
+            .arg(&seed)
+            .arg(format!("-L{}", fake.display()))
+            .arg("-l:libcudart.so.13");
+        run(cmd);
+        (fake, bench, seed)
+    })
+}
+
+/// table_bench's report and exit code with `args`, over our cdylib (both columns) and the
+/// reference.
+fn table_bench(args: &[&str]) -> (i32, String, String) {
+    let (fake, bench, seed) = built();
+    let ours = support::target_dir().join("libllaisys_nvidia.so");
+    let out = Command::new(bench)
+        .args(["--quick", "--budget-s", "100"])
+        .args(args)
+        .arg(&ours)
+        .arg(&ours)
+        .arg(seed)
+        .env("LD_LIBRARY_PATH", fake)
+        .output()
+        .expect("table_bench runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_run_checks_its_data_and_reports_every_row_asked_for() {
+    let rows = [
+        "memcpy_async 64 B H2D pinned, enqueue only",
+        "memcpy_sync D2H pinned 64 KiB",
+        "memcpy_async D2D 1 MiB",
+        "memcpy_sync H2D pageable 1 MiB",
+        "memcpy_async D2H pageable 1 MiB",
+        "tensor round trip 4 MiB (malloc, H2D+D2H pageable, free)",
+    ];
+    let (rc, md, err) = table_bench(&["--only", &rows.join("|")]);
+    assert_eq!(rc, 0, "table_bench failed:\n{md}\n{err}");
+    assert!(!md.contains("DATA CHECK FAILED"), "{md}");
+    assert!(md.contains("GPU stand-in GPU (fake_cudart.c)"), "{md}");
+    assert!(
+        md.contains("repetition r starting at column r mod 4; copies below 1 GiB alternate"),
+        "the header names the method:\n{md}"
+    );
+    for row in rows {
+        assert!(
+            md.contains(&format!("| {row} |")),
+            "row {row:?} missing:\n{md}"
+        );
+    }
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| memcpy") || l.starts_with("| tensor"))
+            .count(),
+        rows.len(),
+        "only the rows asked for:\n{md}"
+    );
+    assert!(md.contains("Targets (ours static): "), "{md}");
+    assert!(
+        md.contains("Same calls (A/A): raw makes the reference's own cudart calls")
+            && md.contains("rotated column order, two buffer sets")
+            && md.contains("pinned and device memory ")
+            && md.contains("pageable memory "),
+        "the A/A line:\n{md}"
+    );
+}
+
+#[test]
+fn no_rotate_and_raw_pool_are_used_and_said() {
+    let (rc, md, err) = table_bench(&["--no-rotate", "--only", "memcpy_sync D2D 64 KiB"]);
+    assert_eq!(rc, 0, "table_bench failed:\n{md}\n{err}");
+    assert!(md.contains("| memcpy_sync D2D 64 KiB |"), "{md}");
+    assert!(
+        md.contains("always in column order, one buffer set (--no-rotate)")
+            && md.contains("--no-rotate: fixed column order, one buffer set")
+            && !md.contains("--raw-pool"),
+        "{md}"
+    );
+    let (rc, md, err) = table_bench(&["--raw-pool", "--only", "memcpy_async D2H pinned 1 MiB"]);
+    assert_eq!(rc, 0, "table_bench failed:\n{md}\n{err}");
+    assert!(
+        md.contains("| memcpy_async D2H pinned 1 MiB |")
+            && md.contains("--raw-pool: raw's device buffers from its own pool")
+            && md.contains("--raw-pool: every device buffer of the raw column comes from its pool"),
+        "{md}"
+    );
+}
+
+#[test]
+fn the_benchmark_tools_pass_their_own_tests() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/test_bench_tools.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .env(
+            "LLAISYS_NVIDIA_LIB",
+            support::target_dir().join("libllaisys_nvidia.so"),
+        )
+        .output()
+        .expect("python3 runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("\nOK"),
+        "{}:\n{text}",
+        script.display()
+    );
+}
