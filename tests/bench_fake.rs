@@ -14,17 +14,6 @@ use std::process::Command;
 
 mod support;
 
-/// Runs `cmd`, failing the test with its output when it does not succeed.
-fn run(mut cmd: Command) {
-    let out = cmd.output().expect("compiler runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// (the stand-in's folder, table_bench, the reference backend), built once per test binary.
 fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
     static BUILT: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> = std::sync::OnceLock::new();
@@ -53,7 +42,7 @@ fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
             .arg(&bench)
             .arg(format!("-L{}", fake.display()))
             .args(["-l:libcudart.so.13", "-ldl", "-pthread"]);
-        run(cmd);
+        support::compile(cmd);
         let reference = root.join("../shared/reference");
         let seed = dir.join("libseed_runtime.so");
         let mut cmd = Command::new(&cxx);
@@ -65,7 +54,7 @@ fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
             .arg(&seed)
             .arg(format!("-L{}", fake.display()))
             .arg("-l:libcudart.so.13");
-        run(cmd);
+        support::compile(cmd);
         (fake, bench, seed)
     })
 }
@@ -164,11 +153,7 @@ fn the_benchmark_tools_pass_their_own_tests() {
         )
         .output()
         .expect("python3 runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = support::output_text(&out);
     assert!(
         out.status.success() && text.contains("\nOK"),
         "{}:\n{text}",

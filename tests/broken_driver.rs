@@ -91,11 +91,7 @@ fn h2h_copies_work_with_a_driver_whose_init_fails() {
             .env("LD_LIBRARY_PATH", &dir)
             .output()
             .expect("run child");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = support::output_text(&out);
         assert!(
             out.status.success() && text.contains("broken-driver child: ok"),
             "cuInit -> {code}:\n{text}"

@@ -233,11 +233,7 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
             cmd.env(k, v);
         }
         let out = cmd.output().expect("run child");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = support::output_text(&out);
         assert!(
             out.status.success() && text.contains("staged-fake child: ok"),
             "{run}:\n{text}"

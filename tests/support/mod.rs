@@ -164,6 +164,15 @@ pub fn compile(mut cmd: Command) {
     );
 }
 
+/// A finished process's stdout then stderr, as text (for assertion messages and searches).
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs `exe args` with a clean loader path; returns its output.
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     Command::new(exe)
