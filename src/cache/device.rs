@@ -108,10 +108,18 @@ fn grant(pool: Pool, owner: i32, peer: i32) -> Result<()> {
 /// Notes that `device` is in use. The first time, the pools of the devices already in use let
 /// it access their memory, as cudaMalloc memory would be; it counts as in use once every grant
 /// has worked (a failure is reported and retried at the next call).
+#[inline]
 pub(crate) fn device_seen(device: i32) -> Result<()> {
     if in_use::bit(device).is_none() || in_use::contains(device) {
         return Ok(());
     }
+    first_seen(device)
+}
+
+/// device_seen for a device not yet in use: the grants.
+#[cold]
+#[inline(never)]
+fn first_seen(device: i32) -> Result<()> {
     let _grants = lock(&GRANTS);
     if in_use::contains(device) {
         return Ok(());

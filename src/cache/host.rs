@@ -12,6 +12,7 @@
 use super::{AllocatorStats, Counters};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
+use crate::hash::AddrMap;
 use crate::sync::lock;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -56,6 +57,9 @@ struct State {
     /// Blocks whose streams could neither be given an event nor synchronized: never reused,
     /// freed by release_cached.
     quarantine: Vec<usize>,
+    /// Every stream handle some live block's `streams` may hold (noted since that stream was
+    /// made): destroy_stream of any other stream has nothing to look for.
+    noted: AddrMap<()>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -251,16 +255,26 @@ pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device
     }
 }
 
-/// record_use for an address inside our span.
-#[inline(never)]
+/// record_use for an address inside our span: nothing to do when this thread noted the same
+/// block and stream last, within the epoch.
+#[inline]
 fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
-    let device = stream_device.unwrap_or_else(|| crate::device::current().unwrap_or(-1));
+    let device = match stream_device {
+        Some(d) => d,
+        None => crate::device::current().unwrap_or(-1),
+    };
     let stream: Stream = (stream as usize, device);
     let epoch = EPOCH.load(Relaxed);
     let (start, end, noted, at) = LAST_NOTE.with(Cell::get);
     if at == epoch && noted == stream && (start..end).contains(&addr) {
         return;
     }
+    note_use_locked(addr, stream, epoch);
+}
+
+/// note_use for a block or stream this thread did not note last: the block's books.
+#[inline(never)]
+fn note_use_locked(addr: usize, stream: Stream, epoch: u64) {
     let note = with_state(|s| {
         let (&start, block) = s.live.range_mut(..=addr).next_back()?;
         if addr >= start + block.class {
@@ -268,6 +282,7 @@ fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
         }
         if !block.streams.contains(&stream) {
             block.streams.push(stream);
+            s.noted.insert(stream.0, ());
         }
         Some((start, start + block.class))
     });
@@ -278,7 +293,9 @@ fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
 
 /// Called before `stream` (of `device`) is destroyed: blocks that used it get their event now.
 pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> {
-    if LIVE_COUNT.load(Relaxed) == 0 {
+    // A stream no block noted: no block holds it, and no thread's last note names it.
+    if with_state(|s| s.noted.remove(&(stream as usize))).is_none() || LIVE_COUNT.load(Relaxed) == 0
+    {
         return Ok(());
     }
     // A new stream may get this handle's value: every thread's note is void.

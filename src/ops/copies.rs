@@ -103,32 +103,34 @@ struct Copy {
 }
 
 impl Copy {
-    /// The checks every copy gets before CUDA sees it: kind, size, NULL with a size, and (from
-    /// `KIND_CHECK_MIN_BYTES` up) that its kind matches its pointers. None for size 0.
+    /// The copy's arguments, not yet checked. Built once in the caller's frame and checked in
+    /// place (`check`): the hot path of a small copy moves no `Copy` or `Result` around.
     #[inline(always)]
-    fn checked(
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize,
-        kind: MemcpyKind,
-    ) -> Result<Option<Copy>> {
-        validate::check_size(size)?;
-        if size == 0 {
-            return Ok(None);
-        }
-        if dst.is_null() || src.is_null() {
-            return Err(null_pointer(dst, src, size));
-        }
-        let mut c = Copy {
+    fn new(dst: *mut c_void, src: *const c_void, size: usize, kind: MemcpyKind) -> Copy {
+        Copy {
             dst: Ptr::new(dst),
             src: Ptr::new(src),
             size,
             kind,
-        };
-        if size >= KIND_CHECK_MIN_BYTES {
-            c.check_kind()?;
         }
-        Ok(Some(c))
+    }
+
+    /// The checks every copy gets before CUDA sees it: size, NULL with a size, and (from
+    /// `KIND_CHECK_MIN_BYTES` up) that its kind matches its pointers. `Ok(false)` for size 0:
+    /// nothing to do.
+    #[inline(always)]
+    fn check(&mut self) -> Result<bool> {
+        validate::check_size(self.size)?;
+        if self.size == 0 {
+            return Ok(false);
+        }
+        if self.dst.p.is_null() || self.src.p.is_null() {
+            return Err(null_pointer(self.dst.p, self.src.p, self.size));
+        }
+        if self.size >= KIND_CHECK_MIN_BYTES {
+            self.check_kind()?;
+        }
+        Ok(true)
     }
 
     /// Refuses a copy whose kind says host where the pointer is device memory, or the reverse.
@@ -276,15 +278,17 @@ pub fn complete_on_return() -> bool {
 ///
 /// # Safety
 /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
+#[inline]
 pub unsafe fn memcpy_sync(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
     kind: i32,
 ) -> Result<()> {
-    let Some(mut c) = Copy::checked(dst, src, size, MemcpyKind::from_raw(kind)?)? else {
+    let mut c = Copy::new(dst, src, size, MemcpyKind::from_raw(kind)?);
+    if !c.check()? {
         return Ok(());
-    };
+    }
     // Queued on the legacy stream of the current device: with several devices, frees of the
     // memory on another device must wait for it as for memcpy_async.
     c.order_across_devices(std::ptr::null_mut(), None)?;
@@ -321,6 +325,7 @@ pub unsafe fn memcpy_sync(
 ///
 /// # Safety
 /// The pointers are valid for `size` bytes of the memory `kind` says until the copy has run.
+#[inline]
 pub unsafe fn memcpy_async(
     dst: *mut c_void,
     src: *const c_void,
@@ -331,9 +336,10 @@ pub unsafe fn memcpy_async(
     let kind = MemcpyKind::from_raw(kind)?;
     let s: StreamHandle = stream.cast();
     let stream_device = validate::check_stream(s)?;
-    let Some(mut c) = Copy::checked(dst, src, size, kind)? else {
+    let mut c = Copy::new(dst, src, size, kind);
+    if !c.check()? {
         return Ok(());
-    };
+    }
     c.order_across_devices(s, stream_device)?;
     if let Some(direction) = c.staged()? {
         // SAFETY: the caller's contract; `s` is NULL or live (checked).

@@ -29,6 +29,7 @@ pub fn device_count_checked() -> Result<i32> {
 /// Makes `id` the calling thread's current device and notes it in use (the first time, the
 /// memory pools of the other devices in use grant it access; should that fail, the error says
 /// so and `id` is current all the same).
+#[inline]
 pub fn set_device(id: i32) -> Result<()> {
     device::set(id).map_err(|e| {
         Error::cuda(

@@ -59,6 +59,7 @@ pub fn destroy_stream(s: *mut c_void) -> Result<()> {
 }
 
 /// stream_synchronize: waits for the work on `s` (NULL: the legacy stream).
+#[inline]
 pub fn stream_synchronize(s: *mut c_void) -> Result<()> {
     validate::check_stream(s.cast())?;
     // SAFETY: NULL or a live stream of ours (checked).
