@@ -9,6 +9,8 @@
 //   nor pinned run at once after the queue has drained, as CUDA's pageable copies are
 //   synchronous for the host. FAKE_FAIL_COPY=N makes the N-th cudaMemcpyAsync fail
 //   (cudaErrorInvalidValue), FAKE_FAIL_QUERY=N the N-th cudaEventQuery (cudaErrorUnknown).
+//   Streams are tracked: a call on a destroyed one fails (400) and is counted; a test can make
+//   cudaEventRecord fail (fake_fail_next_records, fake_dead_stream_calls: tests/host_cache_fake.rs).
 //   Kinder than CUDA in ways the test cannot see: one queue for every stream (work on two
 //   streams is never reordered), errors only from the call that fails (none sticky), and
 //   coherent memcpy with x86 ordering (a missing fence or a relaxed publish would still pass).
@@ -59,9 +61,11 @@ E cudaEventRecord(void *e, void *s) { return 0; }
 #ifndef FAKE_ASYNC
 E cudaEventSynchronize(void *e) { return 0; }
 #endif
+#ifndef FAKE_ASYNC
 E cudaStreamCreate(void **s) { *s = h(); return 0; }
 E cudaStreamCreateWithPriority(void **s, unsigned f, int p) { *s = h(); return 0; }
 E cudaStreamDestroy(void *s) { return 0; }
+#endif
 E cudaStreamGetDevice(void *s, int *d) { *d = 0; return 0; }
 E cudaStreamGetFlags(void *s, unsigned *f) { *f = 0; return 0; }
 #ifndef FAKE_ASYNC
@@ -211,7 +215,48 @@ static int done(uint64_t t) { pthread_mutex_lock(&mu); int d = q_head >= t; pthr
 struct ev { uint64_t target; };
 E cudaEventCreateWithFlags(void **e, unsigned f) { *e = calloc(1, sizeof(struct ev)); return 0; }
 E cudaEventDestroy(void *e) { free(e); return 0; }
-E cudaEventRecord(void *e, void *s) { ((struct ev *)e)->target = tail(); return 0; }
+// Streams: handles are tracked, so that a call on a destroyed one is an error (400,
+// cudaErrorInvalidResourceHandle) and is counted (fake_dead_stream_calls). Handles are never
+// reused here.
+#define SCAP 1024
+static uintptr_t streams[SCAP];
+static long dead_stream_calls, fail_records;
+static pthread_mutex_t smu = PTHREAD_MUTEX_INITIALIZER;
+static E new_stream(void **s) {
+  *s = h();
+  pthread_mutex_lock(&smu);
+  int i = 0;
+  while (i < SCAP && streams[i]) i++;
+  if (i == SCAP) abort();
+  streams[i] = (uintptr_t)*s;
+  pthread_mutex_unlock(&smu);
+  return 0;
+}
+static int live_stream(void *s, int forget) { // NULL, the legacy stream, is always live
+  if (!s) return 1;
+  int live = 0;
+  pthread_mutex_lock(&smu);
+  for (int i = 0; i < SCAP; i++)
+    if (streams[i] == (uintptr_t)s) { live = 1; if (forget) streams[i] = 0; break; }
+  if (!live) dead_stream_calls++;
+  pthread_mutex_unlock(&smu);
+  return live;
+}
+E cudaStreamCreate(void **s) { return new_stream(s); }
+E cudaStreamCreateWithPriority(void **s, unsigned f, int p) { return new_stream(s); }
+E cudaStreamDestroy(void *s) { return live_stream(s, 1) ? 0 : 400; }
+// For tests: calls made on a destroyed stream so far; makes the next `n` cudaEventRecord fail.
+long fake_dead_stream_calls(void) { pthread_mutex_lock(&smu); long n = dead_stream_calls; pthread_mutex_unlock(&smu); return n; }
+void fake_fail_next_records(long n) { __atomic_store_n(&fail_records, n, __ATOMIC_RELAXED); }
+E cudaEventRecord(void *e, void *s) {
+  if (!live_stream(s, 0)) return 400;
+  if (__atomic_load_n(&fail_records, __ATOMIC_RELAXED) > 0) {
+    __atomic_sub_fetch(&fail_records, 1, __ATOMIC_RELAXED);
+    return 999;
+  }
+  ((struct ev *)e)->target = tail();
+  return 0;
+}
 static long env_count(const char *name) { const char *v = getenv(name); return v ? atol(v) : 0; }
 static long fail_copy_at, fail_query_at, copies, queries;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -222,8 +267,8 @@ E cudaEventQuery(void *e) {
   return done(((struct ev *)e)->target) ? 0 : 600;
 }
 E cudaEventSynchronize(void *e) { wait_for(((struct ev *)e)->target); return 0; }
-E cudaStreamQuery(void *s) { return done(tail()) ? 0 : 600; }
-E cudaStreamSynchronize(void *s) { wait_for(tail()); return 0; }
+E cudaStreamQuery(void *s) { if (!live_stream(s, 0)) return 400; return done(tail()) ? 0 : 600; }
+E cudaStreamSynchronize(void *s) { if (!live_stream(s, 0)) return 400; wait_for(tail()); return 0; }
 E cudaDeviceSynchronize(void) { wait_for(tail()); return 0; }
 E cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); track(*p, n, 2); return 0; }
 E cudaFree(void *p) { wait_for(tail()); untrack(p); free(p); return 0; }
@@ -240,6 +285,7 @@ static E copy(void *d, const void *s, size_t n) {
 }
 E cudaMemcpyAsync(void *d, const void *s, size_t n, int k, void *st) {
   pthread_once(&env_once, read_env);
+  if (!live_stream(st, 0)) return 400;
   if (__atomic_add_fetch(&copies, 1, __ATOMIC_RELAXED) == fail_copy_at) return 1;
   return copy(d, s, n);
 }

@@ -282,8 +282,10 @@ fn note_use_locked(addr: usize, stream: Stream, epoch: u64) {
         }
         if !block.streams.contains(&stream) {
             block.streams.push(stream);
-            s.noted.insert(stream.0, ());
         }
+        // Also when the block held it already: an entry is only ever removed once no block
+        // holds the stream (stream_destroyed), and this keeps it true.
+        s.noted.insert(stream.0, ());
         Some((start, start + block.class))
     });
     if let Some((start, end)) = note {
@@ -293,9 +295,14 @@ fn note_use_locked(addr: usize, stream: Stream, epoch: u64) {
 
 /// Called before `stream` (of `device`) is destroyed: blocks that used it get their event now.
 pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> {
-    // A stream no block noted: no block holds it, and no thread's last note names it.
-    if with_state(|s| s.noted.remove(&(stream as usize))).is_none() || LIVE_COUNT.load(Relaxed) == 0
-    {
+    // A stream no block noted: no block holds it, and no thread's last note names it. The entry
+    // goes only once every block that held the stream has its event (below): should recording
+    // one fail, destroy_stream fails, the stream stays, and a second destroy_stream scans again.
+    if !with_state(|s| s.noted.contains_key(&(stream as usize))) {
+        return Ok(());
+    }
+    if LIVE_COUNT.load(Relaxed) == 0 {
+        with_state(|s| s.noted.remove(&(stream as usize)));
         return Ok(());
     }
     // A new stream may get this handle's value: every thread's note is void.
@@ -317,6 +324,7 @@ pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> 
             None => s.spare_events.push(ev),
         });
     }
+    with_state(|s| s.noted.remove(&(stream as usize)));
     Ok(())
 }
 
