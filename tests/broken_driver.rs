@@ -6,7 +6,6 @@
 use llaisys_nvidia::ffi::{self, LlaisysNvidiaError, TABLE};
 use std::os::raw::c_void;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod support;
@@ -77,23 +76,11 @@ fn child_h2h_with_a_broken_driver() {
 
 #[test]
 fn h2h_copies_work_with_a_driver_whose_init_fails() {
-    let exe = std::env::current_exe().expect("current_exe");
     for code in [999, 2] {
         let dir = fake_driver(code);
-        let out = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "child_h2h_with_a_broken_driver",
-                "--nocapture",
-            ])
-            .env(CHILD, "1")
-            .env("LD_LIBRARY_PATH", &dir)
-            .output()
-            .expect("run child");
-        let text = support::output_text(&out);
+        let (passed, text) = support::run_child("child_h2h_with_a_broken_driver", CHILD, &dir, &[]);
         assert!(
-            out.status.success() && text.contains("broken-driver child: ok"),
+            passed && text.contains("broken-driver child: ok"),
             "cuInit -> {code}:\n{text}"
         );
     }

@@ -9,7 +9,6 @@
 use llaisys_nvidia::ffi::{self, TABLE};
 use std::ffi::CStr;
 use std::path::Path;
-use std::process::Command;
 
 mod support;
 
@@ -32,6 +31,12 @@ unsafe fn fake<T: Copy>(name: &CStr) -> T {
         assert!(!f.is_null(), "the stand-in has {name:?}");
         std::mem::transmute_copy(&f)
     }
+}
+
+/// Asserts that a status API call succeeded, with the thread's last error message if not.
+#[track_caller]
+fn ok(status: libc::c_int) {
+    assert_eq!(status, 0, "{}", last_error_message());
 }
 
 fn last_error_message() -> String {
@@ -77,20 +82,10 @@ fn child_host_cache() {
         assert!(msg.contains("cudaEventRecord"), "{msg}");
         // The stream is still ours and still works; its second destroy gives both blocks their
         // events, so freeing them makes no call on the destroyed stream.
-        assert_eq!(
-            ffi::llaisysNvidiaStreamSynchronize(s),
-            0,
-            "{}",
-            last_error_message()
-        );
-        assert_eq!(
-            ffi::llaisysNvidiaStreamDestroy(s),
-            0,
-            "{}",
-            last_error_message()
-        );
-        assert_eq!(ffi::llaisysNvidiaFreeHost(a), 0, "{}", last_error_message());
-        assert_eq!(ffi::llaisysNvidiaFreeHost(b), 0, "{}", last_error_message());
+        ok(ffi::llaisysNvidiaStreamSynchronize(s));
+        ok(ffi::llaisysNvidiaStreamDestroy(s));
+        ok(ffi::llaisysNvidiaFreeHost(a));
+        ok(ffi::llaisysNvidiaFreeHost(b));
         assert_eq!(
             dead_calls(),
             0,
@@ -101,13 +96,8 @@ fn child_host_cache() {
         let s2 = (TABLE.create_stream)();
         let c = (TABLE.malloc_host)(n);
         (TABLE.memcpy_async)(dev, c, 64 << 10, H2D, s2);
-        assert_eq!(
-            ffi::llaisysNvidiaStreamDestroy(s2),
-            0,
-            "{}",
-            last_error_message()
-        );
-        assert_eq!(ffi::llaisysNvidiaFreeHost(c), 0, "{}", last_error_message());
+        ok(ffi::llaisysNvidiaStreamDestroy(s2));
+        ok(ffi::llaisysNvidiaFreeHost(c));
         assert_eq!(
             dead_calls(),
             0,
@@ -120,19 +110,9 @@ fn child_host_cache() {
         let s4 = (TABLE.create_stream)();
         let d = (TABLE.malloc_host)(n);
         (TABLE.memcpy_async)(dev, d, 64 << 10, H2D, s4);
-        assert_eq!(
-            ffi::llaisysNvidiaStreamDestroy(s3),
-            0,
-            "{}",
-            last_error_message()
-        );
-        assert_eq!(
-            ffi::llaisysNvidiaStreamDestroy(s4),
-            0,
-            "{}",
-            last_error_message()
-        );
-        assert_eq!(ffi::llaisysNvidiaFreeHost(d), 0, "{}", last_error_message());
+        ok(ffi::llaisysNvidiaStreamDestroy(s3));
+        ok(ffi::llaisysNvidiaStreamDestroy(s4));
+        ok(ffi::llaisysNvidiaFreeHost(d));
         assert_eq!(
             dead_calls(),
             0,
@@ -151,16 +131,9 @@ fn pinned_blocks_get_their_event_when_their_stream_is_destroyed() {
         "libcudart.so.13",
         &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
     );
-    let exe = std::env::current_exe().expect("current_exe");
-    let out = Command::new(&exe)
-        .args(["--ignored", "--exact", "child_host_cache", "--nocapture"])
-        .env(CHILD, "1")
-        .env("LD_LIBRARY_PATH", &dir)
-        .output()
-        .expect("run child");
-    let text = support::output_text(&out);
+    let (passed, text) = support::run_child("child_host_cache", CHILD, &dir, &[]);
     assert!(
-        out.status.success() && text.contains("host-cache-fake child: ok"),
+        passed && text.contains("host-cache-fake child: ok"),
         "{text}"
     );
 }

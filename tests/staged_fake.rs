@@ -11,7 +11,6 @@
 use llaisys_nvidia::ffi::{self, TABLE};
 use std::os::raw::c_void;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod support;
 
@@ -222,20 +221,11 @@ fn child_env(run: &str) -> Vec<(String, String)> {
 #[test]
 fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
     let dir = fake_cudart();
-    let exe = std::env::current_exe().expect("current_exe");
     for run in RUNS {
         let envs = child_env(run);
-        let mut cmd = Command::new(&exe);
-        cmd.args(["--ignored", "--exact", "child_staged_copies", "--nocapture"])
-            .env(CHILD, "1")
-            .env("LD_LIBRARY_PATH", &dir);
-        for (k, v) in &envs {
-            cmd.env(k, v);
-        }
-        let out = cmd.output().expect("run child");
-        let text = support::output_text(&out);
+        let (passed, text) = support::run_child("child_staged_copies", CHILD, &dir, &envs);
         assert!(
-            out.status.success() && text.contains("staged-fake child: ok"),
+            passed && text.contains("staged-fake child: ok"),
             "{run}:\n{text}"
         );
         if envs.iter().any(|(k, _)| k.ends_with("_TRACE")) {

@@ -173,6 +173,26 @@ pub fn output_text(out: &Output) -> String {
     )
 }
 
+/// Runs the ignored test `child` of the calling test binary in a child process, with `flag=1`,
+/// `lib_dir` as the loader path (a stand-in library there) and `envs`; returns whether it
+/// exited 0, and its stdout then stderr.
+pub fn run_child(
+    child: &str,
+    flag: &str,
+    lib_dir: &Path,
+    envs: &[(String, String)],
+) -> (bool, String) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = Command::new(&exe)
+        .args(["--ignored", "--exact", child, "--nocapture"])
+        .env(flag, "1")
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the child {child}: {e}"));
+    (out.status.success(), output_text(&out))
+}
+
 /// Runs `exe args` with a clean loader path; returns its output.
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     Command::new(exe)
