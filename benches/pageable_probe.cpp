@@ -14,16 +14,24 @@
 //       handing a job to spinning threads and back, an event record + query, a cudaMemcpyAsync
 //       enqueue;
 //   (f) cudaHostRegister + cudaMemcpy + cudaHostUnregister per copy (is registering on the fly
-//       ever cheaper?).
+//       ever cheaper?);
+//   (g) the host copy and the copy engine at the same time: the host copy's rate while DMAs of
+//       other pinned memory keep running, and one DMA's rate while T threads keep copying. A
+//       staged pipeline does both at once in its steady state, so it cannot beat the slower of
+//       the two (the bound under load), whatever its chunks and staging buffers.
+// Host copies (c, d, g) use glibc's memcpy and/or 16-byte non-temporal stores (--stores).
 // Markdown on stdout: the best configuration per size and direction first, then every figure.
 // Built and run on the GPU machine by `bash gpu-stage/bench.sh --probe` (scripts/gpu-bench.sh):
 //   nvcc -O2 -std=c++17 benches/pageable_probe.cpp -o pageable_probe -lpthread
-// Usage: pageable_probe [--quick] [--parts abcdef] [--budget-s S] [--csv FILE]   (--help)
+// Usage: pageable_probe [--quick] [--parts abcdefg] [--budget-s S] [--csv FILE]   (--help)
 // Exit: 0 measured; 1 a data check failed (the tables still print); 2 bad usage; 3 no CUDA device.
 // Clock: steady_clock on the host; every timed copy ends when its data is in place (H2D: the last
 // DMA's event has completed; D2H: the last host copy is done). Medians of repetitions, each timed
 // on its own after one warm-up run (which is also the data check). GB/s = 1e9 bytes per second.
 #include <cuda_runtime_api.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -155,17 +163,57 @@ private:
     void *ctx_ = nullptr;
 };
 
+// How a host copy writes: glibc's memcpy (which picks its own stores by size) or 16-byte
+// non-temporal stores (they bypass the caches: the copy engine then reads memory, and the copy does
+// not first read the lines it overwrites).
+enum class Stores { Memcpy, Stream };
+const char *stores_name(Stores s) { return s == Stores::Stream ? "stream" : "memcpy"; }
+
+void stream_copy(unsigned char *dst, const unsigned char *src, size_t n) {
+#if defined(__x86_64__)
+    size_t head = std::min(n, static_cast<size_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
+    std::memcpy(dst, src, head);
+    size_t i = head;
+    for (; i + 64 <= n; i += 64) {
+        const __m128i *s = reinterpret_cast<const __m128i *>(src + i);
+        __m128i *d = reinterpret_cast<__m128i *>(dst + i);
+        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                e = _mm_loadu_si128(s + 3);
+        _mm_stream_si128(d, a);
+        _mm_stream_si128(d + 1, b);
+        _mm_stream_si128(d + 2, c);
+        _mm_stream_si128(d + 3, e);
+    }
+    std::memcpy(dst + i, src + i, n - i);
+    _mm_sfence();
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
+
 // One host copy split in T contiguous parts, 4 KiB aligned.
 struct CopyJob {
     unsigned char *dst;
     const unsigned char *src;
     size_t n;
+    Stores stores = Stores::Memcpy;
 };
-void copy_part(void *ctx, int i, int count) {
-    const CopyJob &j = *static_cast<const CopyJob *>(ctx);
+void copy_range(const CopyJob &j, int i, int count) {
     size_t part = (j.n / static_cast<size_t>(count) + 4095) & ~size_t(4095);
     size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
-    if (hi > lo) std::memcpy(j.dst + lo, j.src + lo, hi - lo);
+    if (hi <= lo) return;
+    if (j.stores == Stores::Stream) stream_copy(j.dst + lo, j.src + lo, hi - lo);
+    else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
+}
+void copy_part(void *ctx, int i, int count) { copy_range(*static_cast<const CopyJob *>(ctx), i, count); }
+// The same copy over and over until `stop` (part g's load on the host).
+struct LoopJob {
+    CopyJob copy;
+    std::atomic<bool> stop{false};
+};
+void copy_until_stopped(void *ctx, int i, int count) {
+    auto &j = *static_cast<LoopJob *>(ctx);
+    while (!j.stop.load(std::memory_order_acquire)) copy_range(j.copy, i, count);
 }
 void nothing(void *, int, int) {}
 struct WakeTimes {
@@ -230,14 +278,16 @@ struct Result {
     size_t size = 0, chunk = 0;
     int threads = 0, slots = 0;
     std::string mode;  // "hot", "cold" or ""
-    double med = 0;    // seconds
+    std::string stores;  // "memcpy", "stream" or "" (no host copy)
+    int busy = 0;        // (g) "host copy under DMA load": repetitions whose DMAs outlasted the copy
+    double med = 0;      // seconds
     std::vector<double> samples;
     double gbs() const { return static_cast<double>(size) / med / 1e9; }
 };
 
 struct Probe {
     bool quick = false;
-    std::string parts = "abcdef";
+    std::string parts = "abcdefg";
     double budget_s = 360;
     std::string csv;
     double start = now_s();
@@ -246,10 +296,12 @@ struct Probe {
 
     std::vector<size_t> sizes, chunks;
     std::vector<int> copy_threads, pipe_threads, slot_counts, wake_threads = {1, 4, 8, 12};
+    std::vector<Stores> stores = {Stores::Memcpy, Stores::Stream};
 
     unsigned char *pg_src = nullptr, *pg_dst = nullptr;  // pageable, max size; pg_src holds the pattern
     unsigned char *pin = nullptr;                         // pinned, max size
     unsigned char *staging = nullptr;                     // pinned, max K * max C
+    unsigned char *pin2 = nullptr;                        // pinned, max size (part g only)
     unsigned char *dev = nullptr, *dev_src = nullptr;     // device, max size; dev_src holds the pattern
     cudaStream_t stream = nullptr;
     cudaEvent_t ev[4] = {};
@@ -281,6 +333,28 @@ struct Probe {
         return b;
     }
 
+    // (g): the DMA under host copy load measured with the same T, stores, direction and size.
+    const Result *dma_loaded_of(const Result &host_loaded) const {
+        return find([&](const Result &r) {
+            return r.part == "g" && r.metric == "DMA under host copy load" && r.dir == host_loaded.dir &&
+                   r.size == host_loaded.size && r.threads == host_loaded.threads && r.stores == host_loaded.stores;
+        });
+    }
+    // The slower of the loaded host copy and the loaded DMA, GB/s.
+    double loaded_bound(const Result &host_loaded) const {
+        const Result *dma = dma_loaded_of(host_loaded);
+        return dma ? std::min(host_loaded.gbs(), dma->gbs()) : host_loaded.gbs();
+    }
+    // The (g) configuration with the highest bound under load.
+    const Result *best_loaded(const std::string &dir, size_t n) const {
+        const Result *b = nullptr;
+        for (const auto &r : results)
+            if (r.part == "g" && r.metric == "host copy under DMA load" && r.dir == dir && r.size == n &&
+                (!b || loaded_bound(r) > loaded_bound(*b)))
+                b = &r;
+        return b;
+    }
+
     void spin_event(cudaEvent_t e) const {
         for (;;) {
             cudaError_t q = cudaEventQuery(e);
@@ -294,11 +368,11 @@ struct Probe {
     // staging buffer is reused once the event after its last DMA has completed. Returns the total
     // time; `first` gets the host time until the first DMA was queued.
     double pipeline_h2d(Workers &w, unsigned char *d, const unsigned char *src, size_t n, size_t C, int K,
-                        double &first) {
+                        Stores st, double &first) {
         const size_t chunks = (n + C - 1) / C;
         auto len = [&](size_t k) { return std::min(C, n - k * C); };
         auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
-        CopyJob job{slot(0), src, len(0)};
+        CopyJob job{slot(0), src, len(0), st};
         double t0 = now_s();
         w.wake();
         w.start(copy_part, &job);
@@ -306,7 +380,7 @@ struct Probe {
             w.wait();
             if (k + 1 < chunks) {
                 if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);
-                job = CopyJob{slot(k + 1), src + (k + 1) * C, len(k + 1)};
+                job = CopyJob{slot(k + 1), src + (k + 1) * C, len(k + 1), st};
                 w.start(copy_part, &job);
             }
             PROBE_CUDA(cudaMemcpyAsync(d + k * C, slot(k), len(k), cudaMemcpyHostToDevice, stream));
@@ -322,11 +396,11 @@ struct Probe {
     // the DMAs of k+1 .. k+K-1 run; a buffer gets its next DMA once its host copy is done.
     // `first` gets the time until the first chunk is in pageable memory.
     double pipeline_d2h(Workers &w, unsigned char *dst, const unsigned char *d, size_t n, size_t C, int K,
-                        double &first) {
+                        Stores st, double &first) {
         const size_t chunks = (n + C - 1) / C;
         auto len = [&](size_t k) { return std::min(C, n - k * C); };
         auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
-        CopyJob job{nullptr, nullptr, 0};
+        CopyJob job{nullptr, nullptr, 0, st};
         double t0 = now_s();
         w.wake();
         for (size_t k = 0; k < chunks && k < static_cast<size_t>(K); ++k) {
@@ -335,7 +409,7 @@ struct Probe {
         }
         for (size_t k = 0; k < chunks; ++k) {
             spin_event(ev[k % K]);
-            job = CopyJob{dst + k * C, slot(k), len(k)};
+            job = CopyJob{dst + k * C, slot(k), len(k), st};
             w.start(copy_part, &job);
             w.wait();
             if (k == 0) first = now_s() - t0;
@@ -360,10 +434,26 @@ struct Probe {
     void poison_pageable(size_t n) { std::memset(pg_dst, 0x5A, n); }
 
     void part_a_b();
+    // For each T of `threads` (a pool of T spinning threads; skipped once out of time), each kind
+    // of stores, direction (0: H2D) and size: body(pool, T, stores, direction, size).
+    template <class Body>
+    void each_host_copy(const std::vector<int> &threads, char part, Body &&body) {
+        for (int t : threads) {
+            if (out_of_time()) {
+                skipped.push_back(format("(%c) T=%d", part, t));
+                continue;
+            }
+            Workers w(t, true);
+            for (Stores st : stores)
+                for (int d = 0; d < 2; ++d)
+                    for (size_t n : sizes) body(w, t, st, d, n);
+        }
+    }
     void part_c();
     void part_d();
     void part_e();
     void part_f();
+    void part_g();
     std::string markdown(const std::string &header) const;
     void write_csv() const;
 };
@@ -402,37 +492,31 @@ void Probe::part_a_b() {
 }
 
 void Probe::part_c() {
-    for (int t : copy_threads) {
-        if (out_of_time()) {
-            skipped.push_back(format("(c) T=%d", t));
-            continue;
-        }
-        Workers w(t, true);
-        for (int d = 0; d < 2; ++d)
-            for (size_t n : sizes) {
-                // H2D's staging copy: pageable -> pinned; D2H's: pinned -> pageable.
-                const bool h2d = d == 0;
-                if (!h2d) std::memcpy(pin, pg_src, n);
-                CopyJob job = h2d ? CopyJob{pin, pg_src, n} : CopyJob{pg_dst, pin, n};
-                auto op = [&] {
-                    w.start(copy_part, &job);
-                    w.wait();
-                };
-                std::memset(job.dst, 0x5A, n);
-                op();
-                if (std::memcmp(job.dst, pg_src, n) != 0)
-                    fail(format("(c) host memcpy %s T=%d %s: data differ", kDirs[d], t, fmt_size(n).c_str()));
-                Result r;
-                r.part = "c";
-                r.dir = kDirs[d];
-                r.metric = "copy";
-                r.size = n;
-                r.threads = t;
-                const Result &got = add(r, time_each(reps_for(n), op));
-                std::fprintf(stderr, "  (c) host memcpy %s %-8s T=%-2d %s\n", h2d ? "pageable->pinned" : "pinned->pageable",
-                             fmt_size(n).c_str(), t, fmt_gbs(got.gbs()).c_str());
-            }
-    }
+    each_host_copy(copy_threads, 'c', [&](Workers &w, int t, Stores st, int d, size_t n) {
+        // H2D's staging copy: pageable -> pinned; D2H's: pinned -> pageable.
+        const bool h2d = d == 0;
+        if (!h2d) std::memcpy(pin, pg_src, n);
+        CopyJob job = h2d ? CopyJob{pin, pg_src, n, st} : CopyJob{pg_dst, pin, n, st};
+        auto op = [&] {
+            w.start(copy_part, &job);
+            w.wait();
+        };
+        std::memset(job.dst, 0x5A, n);
+        op();
+        if (std::memcmp(job.dst, pg_src, n) != 0)
+            fail(format("(c) host copy %s T=%d %s %s: data differ", kDirs[d], t, stores_name(st),
+                        fmt_size(n).c_str()));
+        Result r;
+        r.part = "c";
+        r.dir = kDirs[d];
+        r.metric = "copy";
+        r.size = n;
+        r.threads = t;
+        r.stores = stores_name(st);
+        const Result &got = add(r, time_each(reps_for(n), op));
+        std::fprintf(stderr, "  (c) host copy %s %-8s T=%-2d %-6s %s\n", h2d ? "pageable->pinned" : "pinned->pageable",
+                     fmt_size(n).c_str(), t, stores_name(st), fmt_gbs(got.gbs()).c_str());
+    });
 }
 
 void Probe::part_d() {
@@ -443,6 +527,7 @@ void Probe::part_d() {
                 continue;
             }
             Workers w(t, hot != 0);
+            for (Stores st : stores)
             for (int d = 0; d < 2; ++d)
                 for (size_t c : chunks)
                     for (int k : slot_counts)
@@ -451,11 +536,11 @@ void Probe::part_d() {
                             const bool h2d = d == 0;
                             double first = 0;
                             auto op = [&] {
-                                if (h2d) pipeline_h2d(w, dev, pg_src, n, c, k, first);
-                                else pipeline_d2h(w, pg_dst, dev_src, n, c, k, first);
+                                if (h2d) pipeline_h2d(w, dev, pg_src, n, c, k, st, first);
+                                else pipeline_d2h(w, pg_dst, dev_src, n, c, k, st, first);
                             };
-                            std::string what = format("(d) pipeline %s %s C=%s T=%d K=%d %s", kDirs[d], fmt_size(n).c_str(),
-                                                      fmt_size(c).c_str(), t, k, hot ? "hot" : "cold");
+                            std::string what = format("(d) pipeline %s %s C=%s T=%d K=%d %s %s", kDirs[d], fmt_size(n).c_str(),
+                                                      fmt_size(c).c_str(), t, k, hot ? "hot" : "cold", stores_name(st));
                             if (h2d) poison_device(n);
                             else poison_pageable(n);
                             // and the staging buffers, so that a chunk read before its DMA landed shows
@@ -480,6 +565,7 @@ void Probe::part_d() {
                             r.threads = t;
                             r.slots = k;
                             r.mode = hot ? "hot" : "cold";
+                            r.stores = stores_name(st);
                             r.metric = "copy";
                             const Result &got = add(r, total);
                             r.metric = h2d ? "first DMA queued" : "first chunk landed";
@@ -609,11 +695,105 @@ void Probe::part_f() {
         }
 }
 
+// (g) The host copy and the copy engine at once. Under load, for T threads and each kind of stores:
+// - the host copy (H2D: pageable -> pinned; D2H: pinned -> pageable) timed while DMAs of other
+//   pinned memory (pin: to / from the device) keep running, queued to outlast it ("busy" counts
+//   the repetitions where they did);
+// - one DMA of n bytes (cudaMemcpyAsync + spin on its event) timed while the T threads keep
+//   copying the same way.
+// And the two alone, in the same loop: the host copy with no DMA, the DMA with no host copy.
+// A staged copy's steady state runs both, each on its own bytes, so its rate is at most the
+// slower of the two under load.
+void Probe::part_g() {
+    each_host_copy(pipe_threads, 'g', [&](Workers &w, int t, Stores st, int d, size_t n) {
+        const bool h2d = d == 0;
+        // The host copy: H2D's into pin2, D2H's out of pin2; the load's DMAs use pin.
+        CopyJob job = h2d ? CopyJob{pin2, pg_src, n, st} : CopyJob{pg_dst, pin2, n, st};
+        if (!h2d) std::memcpy(pin2, pg_src, n);
+        auto dma = [&] {
+            if (h2d) PROBE_CUDA(cudaMemcpyAsync(dev, pin, n, cudaMemcpyHostToDevice, stream));
+            else PROBE_CUDA(cudaMemcpyAsync(pin, dev_src, n, cudaMemcpyDeviceToHost, stream));
+        };
+        auto host_copy = [&] {
+            w.start(copy_part, &job);
+            w.wait();
+        };
+        const int reps = reps_for(n);
+        Stat host_alone, host_loaded, dma_alone, dma_loaded;
+        int busy = 0;
+        std::memset(job.dst, 0x5A, n);
+        host_copy();
+        if (std::memcmp(job.dst, pg_src, n) != 0)
+            fail(format("(g) host copy %s T=%d %s %s: data differ", kDirs[d], t, stores_name(st),
+                        fmt_size(n).c_str()));
+        for (int r = 0; r < reps; ++r) {
+            double t0 = now_s();
+            host_copy();
+            host_alone.v.push_back(now_s() - t0);
+
+            // The load: DMAs of 8 n bytes (at 55 GB/s 8 n take longer than one host
+            // copy of n at 7 GB/s or more); the first event says they have begun.
+            PROBE_CUDA(cudaEventRecord(ev[0], stream));
+            for (int k = 0; k < 8; ++k) dma();
+            PROBE_CUDA(cudaEventRecord(ev[1], stream));
+            spin_event(ev[0]);
+            t0 = now_s();
+            host_copy();
+            host_loaded.v.push_back(now_s() - t0);
+            cudaError_t q = cudaEventQuery(ev[1]);
+            if (q == cudaErrorNotReady) ++busy;
+            else PROBE_CUDA(q);
+            PROBE_CUDA(cudaStreamSynchronize(stream));
+
+            t0 = now_s();
+            dma();
+            PROBE_CUDA(cudaEventRecord(ev[0], stream));
+            spin_event(ev[0]);
+            dma_alone.v.push_back(now_s() - t0);
+
+            LoopJob load;
+            load.copy = job;
+            w.start(copy_until_stopped, &load);
+            t0 = now_s();
+            dma();
+            PROBE_CUDA(cudaEventRecord(ev[0], stream));
+            spin_event(ev[0]);
+            dma_loaded.v.push_back(now_s() - t0);
+            load.stop.store(true, std::memory_order_release);
+            w.wait();
+        }
+        Result r;
+        r.part = "g";
+        r.dir = kDirs[d];
+        r.size = n;
+        r.threads = t;
+        r.stores = stores_name(st);
+        r.busy = busy;
+        const struct {
+            const char *metric;
+            const Stat *s;
+        } all[] = {{"host copy alone", &host_alone},
+                   {"host copy under DMA load", &host_loaded},
+                   {"DMA alone", &dma_alone},
+                   {"DMA under host copy load", &dma_loaded}};
+        for (const auto &m : all) {
+            r.metric = m.metric;
+            add(r, *m.s);
+        }
+        std::fprintf(stderr, "  (g) %s %-8s T=%-2d %-6s host %s -> %s loaded (%d/%d busy), DMA %s -> %s loaded\n",
+                     kDirs[d], fmt_size(n).c_str(), t, stores_name(st),
+                     fmt_gbs(n / host_alone.med() / 1e9).c_str(), fmt_gbs(n / host_loaded.med() / 1e9).c_str(),
+                     busy, reps, fmt_gbs(n / dma_alone.med() / 1e9).c_str(),
+                     fmt_gbs(n / dma_loaded.med() / 1e9).c_str());
+    });
+}
+
 std::string cfg(const Result *r) {
     if (!r) return "-";
     std::string s = fmt_gbs(r->gbs());
-    if (r->part == "c") s += format(" (T=%d)", r->threads);
-    if (r->part == "d") s += format(" (C=%s, T=%d, K=%d)", fmt_size(r->chunk).c_str(), r->threads, r->slots);
+    if (r->part == "c" || r->part == "g") s += format(" (T=%d, %s)", r->threads, r->stores.c_str());
+    if (r->part == "d")
+        s += format(" (C=%s, T=%d, K=%d, %s)", fmt_size(r->chunk).c_str(), r->threads, r->slots, r->stores.c_str());
     return s;
 }
 
@@ -626,7 +806,8 @@ std::string Probe::markdown(const std::string &header) const {
         t.left = 2;
         t.header = {"direction", "size", "(a) pageable cudaMemcpy", "(b) pinned cudaMemcpy (link)",
                     "(c) host memcpy, best T", "bound min(b, c)", "(d) pipeline hot, best", "(d) pipeline cold, best",
-                    "best (d) / bound", "(f) register + copy + unregister"};
+                    "best (d) / bound", "(f) register + copy + unregister", "(g) bound under load, best",
+                    "best (d) / (g)"};
         for (int d = 0; d < 2; ++d)
             for (size_t n : sizes) {
                 std::string dir = kDirs[d];
@@ -640,14 +821,23 @@ std::string Probe::markdown(const std::string &header) const {
                 if (b && c) bound = std::min(b->gbs(), c->gbs());
                 else if (b) bound = b->gbs();
                 double bestd = std::max(hot ? hot->gbs() : 0.0, cold ? cold->gbs() : 0.0);
+                const Result *g = best_loaded(dir, n);
+                std::string gcell = "-";
+                double gbound = 0;
+                if (g) {
+                    gbound = loaded_bound(*g);
+                    gcell = format("%s (T=%d, %s)", fmt_gbs(gbound).c_str(), g->threads, g->stores.c_str());
+                }
                 t.rows.push_back({dir, fmt_size(n), gbs_of(a), gbs_of(b), cfg(c), bound > 0 ? fmt_gbs(bound) : "-",
                                   cfg(hot), cfg(cold), bound > 0 && bestd > 0 ? format("%.0f%%", bestd / bound * 100) : "-",
-                                  gbs_of(f)});
+                                  gbs_of(f), gcell, gbound > 0 && bestd > 0 ? format("%.0f%%", bestd / gbound * 100) : "-"});
             }
         out += "### Summary: the floor per size and direction\n\n";
         out += "(a) is what cudaMemcpy does with pageable memory; (b) the link; (c) the host copy alone; a staged "
                "copy can reach at most min(b, c) (the bound); (d) what an ideal staged pipeline reaches, with "
-               "its best chunk C, host threads T and staging buffers K; (f) registering the pages for each copy.\n\n";
+               "its best chunk C, host threads T, staging buffers K and stores; (f) registering the pages for "
+               "each copy; (g) the slower of the host copy and the DMA while the other runs, at its best T and "
+               "stores: what a staged copy's steady state can reach at most.\n\n";
         out += t.render();
     }
     // ---- (c) ----
@@ -656,35 +846,41 @@ std::string Probe::markdown(const std::string &header) const {
         t.left = 2;
         t.header = {"host copy", "size"};
         for (int th : copy_threads) t.header.push_back(format("T=%d", th));
-        for (int d = 0; d < 2; ++d)
-            for (size_t n : sizes) {
-                std::vector<std::string> row = {d == 0 ? "pageable -> pinned (H2D)" : "pinned -> pageable (D2H)", fmt_size(n)};
-                for (int th : copy_threads)
-                    row.push_back(gbs_of(find([&](const Result &r) {
-                        return r.part == "c" && r.dir == kDirs[d] && r.size == n && r.threads == th;
-                    })));
-                t.rows.push_back(row);
-            }
+        t.header.insert(t.header.begin() + 1, "stores");
+        t.left = 3;
+        for (Stores st : stores)
+            for (int d = 0; d < 2; ++d)
+                for (size_t n : sizes) {
+                    std::vector<std::string> row = {d == 0 ? "pageable -> pinned (H2D)" : "pinned -> pageable (D2H)",
+                                                    stores_name(st), fmt_size(n)};
+                    for (int th : copy_threads)
+                        row.push_back(gbs_of(find([&](const Result &r) {
+                            return r.part == "c" && r.dir == kDirs[d] && r.size == n && r.threads == th &&
+                                   r.stores == stores_name(st);
+                        })));
+                    t.rows.push_back(row);
+                }
         out += "\n### (c) Host memcpy with T threads (spinning), GB/s\n\n" + t.render();
     }
     // ---- (d) ----
     for (int d = 0; d < 2; ++d)
         for (const char *mode : {"hot", "cold"}) {
             MdTable t;
-            t.left = 3;
-            t.header = {"C", "T", "K"};
+            t.left = 4;
+            t.header = {"C", "T", "K", "stores"};
             for (size_t n : sizes) t.header.push_back(fmt_size(n));
             // The first chunk's cost, shown at 64 MiB (or the largest size measured).
             const size_t ref = std::find(sizes.begin(), sizes.end(), 64 * MiB) != sizes.end() ? 64 * MiB : sizes.back();
             t.header.push_back(format("%s (%s)", d == 0 ? "first DMA queued" : "first chunk landed", fmt_size(ref).c_str()));
             for (size_t c : chunks)
                 for (int th : pipe_threads)
-                    for (int k : slot_counts) {
-                        std::vector<std::string> row = {fmt_size(c), format("%d", th), format("%d", k)};
+                    for (int k : slot_counts)
+                    for (Stores st : stores) {
+                        std::vector<std::string> row = {fmt_size(c), format("%d", th), format("%d", k), stores_name(st)};
                         bool any = false;
                         auto match = [&](const Result &r, size_t n) {
                             return r.part == "d" && r.dir == kDirs[d] && r.mode == mode && r.chunk == c &&
-                                   r.threads == th && r.slots == k && r.size == n;
+                                   r.threads == th && r.slots == k && r.size == n && r.stores == stores_name(st);
                         };
                         for (size_t n : sizes) {
                             const Result *r = find([&](const Result &x) { return x.metric == "copy" && match(x, n); });
@@ -729,6 +925,36 @@ std::string Probe::markdown(const std::string &header) const {
             }
         if (!t.rows.empty()) out += "\n### (f) Registering pageable memory for each copy\n\n" + t.render();
     }
+    // ---- (g) ----
+    {
+        MdTable t;
+        t.left = 4;
+        t.header = {"direction", "size", "T", "stores", "host copy alone", "host copy under DMA load", "busy",
+                    "DMA alone", "DMA under host copy load", "bound under load"};
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes)
+                for (int th : pipe_threads)
+                    for (Stores st : stores) {
+                        auto get = [&](const char *metric) {
+                            return find([&](const Result &r) {
+                                return r.part == "g" && r.dir == kDirs[d] && r.size == n && r.threads == th &&
+                                       r.stores == stores_name(st) && r.metric == metric;
+                            });
+                        };
+                        const Result *loaded = get("host copy under DMA load");
+                        if (!loaded) continue;
+                        t.rows.push_back({kDirs[d], fmt_size(n), format("%d", th), stores_name(st),
+                                          gbs_of(get("host copy alone")), gbs_of(loaded),
+                                          format("%d/%zu", loaded->busy, loaded->samples.size()), gbs_of(get("DMA alone")),
+                                          gbs_of(get("DMA under host copy load")), fmt_gbs(loaded_bound(*loaded))});
+                    }
+        if (!t.rows.empty())
+            out += "\n### (g) The host copy and the DMA at the same time, GB/s\n\n"
+                   "busy: repetitions whose DMAs were still running when the host copy ended (else the "
+                   "host copy was not under load to its end). Bound under load: the slower of the two "
+                   "loaded rates.\n\n" +
+                   t.render();
+    }
     out += format("\nProbe took %.0f s.\n", now_s() - start);
     if (!skipped.empty()) {
         out += format("\nSkipped (time budget of %.0f s spent):", budget_s);
@@ -745,10 +971,12 @@ void Probe::write_csv() const {
         std::fprintf(stderr, "pageable_probe: cannot write %s\n", csv.c_str());
         return;
     }
-    std::fprintf(f, "part,direction,metric,size,chunk,threads,slots,mode,median_s,gbs,samples_s\n");
+    std::fprintf(f, "part,direction,metric,size,chunk,threads,slots,mode,stores,busy,median_s,gbs,samples_s\n");
     for (const auto &r : results) {
-        std::fprintf(f, "%s,%s,\"%s\",%zu,%zu,%d,%d,%s,%.6e,%.3f,", r.part.c_str(), r.dir.c_str(), r.metric.c_str(), r.size,
-                     r.chunk, r.threads, r.slots, r.mode.c_str(), r.med, r.metric == "copy" ? r.gbs() : 0.0);
+        const bool copy = r.metric == "copy" || r.part == "g";
+        std::fprintf(f, "%s,%s,\"%s\",%zu,%zu,%d,%d,%s,%s,%d,%.6e,%.3f,", r.part.c_str(), r.dir.c_str(), r.metric.c_str(),
+                     r.size, r.chunk, r.threads, r.slots, r.mode.c_str(), r.stores.c_str(), r.busy, r.med,
+                     copy ? r.gbs() : 0.0);
         for (size_t k = 0; k < r.samples.size(); ++k) std::fprintf(f, "%s%.6e", k ? ";" : "", r.samples[k]);
         std::fprintf(f, "\n");
     }
@@ -759,13 +987,15 @@ void usage(const char *argv0) {
     std::fprintf(stderr,
                  "usage: %s [options]\n"
                  "  --quick          sizes 1, 16, 64 MiB; chunks 256 KiB, 1 MiB, 4 MiB; T 4, 12; K 4 (a smoke run)\n"
-                 "  --parts LETTERS  which parts to run, of abcdef (default all)\n"
+                 "  --parts LETTERS  which parts to run, of abcdefg (default all)\n"
                  "  --budget-s S     start no new group of measurements after S seconds (default 360)\n"
                  "  --csv FILE       write every result with its samples to FILE\n"
                  "  --sizes LIST     copy sizes, e.g. 1M,16M (K and M suffixes; default 1M,4M,16M,64M,256M)\n"
                  "  --chunks LIST    pipeline chunks (default 256K,512K,1M,2M,4M,8M)\n"
                  "  --threads LIST   host threads for (c) and (d), at most 64 (default 1,2,4,8,12 and 4,8,12)\n"
-                 "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n",
+                 "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
+                 "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores)\n"
+                 "                   (default memcpy,stream)\n",
                  argv0);
 }
 
@@ -818,7 +1048,7 @@ std::string utc_now() {
 int main(int argc, char **argv) {
     program_name() = "pageable_probe";
     Probe P;
-    std::string sizes_opt, chunks_opt, threads_opt, slots_opt;
+    std::string sizes_opt, chunks_opt, threads_opt, slots_opt, stores_opt;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -839,13 +1069,22 @@ int main(int argc, char **argv) {
         else if (a == "--chunks") chunks_opt = value();
         else if (a == "--threads") threads_opt = value();
         else if (a == "--slots") slots_opt = value();
+        else if (a == "--stores") stores_opt = value();
         else {
             usage(argv[0]);
             die(2, "unknown argument %s", a.c_str());
         }
     }
-    if (P.parts.find_first_not_of("abcdef") != std::string::npos || P.parts.empty())
-        die(2, "--parts takes letters of abcdef, got '%s'", P.parts.c_str());
+    if (P.parts.find_first_not_of("abcdefg") != std::string::npos || P.parts.empty())
+        die(2, "--parts takes letters of abcdefg, got '%s'", P.parts.c_str());
+    if (!stores_opt.empty()) {
+        // 1: memcpy, 2: stream
+        auto kinds = parse_list<int>("--stores", stores_opt, 1, 2, [](const std::string &v) {
+            return v == "memcpy" ? 1 : v == "stream" ? 2 : 0;
+        });
+        P.stores.clear();
+        for (int k : kinds) P.stores.push_back(k == 2 ? Stores::Stream : Stores::Memcpy);
+    }
 
     if (P.quick) {
         P.sizes = {1 * MiB, 16 * MiB, 64 * MiB};
@@ -896,6 +1135,10 @@ int main(int argc, char **argv) {
     PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.pin), max_size));
     PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.staging), max_staging));
     std::memset(P.pin, 0, max_size);
+    if (P.want('g')) {
+        PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.pin2), max_size));
+        std::memset(P.pin2, 0, max_size);
+    }
     std::memset(P.staging, 0, max_staging);
     PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev), max_size));
     PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev_src), max_size));
@@ -927,7 +1170,7 @@ int main(int argc, char **argv) {
         void (Probe::*run)();
     };
     const Part parts[] = {{'a', &Probe::part_a_b}, {'c', &Probe::part_c}, {'d', &Probe::part_d},
-                          {'e', &Probe::part_e}, {'f', &Probe::part_f}};
+                          {'e', &Probe::part_e}, {'f', &Probe::part_f}, {'g', &Probe::part_g}};
     for (const Part &p : parts) {
         bool wanted = p.id == 'a' ? (P.want('a') || P.want('b')) : P.want(p.id);
         if (!wanted) continue;
@@ -949,6 +1192,7 @@ int main(int argc, char **argv) {
     cudaFree(P.dev_src);
     cudaFreeHost(P.pin);
     cudaFreeHost(P.staging);
+    if (P.pin2) cudaFreeHost(P.pin2);
     std::free(P.pg_src);
     std::free(P.pg_dst);
     return P.failures.empty() ? 0 : 1;

@@ -452,22 +452,32 @@ class ProbeOnFakeCudart(unittest.TestCase):
         for title in ["### Summary: the floor per size and direction", "### (c) Host memcpy with T threads",
                       "### (d) Staged pipeline H2D, hot threads", "### (d) Staged pipeline H2D, cold threads",
                       "### (d) Staged pipeline D2H, hot threads", "### (d) Staged pipeline D2H, cold threads",
-                      "### (e) What a pipeline is made of", "### (f) Registering pageable memory for each copy"]:
+                      "### (e) What a pipeline is made of", "### (f) Registering pageable memory for each copy",
+                      "### (g) The host copy and the DMA at the same time, GB/s"]:
             self.assertIn(title, out)
         self.assertIn("GPU fake cudart (host memory)", out)
         summary = [line for line in out.splitlines() if line.startswith("| H2D | 1 MiB") or
                    line.startswith("| D2H | 1 MiB")]
-        self.assertEqual(len(summary), 2 + 2, summary)  # summary and (f) rows
-        self.assertRegex(out, r"\| H2D \| 1 MiB \| [0-9.]+ GB/s \| [0-9.]+ GB/s \| [0-9.]+ GB/s \(T=1\) \|")
+        self.assertEqual(len(summary), 2 + 2 + 2 * 2, summary)  # summary, (f) and (g) rows (2 stores)
+        self.assertRegex(out, r"\| H2D \| 1 MiB \| [0-9.]+ GB/s \| [0-9.]+ GB/s \| [0-9.]+ GB/s \(T=1, (memcpy|stream)\) \|")
+        # the summary's last two columns: (g)'s bound under load and the best pipeline against it
+        self.assertRegex(out, r"\| [0-9.]+ GB/s \(T=1, (memcpy|stream)\) \| [0-9]+% \|\n")
         parts = {}
         for row in rows:
             parts.setdefault(row["part"], []).append(row)
             self.assertGreater(float(row["median_s"]), 0, row)
-        # (a), (b), (f): 2 directions; (c): 2; (d): 2 dirs x 2 chunks x 2 slot counts x 2 modes, copy + first
+        # (a), (b), (f): 2 directions; (c): 2 x 2 stores; (d): 2 dirs x 2 chunks x 2 slot counts x 2 modes
+        # x 2 stores, copy + first; (g): 2 dirs x 2 stores x 4 rates
         self.assertEqual(len(parts["a"]), 2)
         self.assertEqual(len(parts["b"]), 2)
-        self.assertEqual(len(parts["c"]), 2)
-        self.assertEqual(len(parts["d"]), 2 * 2 * 2 * 2 * 2)
+        self.assertEqual(len(parts["c"]), 2 * 2)
+        self.assertEqual(len(parts["d"]), 2 * 2 * 2 * 2 * 2 * 2)
+        self.assertEqual({r["stores"] for r in parts["d"]}, {"memcpy", "stream"})
+        self.assertEqual(len(parts["g"]), 2 * 2 * 4)
+        self.assertEqual({r["metric"] for r in parts["g"]}, {"host copy alone", "host copy under DMA load",
+                                                              "DMA alone", "DMA under host copy load"})
+        for row in parts["g"]:
+            self.assertGreater(float(row["gbs"]), 0, row)
         self.assertEqual(len(parts["f"]), 2 * 3)
         self.assertLessEqual({"futex wake -> first thread running", "futex wake -> last thread running",
                               "handoff to spinning threads and back (empty job)",

@@ -12,6 +12,10 @@
 #   SWEEP_ARGS="..."               table_bench's arguments instead of --quick (e.g. "--quick
 #                                  --reps-scale 3.67": the full 9 repetitions, no 1 GiB rows)
 #   SWEEP_TRACE=0                  leaves out the traces at the end
+#   SWEEP_TRACE_ONLY="A;B"         the rows the traces cover (default: pageable 1, 16, 64 MiB
+#                                  and the round trip)
+#   SWEEP_TRACE_SETTINGS="A;B"     the settings traced (default: default)
+#   SWEEP_TRACE_EVERY=N            trace every N-th staged copy (default 50)
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -92,14 +96,24 @@ for i in range(1, n + 1):
     g = math.exp(sum(map(math.log, vals)) / len(vals)) if vals else float("nan")
     print(f"- [{i}] `{table['__name'][i]}`: geometric mean (ours static, H2D/D2H rows) {g:.3f}")
 PY
-# Where a copy's time goes (LLAISYS_NVIDIA_PAGEABLE_TRACE, src/pageable/trace.rs), default settings:
-# pageable rows at 1, 4 (the round trip) and 16 MiB; every 50th staged copy, 40 lines per group.
+# Where a copy's time goes (LLAISYS_NVIDIA_PAGEABLE_TRACE, src/pageable/trace.rs): pageable
+# rows at 1, 4 (the round trip), 16 and 64 MiB (SWEEP_TRACE_ONLY="A;B" instead), every 50th staged
+# copy (SWEEP_TRACE_EVERY), 24 lines per group, under the default settings (SWEEP_TRACE_SETTINGS
+# ="A;B" instead, settings written as in SWEEP_SETTINGS).
 traces=("pageable 1 MiB" "round trip" "pageable 16 MiB" "pageable 64 MiB")
+[ -z "${SWEEP_TRACE_ONLY:-}" ] || IFS=';' read -r -a traces <<<"$SWEEP_TRACE_ONLY"
 [ "${SWEEP_TRACE:-1}" != 0 ] || traces=()
-for o in ${traces[@]+"${traces[@]}"}; do
-  echo "== trace: --only '$o'"
-  LLAISYS_NVIDIA_PAGEABLE_TRACE=50 timeout -k 5 60 "$work/table_bench" --quick --only "$o" \
-    "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
-    2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-700 || true
+trace_settings=(default)
+[ -z "${SWEEP_TRACE_SETTINGS:-}" ] || IFS=';' read -r -a trace_settings <<<"$SWEEP_TRACE_SETTINGS"
+for s in "${trace_settings[@]}"; do
+  envs=()
+  [ "$s" = default ] || read -r -a envs <<<"$s"
+  for o in ${traces[@]+"${traces[@]}"}; do
+    echo "== trace: --only '$o', setting $s"
+    env ${envs[@]+"${envs[@]}"} LLAISYS_NVIDIA_PAGEABLE_TRACE="${SWEEP_TRACE_EVERY:-50}" timeout -k 5 60 \
+      "$work/table_bench" --quick --only "$o" \
+      "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
+      2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-900 || true
+  done
 done | tee "$work/trace.log"
 [ -z "${OUT:-}" ] || { mkdir -p "$OUT"; cp "$work/sweep.md" "$work/trace.log" "$OUT/"; }

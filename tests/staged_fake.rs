@@ -185,8 +185,9 @@ fn child_staged_copies() {
 /// The children's settings, one run each: `NAME=VALUE` words, where `fail=WHAT` is the failing
 /// copy the child makes first (`failing_copy`), a `FAKE_` name is the stand-in's own variable,
 /// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. Both engines, 1-12 threads, 2 slots,
-/// tiny pieces, failing copies and queries, the trace.
-const RUNS: [&str; 14] = [
+/// tiny pieces, failing copies and queries, the trace; H2D copies from 8 MiB (17 MiB here) adapt
+/// their threads unless `H2D_THREADS` fixes them.
+const RUNS: [&str; 15] = [
     "THREADS=4",
     "THREADS=1",
     "THREADS=4 PIPELINE=0",
@@ -201,6 +202,7 @@ const RUNS: [&str; 14] = [
     "THREADS=2",
     "THREADS=12",
     "THREADS=4 TRACE=7",
+    "THREADS=4 H2D_THREADS=2",
 ];
 
 /// The environment of one of `RUNS`.

@@ -89,7 +89,7 @@ pub(super) unsafe fn par_copy(
         done: AtomicUsize::new(0),
     });
     let pieces = job.pieces;
-    workers::run(job, threads - 1, (threads - 1).min(pieces - 1));
+    workers::run(job, (threads - 1).min(pieces - 1));
 }
 
 /// Copies `n` bytes.

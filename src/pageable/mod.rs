@@ -18,10 +18,12 @@
 //! Switches: `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns it off; it applies from
 //! `LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES` (default 1 MiB) up; smaller copies use cudaMemcpy.
 //! `LLAISYS_NVIDIA_PAGEABLE_THREADS` sets the host threads (default: 3/4 of the cores, at most
-//! 12). Tuning (defaults measured on the H200 machine, docs/benchmark.md):
+//! 12), `LLAISYS_NVIDIA_PAGEABLE_H2D_THREADS` those of every H2D copy (unset: the same, and H2D
+//! copies from 8 MiB adapt between half of them and all, `adapt`). Tuning (defaults measured on
+//! the H200 machine, docs/benchmark.md):
 //! `LLAISYS_NVIDIA_PAGEABLE_CHUNK` the largest chunk (bytes, at most 8 MiB),
-//! `LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK` the first chunk (later ones double up to the largest;
-//! 0: all equal), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the largest piece one host thread copies at
+//! `LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK` the first chunk of both directions (later ones double
+//! up to the largest; 0: all equal; unset: 256 KiB for H2D, equal chunks for D2H), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the largest piece one host thread copies at
 //! a time (the chunk-by-chunk engine: the smallest),
 //! `LLAISYS_NVIDIA_PAGEABLE_SLOTS` staging buffers per copy (2..16),
 //! `LLAISYS_NVIDIA_PAGEABLE_STREAMING` non-temporal stores (0 none, 1 into the staging
@@ -31,6 +33,7 @@
 //! pipelined one (`pipeline`, the default);
 //! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N` where the time of every N-th copy goes (`trace`).
 
+mod adapt;
 mod hostcopy;
 mod pipeline;
 mod staging;
@@ -52,6 +55,11 @@ pub(crate) use staging::release as release_staging;
 const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
 const CHUNK_MIN: usize = 256 << 10;
+/// By default, an H2D copy's first chunk (later ones double up to the chunk size): the copy
+/// engine starts after a short host copy instead of a quarter of the copy (H200 machine, three
+/// interleaved rounds: H2D 16 and 64 MiB 1-2 GB/s faster with 256 KiB than with equal chunks;
+/// D2H 4-6 GB/s slower, so D2H keeps equal chunks; docs/benchmark.md).
+const H2D_FIRST_CHUNK: usize = 256 << 10;
 /// By default, D2H copies from this size write the caller's buffer with non-temporal stores:
 /// beyond what the CPU caches keep (at 64 MiB they were faster on the H200 machine, at 16 MiB
 /// slower than ordinary stores: docs/benchmark.md).
@@ -74,10 +82,18 @@ pub struct Config {
     pub min_bytes: usize,
     /// Host threads that copy (the caller included).
     pub threads: usize,
+    /// Host threads of an H2D copy (the caller included), at most `threads`; with
+    /// `h2d_adaptive`, the most (the fewest: half of it).
+    pub h2d_threads: usize,
+    /// Whether large H2D copies adapt their threads (`adapt`): unless
+    /// `LLAISYS_NVIDIA_PAGEABLE_H2D_THREADS` is set.
+    pub h2d_adaptive: bool,
     /// The largest chunk, None: a quarter of the copy within [CHUNK_MIN, CHUNK_MAX].
     pub chunk: Option<usize>,
-    /// The first chunk (later ones double up to the largest); 0: all chunks equal.
-    pub first_chunk: usize,
+    /// The first chunk of an H2D copy (later ones double up to the largest); 0: all equal.
+    pub h2d_first_chunk: usize,
+    /// The first chunk of a D2H copy, as `h2d_first_chunk`.
+    pub d2h_first_chunk: usize,
     /// The piece one host thread copies at a time: the pipeline's largest, the chunk-by-chunk
     /// engine's smallest.
     pub piece: usize,
@@ -92,6 +108,16 @@ pub struct Config {
     pub pipelined: bool,
 }
 
+impl Config {
+    /// The host threads (the caller included) of a copy that goes `direction`.
+    pub fn threads_for(&self, direction: Direction) -> usize {
+        match direction {
+            Direction::HostToDevice => self.h2d_threads,
+            Direction::DeviceToHost => self.threads,
+        }
+    }
+}
+
 /// The process's settings.
 pub(crate) fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
@@ -104,16 +130,21 @@ pub(crate) fn config() -> &'static Config {
                 (cores * 3 / 4).clamp(1, 12)
             })
             .clamp(1, 64);
+        let h2d_fixed: Option<usize> = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_H2D_THREADS");
         let kib = |k: usize| k << 10;
+        let first_chunk = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK")
+            .map(|c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64)));
         let streaming: Option<u8> = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_STREAMING");
         Config {
             enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
             min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
             threads,
+            h2d_threads: h2d_fixed.unwrap_or(threads).clamp(1, threads),
+            h2d_adaptive: h2d_fixed.is_none(),
             chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_CHUNK")
                 .map(|c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64)).max(kib(64))),
-            first_chunk: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK")
-                .map_or(0, |c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64))),
+            h2d_first_chunk: first_chunk.unwrap_or(H2D_FIRST_CHUNK),
+            d2h_first_chunk: first_chunk.unwrap_or(0),
             piece: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_PIECE")
                 .map_or(kib(64), |p: usize| p.clamp(kib(4), CHUNK_MAX)),
             slots: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SLOTS")
@@ -168,14 +199,14 @@ fn plan(size: usize, largest: usize, first: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// The chunks of a copy of `size` bytes with the process's settings.
-fn chunks(size: usize) -> Vec<(usize, usize)> {
+/// The chunks of a copy of `size` bytes going `direction` with the process's settings.
+fn chunks(size: usize, direction: Direction) -> Vec<(usize, usize)> {
     let c = config();
-    plan(
-        size,
-        c.chunk.unwrap_or_else(|| chunk_for(size)),
-        c.first_chunk,
-    )
+    let first = match direction {
+        Direction::HostToDevice => c.h2d_first_chunk,
+        Direction::DeviceToHost => c.d2h_first_chunk,
+    };
+    plan(size, c.chunk.unwrap_or_else(|| chunk_for(size)), first)
 }
 
 /// The stores of a host copy (into a staging buffer, or into the caller's buffer of a copy of
@@ -198,21 +229,51 @@ fn stores(into_staging: bool, size: usize) -> Stores {
 ///
 /// # Safety
 /// As `par_copy`.
-unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores) {
+unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, direction: Direction, stores: Stores) {
     let c = config();
     // SAFETY: the caller's contract.
-    unsafe { par_copy(dst, src, n, c.threads, c.piece, stores) }
+    unsafe { par_copy(dst, src, n, c.threads_for(direction), c.piece, stores) }
 }
 
 /// The pieces of the pipelined engine for chunks of at most `largest` bytes: about one per
 /// thread of a chunk, so that every thread helps with the chunk that has just landed, from
 /// 16 KiB up to the `_PIECE` setting.
-fn pipeline_piece(largest: usize) -> usize {
+fn pipeline_piece(largest: usize, threads: usize) -> usize {
     let c = config();
-    (largest / c.threads.max(1))
+    (largest / threads.max(1))
         .next_multiple_of(4096)
         .max(16 << 10)
         .min(c.piece)
+}
+
+/// The bounds of an H2D copy whose host threads adapt (`adapt`): from half the H2D threads to
+/// all of them.
+#[derive(Clone, Copy)]
+struct Adapt {
+    lo: usize,
+    hi: usize,
+}
+
+impl Adapt {
+    /// Some for a copy whose threads adapt: H2D, from `adapt::ADAPT_FROM` bytes, unless the
+    /// threads are fixed.
+    fn of(direction: Direction, size: usize) -> Option<Adapt> {
+        let c = config();
+        (direction == Direction::HostToDevice && c.h2d_adaptive && size >= adapt::ADAPT_FROM).then(
+            || Adapt {
+                lo: c.h2d_threads.div_ceil(2),
+                hi: c.h2d_threads,
+            },
+        )
+    }
+
+    fn threads(self) -> usize {
+        adapt::threads(self.lo, self.hi)
+    }
+
+    fn copied(self, threads: usize, pending: usize, in_flight: usize) {
+        adapt::copied(threads, pending, in_flight, self.lo, self.hi);
+    }
 }
 
 /// Queues one chunk's cudaMemcpyAsync between a staging buffer and the device.
@@ -250,13 +311,18 @@ unsafe fn h2d(
     tr: &Trace,
 ) -> Result<()> {
     let stores = stores(true, size);
-    for (k, (off, n)) in chunks(size).into_iter().enumerate() {
+    for (k, (off, n)) in chunks(size, Direction::HostToDevice)
+        .into_iter()
+        .enumerate()
+    {
         let mut slot = set.slot(k);
         let buf = tr.time(Phase::Wait, || slot.prepare(device))?;
         // SAFETY: the caller's contract for `src` and `dst`; `buf` holds CHUNK_MAX >= n bytes
         // and no queued copy uses it any more (prepared).
         unsafe {
-            tr.time(Phase::HostCopy, || host_copy(buf, src.add(off), n, stores));
+            tr.time(Phase::HostCopy, || {
+                host_copy(buf, src.add(off), n, Direction::HostToDevice, stores)
+            });
             tr.time(Phase::Enqueue, || {
                 chunk_copy(dst.add(off), buf, n, MemcpyKind::H2D, stream, off)
             })?;
@@ -278,7 +344,7 @@ unsafe fn d2h(
     stream: StreamHandle,
     tr: &Trace,
 ) -> Result<()> {
-    let plan = chunks(size);
+    let plan = chunks(size, Direction::DeviceToHost);
     let stores = stores(false, size);
     let chunks = plan.len();
     let ahead = set.slots.len() - 1;
@@ -308,7 +374,7 @@ unsafe fn d2h(
         // SAFETY: the chunk has landed in the staging buffer (prepare waited for its event);
         // the caller's contract for `dst`.
         tr.time(Phase::HostCopy, || unsafe {
-            host_copy(dst.add(off), buf, n, stores)
+            host_copy(dst.add(off), buf, n, Direction::DeviceToHost, stores)
         });
     }
     Ok(())
@@ -340,12 +406,15 @@ pub(crate) unsafe fn copy(
     };
     let tr = Trace::start();
     let set = staging::take(config().slots);
+    let adapt = Adapt::of(direction, size).filter(|_| config().pipelined);
+    let threads = adapt.map_or(config().threads_for(direction), Adapt::threads);
     // SAFETY: the caller's contract; the set is ours for this copy.
     let mut result = unsafe {
         match direction {
             _ if config().pipelined => {
-                let plan = chunks(size);
+                let plan = chunks(size, direction);
                 let largest = plan.iter().map(|&(_, n)| n).max().unwrap_or(0);
+                let in_flight = set.slots.len().min(plan.len());
                 pipeline::run(
                     pipeline::Request {
                         set: &set,
@@ -354,13 +423,18 @@ pub(crate) unsafe fn copy(
                         dev: device.cast(),
                         host: host.cast(),
                         stream,
-                        threads: config().threads,
-                        piece: pipeline_piece(largest),
+                        threads,
+                        piece: pipeline_piece(largest, threads),
                         stores: stores(direction == Direction::HostToDevice, size),
                     },
                     plan,
                     &tr,
                 )
+                .map(|pending| {
+                    if let Some(a) = adapt {
+                        a.copied(threads, pending, in_flight);
+                    }
+                })
             }
             Direction::HostToDevice => h2d(
                 &set,
@@ -387,8 +461,8 @@ pub(crate) unsafe fn copy(
     }
     if tr.active() {
         tr.finish(format_args!(
-            "{direction:?} {size} B, {} chunks, stream {stream:p}",
-            chunks(size).len()
+            "{direction:?} {size} B, {} chunks, {threads} threads, stream {stream:p}",
+            chunks(size, direction).len()
         ));
     }
     if result.is_err() {

@@ -211,12 +211,13 @@ pub(super) struct Request<'a> {
 
 /// Runs a staged copy of `chunks` ((offset, length) each) with the pipelined engine. D2H returns
 /// with the data in `host`; H2D once every chunk's DMA is queued (the caller's buffer has been
-/// read).
+/// read), with how many of the last chunks that can be in flight at once (the staging buffers,
+/// or every chunk of a shorter copy) still waited for their DMA then; D2H with 0.
 ///
 /// # Safety
 /// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
 /// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone.
-pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<()> {
+pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<usize> {
     let slots = c.set.slots.len().min(chunks.len());
     let bufs = (0..slots)
         .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
@@ -257,9 +258,9 @@ impl Helpers {
     fn start(&mut self) {
         if !self.started {
             self.started = true;
-            let n = self.threads.saturating_sub(1);
-            let wake = n.min(self.job.pieces.len().saturating_sub(1));
-            self.running = workers::start(self.job.clone(), n, wake);
+            let helpers =
+                (self.threads.saturating_sub(1)).min(self.job.pieces.len().saturating_sub(1));
+            self.running = workers::start(self.job.clone(), helpers);
         }
     }
 
@@ -276,7 +277,7 @@ impl Helpers {
 ///
 /// # Safety
 /// As `run`.
-unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
+unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<usize> {
     let n = job.chunks.len();
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
@@ -314,7 +315,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 }
                 if job.finished() {
                     tr.mark("copied", n);
-                    return Ok(());
+                    return Ok(0);
                 }
                 // Copy out too when alone, when every chunk has landed, and when the next DMA
                 // waits for a chunk to be copied out: the copy never depends on the helpers
@@ -352,7 +353,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     progressed = true;
                 }
                 if queued == n {
-                    return Ok(());
+                    return in_flight(c, n.saturating_sub(k), n);
                 }
                 let (next, alone) = (queued, helpers.alone());
                 if let Some(i) = job.claim_if(|ch| ch < ready && (alone || ch == next)) {
@@ -365,6 +366,17 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
             std::hint::spin_loop();
         }
     }
+}
+
+/// How many of chunks `first..n`, all queued, still wait for their DMA (their slots' events).
+fn in_flight(c: &Request<'_>, first: usize, n: usize) -> Result<usize> {
+    let mut pending = 0;
+    for k in first..n {
+        if !c.set.slot(k).poll()? {
+            pending += 1;
+        }
+    }
+    Ok(pending)
 }
 
 /// Queues chunk `k`'s DMA between its staging buffer and the device on the copy's stream, then

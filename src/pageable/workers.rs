@@ -1,10 +1,11 @@
 //! The fast path's host threads. Started on first use; after a job they spin a short while
 //! (the chunks of a copy, and copies, come in bursts), then sleep until the next job, so an idle
 //! process uses no CPU. One job at a time: a caller that finds the threads busy does its job
-//! alone.
+//! alone. A job names how many of the threads may help with it (the pool grows to that many on
+//! first need): the others, even those still spinning, leave it alone.
 
 use crate::sync::lock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -17,17 +18,30 @@ pub(crate) trait Task: Send + Sync {
     fn finished(&self) -> bool;
 }
 
+/// The most threads the pool holds.
+pub(crate) const MAX_HELPERS: usize = 63;
+
 struct Pool {
     generation: AtomicU64,
-    current: Mutex<Option<Arc<dyn Task>>>,
+    /// The job, and how many threads may take part in it (those of index below).
+    current: Mutex<Option<(Arc<dyn Task>, usize)>>,
     submit: Mutex<()>,
+    /// Threads started so far (written under `grow`).
+    started: AtomicUsize,
+    grow: Mutex<()>,
 }
 
 static POOL: Pool = Pool {
     generation: AtomicU64::new(0),
     current: Mutex::new(None),
     submit: Mutex::new(()),
+    started: AtomicUsize::new(0),
+    grow: Mutex::new(()),
 };
+
+/// The pool's threads, in the order they were started.
+static THREADS: [OnceLock<std::thread::Thread>; MAX_HELPERS] =
+    [const { OnceLock::new() }; MAX_HELPERS];
 
 /// How long a thread spins for the next job before it sleeps.
 const SPIN: Duration = Duration::from_micros(250);
@@ -54,30 +68,35 @@ fn pin_this_library() {
     };
 }
 
-/// The threads (`helpers` of them), started on first use, after the library is pinned.
-fn threads(helpers: usize) -> &'static [std::thread::Thread] {
-    static THREADS: OnceLock<Vec<std::thread::Thread>> = OnceLock::new();
-    THREADS.get_or_init(|| {
-        if helpers > 0 {
-            pin_this_library();
-        }
-        // The threads start from the generation before the job that starts them is published
-        // (`start` publishes after this returns): read in the thread, it could already be the
-        // new one, and the thread would sleep through its first job.
-        let seen = POOL.generation.load(Ordering::Acquire);
-        (0..helpers)
-            .filter_map(|i| {
-                std::thread::Builder::new()
-                    .name(format!("llaisys-nvidia-copy-{i}"))
-                    .spawn(move || worker_loop(seen))
-                    .ok()
-                    .map(|h| h.thread().clone())
-            })
-            .collect()
-    })
+/// Starts threads until the pool holds `helpers` (at most MAX_HELPERS; the first after the
+/// library is pinned), and returns how many it holds, at most `helpers`.
+fn grow(helpers: usize) -> usize {
+    let want = helpers.min(MAX_HELPERS);
+    if POOL.started.load(Ordering::Acquire) >= want {
+        return want;
+    }
+    let _one = lock(&POOL.grow);
+    let have = POOL.started.load(Ordering::Acquire);
+    if have == 0 {
+        pin_this_library();
+    }
+    // New threads start from the generation before the job that needs them is published
+    // (`start` publishes after this returns): read in the thread, it could already be the new
+    // one, and the thread would sleep through its first job.
+    let seen = POOL.generation.load(Ordering::Acquire);
+    for (i, slot) in THREADS.iter().enumerate().take(want).skip(have) {
+        let spawned = std::thread::Builder::new()
+            .name(format!("llaisys-nvidia-copy-{i}"))
+            .spawn(move || worker_loop(i, seen));
+        let Ok(handle) = spawned else { break };
+        // Only this loop, under `grow`, sets slot i, once.
+        let _ = slot.set(handle.thread().clone());
+        POOL.started.store(i + 1, Ordering::Release);
+    }
+    POOL.started.load(Ordering::Acquire).min(want)
 }
 
-fn worker_loop(mut seen: u64) {
+fn worker_loop(index: usize, mut seen: u64) {
     loop {
         let idle_since = Instant::now();
         loop {
@@ -93,9 +112,11 @@ fn worker_loop(mut seen: u64) {
                 std::thread::park();
             }
         }
-        let task = lock(&POOL.current).clone();
-        if let Some(task) = task {
-            task.work();
+        let current = lock(&POOL.current).clone();
+        if let Some((task, helpers)) = current {
+            if index < helpers {
+                task.work();
+            }
         }
     }
 }
@@ -116,18 +137,22 @@ impl Drop for Running {
     }
 }
 
-/// Hands `task` to the pool's threads (`pool` of them, started on first use; `wake` of them
-/// are woken, the others join only if they are still spinning) and returns at once; None when
-/// there are no helpers or another job holds them: the caller then does the job alone. The
-/// caller takes part by calling `task.work()` (or its own loop) before dropping the guard.
-pub(crate) fn start(task: Arc<dyn Task>, pool: usize, wake: usize) -> Option<Running> {
-    if pool == 0 || wake == 0 || threads(pool).is_empty() {
+/// Hands `task` to `helpers` of the pool's threads (started on first need, woken; no other
+/// thread takes part) and returns at once; None when there are no helpers or another job holds
+/// them: the caller then does the job alone. The caller takes part by calling `task.work()` (or
+/// its own loop) before dropping the guard.
+pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
+    if helpers == 0 {
         return None;
     }
     let one_job = POOL.submit.try_lock().ok()?;
-    *lock(&POOL.current) = Some(task.clone());
+    let helpers = grow(helpers);
+    if helpers == 0 {
+        return None;
+    }
+    *lock(&POOL.current) = Some((task.clone(), helpers));
     POOL.generation.fetch_add(1, Ordering::Release);
-    for t in threads(pool).iter().take(wake) {
+    for t in THREADS.iter().take(helpers).filter_map(OnceLock::get) {
         t.unpark();
     }
     Some(Running {
@@ -136,10 +161,10 @@ pub(crate) fn start(task: Arc<dyn Task>, pool: usize, wake: usize) -> Option<Run
     })
 }
 
-/// Runs `task` on the calling thread and the pool's threads (as `start`), and returns once it
-/// has finished.
-pub(crate) fn run(task: Arc<dyn Task>, pool: usize, wake: usize) {
-    let running = start(task.clone(), pool, wake);
+/// Runs `task` on the calling thread and `helpers` of the pool's threads (as `start`), and
+/// returns once it has finished.
+pub(crate) fn run(task: Arc<dyn Task>, helpers: usize) {
+    let running = start(task.clone(), helpers);
     task.work();
     if running.is_none() {
         while !task.finished() {
@@ -201,7 +226,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for k in 0..100 {
                         let j = job(4096 + k * 97 + t, 64, (k + t) as u8);
-                        run(j.clone(), 3, 3);
+                        run(j.clone(), 3);
                         assert!(*lock(&j.dst) == j.src, "caller {t} job {k}");
                     }
                 })
@@ -210,5 +235,62 @@ mod tests {
         for c in callers {
             c.join().expect("caller");
         }
+    }
+
+    /// Notes every thread that works on it; each piece takes a while, so that every thread
+    /// still spinning from an earlier job would have time to join.
+    struct Crowd {
+        seen: Mutex<Vec<std::thread::ThreadId>>,
+        next: AtomicUsize,
+        done: AtomicUsize,
+        pieces: usize,
+    }
+
+    impl Task for Crowd {
+        fn work(&self) {
+            {
+                let mut seen = lock(&self.seen);
+                let me = std::thread::current().id();
+                if !seen.contains(&me) {
+                    seen.push(me);
+                }
+            }
+            while self.next.fetch_add(1, Ordering::Relaxed) < self.pieces {
+                std::thread::sleep(Duration::from_micros(200));
+                self.done.fetch_add(1, Ordering::Release);
+            }
+        }
+        fn finished(&self) -> bool {
+            self.done.load(Ordering::Acquire) >= self.pieces
+        }
+    }
+
+    #[test]
+    fn a_job_gets_no_more_helpers_than_it_names_and_the_pool_grows_to_them() {
+        let crowd = |pieces| {
+            Arc::new(Crowd {
+                seen: Mutex::new(Vec::new()),
+                next: AtomicUsize::new(0),
+                done: AtomicUsize::new(0),
+                pieces,
+            })
+        };
+        // Four helpers first, so that they all spin when the smaller jobs come.
+        let mut most = 0;
+        for helpers in [4, 1, 2, 0, 4, 1] {
+            let j = crowd(40);
+            run(j.clone(), helpers);
+            let threads = lock(&j.seen).len();
+            assert!(j.finished(), "helpers {helpers}");
+            assert!(
+                threads <= helpers + 1,
+                "{threads} threads took part in a job for the caller and {helpers} helpers"
+            );
+            most = most.max(threads);
+        }
+        // Another test's job may hold the pool at times (then the caller works alone), but not
+        // through every one of these jobs.
+        assert!(most > 1, "no helper ever took part");
+        assert!(POOL.started.load(Ordering::Acquire) >= 4);
     }
 }
