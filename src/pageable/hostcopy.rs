@@ -156,6 +156,7 @@ mod tests {
 
     #[test]
     fn par_copy_copies_every_byte_of_every_size_from_many_threads() {
+        let _pool = crate::sync::lock(&workers::TEST_POOL);
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {

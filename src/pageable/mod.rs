@@ -426,12 +426,15 @@ pub(crate) unsafe fn copy(
                         threads,
                         piece: pipeline_piece(largest, threads),
                         stores: stores(direction == Direction::HostToDevice, size),
+                        count_in_flight: adapt.is_some(),
                     },
                     plan,
                     &tr,
                 )
                 .map(|pending| {
-                    if let Some(a) = adapt {
+                    // Only copies that the pool's threads helped with say how fast the host
+                    // side can go.
+                    if let (Some(a), Some(pending)) = (adapt, pending) {
                         a.copied(threads, pending, in_flight);
                     }
                 })

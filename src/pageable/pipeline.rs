@@ -207,17 +207,24 @@ pub(super) struct Request<'a> {
     /// The most bytes of one piece.
     pub(super) piece: usize,
     pub(super) stores: Stores,
+    /// Whether an H2D copy counts its chunks still in flight at the end (`run`).
+    pub(super) count_in_flight: bool,
 }
 
 /// Runs a staged copy of `chunks` ((offset, length) each) with the pipelined engine. D2H returns
 /// with the data in `host`; H2D once every chunk's DMA is queued (the caller's buffer has been
-/// read), with how many of the last chunks that can be in flight at once (the staging buffers,
-/// or every chunk of a shorter copy) still waited for their DMA then; D2H with 0.
+/// read). With `count_in_flight`, an H2D copy that the pool's threads helped with also says how
+/// many of its last chunks that can be in flight at once (the staging buffers, or every chunk of
+/// a shorter copy) still waited for their DMA then (`adapt`'s measure); otherwise None.
 ///
 /// # Safety
 /// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
 /// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone.
-pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>, tr: &Trace) -> Result<usize> {
+pub(super) unsafe fn run(
+    c: Request<'_>,
+    chunks: Vec<(usize, usize)>,
+    tr: &Trace,
+) -> Result<Option<usize>> {
     let slots = c.set.slots.len().min(chunks.len());
     let bufs = (0..slots)
         .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
@@ -239,9 +246,15 @@ pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>, tr: &Trace
     let finish = Finish(&job);
     // SAFETY: the caller's contract.
     let result = unsafe { drive(&c, &job, &mut helpers, tr) };
+    let helped = helpers.running.is_some();
     drop(finish);
     drop(helpers);
-    result
+    result?;
+    let n = job.chunks.len();
+    Ok(
+        (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
+            .then(|| in_flight(&c, n.saturating_sub(job.bufs.len()), n)),
+    )
 }
 
 /// The pool's threads of one copy, started when there is work for them: D2H once the first chunk
@@ -277,7 +290,7 @@ impl Helpers {
 ///
 /// # Safety
 /// As `run`.
-unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<usize> {
+unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
     let n = job.chunks.len();
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
@@ -315,7 +328,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 }
                 if job.finished() {
                     tr.mark("copied", n);
-                    return Ok(0);
+                    return Ok(());
                 }
                 // Copy out too when alone, when every chunk has landed, and when the next DMA
                 // waits for a chunk to be copied out: the copy never depends on the helpers
@@ -353,7 +366,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     progressed = true;
                 }
                 if queued == n {
-                    return in_flight(c, n.saturating_sub(k), n);
+                    return Ok(());
                 }
                 let (next, alone) = (queued, helpers.alone());
                 if let Some(i) = job.claim_if(|ch| ch < ready && (alone || ch == next)) {
@@ -368,15 +381,13 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
     }
 }
 
-/// How many of chunks `first..n`, all queued, still wait for their DMA (their slots' events).
-fn in_flight(c: &Request<'_>, first: usize, n: usize) -> Result<usize> {
-    let mut pending = 0;
-    for k in first..n {
-        if !c.set.slot(k).poll()? {
-            pending += 1;
-        }
-    }
-    Ok(pending)
+/// How many of chunks `first..n`, all queued, still wait for their DMA (their slots' events). A
+/// query that fails counts as waiting: the copy is queued, and the slot's next use (`prepare`,
+/// `wait_all`) reports the error.
+fn in_flight(c: &Request<'_>, first: usize, n: usize) -> usize {
+    (first..n)
+        .filter(|&k| !c.set.slot(k).poll().unwrap_or(false))
+        .count()
 }
 
 /// Queues chunk `k`'s DMA between its staging buffer and the device on the copy's stream, then

@@ -6,7 +6,7 @@
 
 use crate::sync::lock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Work that any number of threads can take part in: `work` claims pieces until none is left
@@ -145,7 +145,12 @@ pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
     if helpers == 0 {
         return None;
     }
-    let one_job = POOL.submit.try_lock().ok()?;
+    // A panic once unwound through a job (its guard poisoned the lock): the pool stays usable.
+    let one_job = match POOL.submit.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return None,
+    };
     let helpers = grow(helpers);
     if helpers == 0 {
         return None;
@@ -173,10 +178,14 @@ pub(crate) fn run(task: Arc<dyn Task>, helpers: usize) {
     }
 }
 
+/// Serializes this crate's unit tests that use the pool (a test that needs it free must not find
+/// another's job holding it).
+#[cfg(test)]
+pub(crate) static TEST_POOL: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
 
     /// Copies `src` into `dst` in pieces of `piece` bytes.
     struct Copy {
@@ -221,6 +230,7 @@ mod tests {
 
     #[test]
     fn every_piece_of_every_job_is_done_from_many_threads() {
+        let _pool = lock(&TEST_POOL);
         let callers: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {
@@ -267,6 +277,7 @@ mod tests {
 
     #[test]
     fn a_job_gets_no_more_helpers_than_it_names_and_the_pool_grows_to_them() {
+        let _pool = lock(&TEST_POOL);
         let crowd = |pieces| {
             Arc::new(Crowd {
                 seen: Mutex::new(Vec::new()),
@@ -275,22 +286,29 @@ mod tests {
                 pieces,
             })
         };
-        // Four helpers first, so that they all spin when the smaller jobs come.
-        let mut most = 0;
-        for helpers in [4, 1, 2, 0, 4, 1] {
-            let j = crowd(40);
-            run(j.clone(), helpers);
-            let threads = lock(&j.seen).len();
+        // A job for four helpers grows the pool to four threads (at least).
+        let j = crowd(8);
+        run(j.clone(), 4);
+        assert!(j.finished());
+        assert!(POOL.started.load(Ordering::Acquire) >= 4);
+        for helpers in [1, 2, 3] {
+            // Every thread of the pool awake when the job is published, and time for each to
+            // look at it before the caller works (one helper alone needs 40 ms for it).
+            let j = crowd(200);
+            let running = start(j.clone(), helpers);
+            assert!(running.is_some(), "the pool is free (TEST_POOL)");
+            for t in THREADS.iter().filter_map(OnceLock::get) {
+                t.unpark();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            j.work();
+            drop(running);
             assert!(j.finished(), "helpers {helpers}");
+            let threads = lock(&j.seen).len();
             assert!(
                 threads <= helpers + 1,
                 "{threads} threads took part in a job for the caller and {helpers} helpers"
             );
-            most = most.max(threads);
         }
-        // Another test's job may hold the pool at times (then the caller works alone), but not
-        // through every one of these jobs.
-        assert!(most > 1, "no helper ever took part");
-        assert!(POOL.started.load(Ordering::Acquire) >= 4);
     }
 }

@@ -114,7 +114,11 @@ fn many_threads_mix_every_call_with_checksums() {
     eprintln!(
         "stress: {n} threads on {devices} device(s), {total} iterations; device {d:?}; host {h:?}"
     );
-    assert!(total >= 1000 * n as u64 / 4, "too few iterations: {total}");
+    // Enough work for the mix to mean something (each thread's loop runs through every call;
+    // 16 threads make 3800-5400 iterations in 20 s on the H200 machine). Not a speed target: the
+    // benchmark measures speed; a floor near the usual count failed runs whose every checksum
+    // was right (3862 and 3954 against 4000 in one session).
+    assert!(total >= 64 * n as u64, "too few iterations: {total}");
     assert_eq!(
         d.in_use_bytes, d0.in_use_bytes,
         "device bytes in use changed"
