@@ -31,11 +31,21 @@ pub(super) fn threads(lo: usize, hi: usize) -> usize {
     }
 }
 
-/// After an adapted copy that used `threads`: `pending` of its last `in_flight` chunks (those
+/// What an H2D copy saw when its last chunk was queued: `pending` of its last `of` chunks (those
 /// that can be in flight at once: the staging buffers, or every chunk of a shorter copy) still
-/// waited for their DMA when the last was queued.
-pub(super) fn copied(threads: usize, pending: usize, in_flight: usize, lo: usize, hi: usize) {
-    CURRENT.store(step(threads, pending, in_flight, lo, hi), Ordering::Relaxed);
+/// waited for their DMA.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct InFlight {
+    pub(super) pending: usize,
+    pub(super) of: usize,
+}
+
+/// After an adapted copy that used `threads` and saw `seen`.
+pub(super) fn copied(threads: usize, seen: InFlight, lo: usize, hi: usize) {
+    CURRENT.store(
+        step(threads, seen.pending, seen.of, lo, hi),
+        Ordering::Relaxed,
+    );
 }
 
 /// The next copy's threads.
@@ -77,9 +87,9 @@ mod tests {
     fn the_first_copy_uses_every_thread_then_the_last_step() {
         // CURRENT is global; this is the only test that writes it.
         assert_eq!(threads(6, 12), 12);
-        copied(12, 4, 4, 6, 12);
+        copied(12, InFlight { pending: 4, of: 4 }, 6, 12);
         assert_eq!(threads(6, 12), 11);
-        copied(11, 1, 4, 6, 12);
+        copied(11, InFlight { pending: 1, of: 4 }, 6, 12);
         assert_eq!(threads(6, 12), 12);
         // Bounds are applied when read too (another setting of them).
         assert_eq!(threads(2, 8), 8);

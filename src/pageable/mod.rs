@@ -23,8 +23,9 @@
 //! the H200 machine, docs/benchmark.md):
 //! `LLAISYS_NVIDIA_PAGEABLE_CHUNK` the largest chunk (bytes, at most 8 MiB),
 //! `LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK` the first chunk of both directions (later ones double
-//! up to the largest; 0: all equal; unset: 256 KiB for H2D, equal chunks for D2H), `LLAISYS_NVIDIA_PAGEABLE_PIECE` the largest piece one host thread copies at
-//! a time (the chunk-by-chunk engine: the smallest),
+//! up to the largest; 0: all equal; unset: 256 KiB for H2D, equal chunks for D2H),
+//! `LLAISYS_NVIDIA_PAGEABLE_PIECE` the largest piece one host thread copies at a time (the
+//! chunk-by-chunk engine: the smallest),
 //! `LLAISYS_NVIDIA_PAGEABLE_SLOTS` staging buffers per copy (2..16),
 //! `LLAISYS_NVIDIA_PAGEABLE_STREAMING` non-temporal stores (0 none, 1 into the staging
 //! buffers, 2 also into the caller's buffer; unset: the staging buffers, and the caller's buffer
@@ -271,8 +272,8 @@ impl Adapt {
         adapt::threads(self.lo, self.hi)
     }
 
-    fn copied(self, threads: usize, pending: usize, in_flight: usize) {
-        adapt::copied(threads, pending, in_flight, self.lo, self.hi);
+    fn copied(self, threads: usize, seen: adapt::InFlight) {
+        adapt::copied(threads, seen, self.lo, self.hi);
     }
 }
 
@@ -414,7 +415,6 @@ pub(crate) unsafe fn copy(
             _ if config().pipelined => {
                 let plan = chunks(size, direction);
                 let largest = plan.iter().map(|&(_, n)| n).max().unwrap_or(0);
-                let in_flight = set.slots.len().min(plan.len());
                 pipeline::run(
                     pipeline::Request {
                         set: &set,
@@ -431,11 +431,11 @@ pub(crate) unsafe fn copy(
                     plan,
                     &tr,
                 )
-                .map(|pending| {
+                .map(|seen| {
                     // Only copies that the pool's threads helped with say how fast the host
                     // side can go.
-                    if let (Some(a), Some(pending)) = (adapt, pending) {
-                        a.copied(threads, pending, in_flight);
+                    if let (Some(a), Some(seen)) = (adapt, seen) {
+                        a.copied(threads, seen);
                     }
                 })
             }

@@ -16,6 +16,7 @@
 //! device flags say. A thread whose piece is not ready spins on the published count (250 us,
 //! then naps of 20 us).
 
+use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
 use super::staging::{Set, Slot};
 use super::trace::{Phase, Trace};
@@ -224,7 +225,7 @@ pub(super) unsafe fn run(
     c: Request<'_>,
     chunks: Vec<(usize, usize)>,
     tr: &Trace,
-) -> Result<Option<usize>> {
+) -> Result<Option<InFlight>> {
     let slots = c.set.slots.len().min(chunks.len());
     let bufs = (0..slots)
         .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
@@ -250,10 +251,9 @@ pub(super) unsafe fn run(
     drop(finish);
     drop(helpers);
     result?;
-    let n = job.chunks.len();
     Ok(
         (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
-            .then(|| in_flight(&c, n.saturating_sub(job.bufs.len()), n)),
+            .then(|| in_flight(&c, &job)),
     )
 }
 
@@ -381,13 +381,18 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
     }
 }
 
-/// How many of chunks `first..n`, all queued, still wait for their DMA (their slots' events). A
-/// query that fails counts as waiting: the copy is queued, and the slot's next use (`prepare`,
-/// `wait_all`) reports the error.
-fn in_flight(c: &Request<'_>, first: usize, n: usize) -> usize {
-    (first..n)
-        .filter(|&k| !c.set.slot(k).poll().unwrap_or(false))
-        .count()
+/// How many of the job's last chunks, one per staging buffer and all queued, still wait for
+/// their DMA (their slots' events). A query that fails counts as waiting: the copy is queued,
+/// and the slot's next use (`prepare`, `wait_all`) reports the error.
+fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
+    let n = job.chunks.len();
+    let last = n.saturating_sub(job.bufs.len())..n;
+    InFlight {
+        of: last.len(),
+        pending: last
+            .filter(|&k| !c.set.slot(k).poll().unwrap_or(false))
+            .count(),
+    }
 }
 
 /// Queues chunk `k`'s DMA between its staging buffer and the device on the copy's stream, then

@@ -19,16 +19,15 @@ pub(crate) trait Task: Send + Sync {
 }
 
 /// The most threads the pool holds.
-pub(crate) const MAX_HELPERS: usize = 63;
+const MAX_HELPERS: usize = 63;
 
 struct Pool {
     generation: AtomicU64,
     /// The job, and how many threads may take part in it (those of index below).
     current: Mutex<Option<(Arc<dyn Task>, usize)>>,
     submit: Mutex<()>,
-    /// Threads started so far (written under `grow`).
+    /// Threads started so far (written by `grow`, under `submit`).
     started: AtomicUsize,
-    grow: Mutex<()>,
 }
 
 static POOL: Pool = Pool {
@@ -36,7 +35,6 @@ static POOL: Pool = Pool {
     current: Mutex::new(None),
     submit: Mutex::new(()),
     started: AtomicUsize::new(0),
-    grow: Mutex::new(()),
 };
 
 /// The pool's threads, in the order they were started.
@@ -69,14 +67,14 @@ fn pin_this_library() {
 }
 
 /// Starts threads until the pool holds `helpers` (at most MAX_HELPERS; the first after the
-/// library is pinned), and returns how many it holds, at most `helpers`.
+/// library is pinned), and returns how many it holds, at most `helpers`. Called only by
+/// `start`, with `submit` held: one caller at a time.
 fn grow(helpers: usize) -> usize {
     let want = helpers.min(MAX_HELPERS);
-    if POOL.started.load(Ordering::Acquire) >= want {
+    let have = POOL.started.load(Ordering::Acquire);
+    if have >= want {
         return want;
     }
-    let _one = lock(&POOL.grow);
-    let have = POOL.started.load(Ordering::Acquire);
     if have == 0 {
         pin_this_library();
     }
@@ -89,7 +87,7 @@ fn grow(helpers: usize) -> usize {
             .name(format!("llaisys-nvidia-copy-{i}"))
             .spawn(move || worker_loop(i, seen));
         let Ok(handle) = spawned else { break };
-        // Only this loop, under `grow`, sets slot i, once.
+        // Only this loop, one caller at a time, sets slot i, once.
         let _ = slot.set(handle.thread().clone());
         POOL.started.store(i + 1, Ordering::Release);
     }
