@@ -32,6 +32,8 @@
 //! of D2H copies from 32 MiB);
 //! `LLAISYS_NVIDIA_PAGEABLE_PIPELINE=0` the engine of chunk-by-chunk copies instead of the
 //! pipelined one (`pipeline`, the default);
+//! `LLAISYS_NVIDIA_PAGEABLE_SPIN_US` how long the host threads spin after a copy before they
+//! sleep (default 250; `workers`);
 //! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N` where the time of every N-th copy goes (`trace`).
 
 mod adapt;
@@ -136,7 +138,7 @@ pub(crate) fn config() -> &'static Config {
         let first_chunk = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_FIRST_CHUNK")
             .map(|c: usize| c.min(CHUNK_MAX).next_multiple_of(kib(64)));
         let streaming: Option<u8> = crate::env::number("LLAISYS_NVIDIA_PAGEABLE_STREAMING");
-        Config {
+        let config = Config {
             enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
             min_bytes: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_MIN_BYTES").unwrap_or(1 << 20),
             threads,
@@ -159,7 +161,12 @@ pub(crate) fn config() -> &'static Config {
                 Some(_) => usize::MAX,
             },
             pipelined: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_PIPELINE"),
-        }
+        };
+        // How long the host threads spin after a copy before they sleep (default 250 us).
+        workers::set_spin(std::time::Duration::from_micros(
+            crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SPIN_US").unwrap_or(250),
+        ));
+        config
     })
 }
 
@@ -407,6 +414,7 @@ pub(crate) unsafe fn copy(
     };
     let tr = Trace::start();
     let set = staging::take(config().slots);
+    tr.mark("set", set.slots.len());
     let adapt = Adapt::of(direction, size).filter(|_| config().pipelined);
     let threads = adapt.map_or(config().threads_for(direction), Adapt::threads);
     // SAFETY: the caller's contract; the set is ours for this copy.

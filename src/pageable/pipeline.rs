@@ -25,7 +25,7 @@ use super::{chunk_copy, Direction};
 use crate::copy::MemcpyKind;
 use crate::cudart::StreamHandle;
 use crate::error::Result;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,12 @@ struct Job {
     done: AtomicUsize,
     /// Set after an error: pieces not yet copied are skipped.
     failed: AtomicBool,
+    /// A traced copy's start: the pool's threads note when they joined (`joined`).
+    clock: Option<Instant>,
+    /// Pool threads that joined, and the first and last of them (ns since `clock`).
+    joined: AtomicUsize,
+    first_join: AtomicU64,
+    last_join: AtomicU64,
 }
 
 impl Job {
@@ -72,6 +78,7 @@ impl Job {
         chunks: Vec<(usize, usize)>,
         piece: usize,
         stores: Stores,
+        clock: Option<Instant>,
     ) -> Job {
         let mut pieces = Vec::new();
         let mut per_chunk = Vec::with_capacity(chunks.len());
@@ -102,6 +109,10 @@ impl Job {
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
+            clock,
+            joined: AtomicUsize::new(0),
+            first_join: AtomicU64::new(u64::MAX),
+            last_join: AtomicU64::new(0),
         }
     }
 
@@ -169,6 +180,12 @@ impl Job {
 
 impl Task for Job {
     fn work(&self) {
+        if let Some(clock) = self.clock {
+            let ns = clock.elapsed().as_nanos() as u64;
+            self.joined.fetch_add(1, Ordering::Relaxed);
+            self.first_join.fetch_min(ns, Ordering::Relaxed);
+            self.last_join.fetch_max(ns, Ordering::Relaxed);
+        }
         while let Some(i) = self.claim() {
             self.do_piece(i);
         }
@@ -237,7 +254,9 @@ pub(super) unsafe fn run(
         chunks,
         c.piece,
         c.stores,
+        tr.clock(),
     ));
+    tr.mark("pieces", job.pieces.len());
     let mut helpers = Helpers {
         job: job.clone(),
         threads: c.threads,
@@ -250,6 +269,16 @@ pub(super) unsafe fn run(
     let helped = helpers.running.is_some();
     drop(finish);
     drop(helpers);
+    // The pool's threads are done with the job: when the first and the last of them joined.
+    let joined = job.joined.load(Ordering::Relaxed);
+    if joined > 0 {
+        tr.mark_at(
+            "joined_first",
+            joined,
+            job.first_join.load(Ordering::Relaxed),
+        );
+        tr.mark_at("joined_last", joined, job.last_join.load(Ordering::Relaxed));
+    }
     result?;
     Ok(
         (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
@@ -268,12 +297,15 @@ struct Helpers {
 }
 
 impl Helpers {
-    fn start(&mut self) {
+    fn start(&mut self, tr: &Trace) {
         if !self.started {
             self.started = true;
             let helpers =
                 (self.threads.saturating_sub(1)).min(self.job.pieces.len().saturating_sub(1));
             self.running = workers::start(self.job.clone(), helpers);
+            if let Some(r) = &self.running {
+                tr.mark("asleep", r.asleep);
+            }
         }
     }
 
@@ -323,7 +355,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     tr.mark("landed", ready);
                     ready += 1;
                     publish(ready);
-                    helpers.start();
+                    helpers.start(tr);
                     progressed = true;
                 }
                 if job.finished() {
@@ -354,7 +386,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     tr.mark("free", ready);
                     ready += 1;
                     publish(ready);
-                    helpers.start();
+                    helpers.start(tr);
                     progressed = true;
                 }
                 while queued < ready && job.chunk_done(queued) {
@@ -435,6 +467,7 @@ mod tests {
             chunks.clone(),
             64 << 10,
             Stores::Cached,
+            None,
         );
         assert_eq!(job.per_chunk, vec![4, 2, 1]);
         let mut off = 0;
@@ -458,6 +491,7 @@ mod tests {
             vec![(0, 1 << 15), (1 << 15, 1 << 15)],
             1 << 14,
             Stores::Cached,
+            None,
         );
         // Chunk 0 ready: its two pieces are copied; then the copy fails before chunk 1.
         job.ready.store(1, Ordering::Release);

@@ -79,6 +79,18 @@ impl Trace {
         }
     }
 
+    /// The moment an active trace started (for times taken on other threads, `mark_at`).
+    pub(super) fn clock(&self) -> Option<Instant> {
+        self.start
+    }
+
+    /// Notes step `what` of `k` at `ns` since the start (measured elsewhere), when active.
+    pub(super) fn mark_at(&self, what: &'static str, k: usize, ns: u64) {
+        if self.start.is_some() {
+            self.marks.borrow_mut().push((what, k, ns));
+        }
+    }
+
     /// Writes the line of an active trace.
     pub(super) fn finish(&self, what: std::fmt::Arguments<'_>) {
         let Some(start) = self.start else {

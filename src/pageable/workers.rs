@@ -4,9 +4,9 @@
 //! alone. A job names how many of the threads may help with it (the pool grows to that many on
 //! first need): the others, even those still spinning, leave it alone.
 
-use crate::sync::lock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
+use crate::sync::{read, write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Work that any number of threads can take part in: `work` claims pieces until none is left
@@ -23,8 +23,9 @@ const MAX_HELPERS: usize = 63;
 
 struct Pool {
     generation: AtomicU64,
-    /// The job, and how many threads may take part in it (those of index below).
-    current: Mutex<Option<(Arc<dyn Task>, usize)>>,
+    /// The job, and how many threads may take part in it (those of index below). A read-write
+    /// lock: the woken threads all read it at once, and none may wait for another there.
+    current: RwLock<Option<(Arc<dyn Task>, usize)>>,
     submit: Mutex<()>,
     /// Threads started so far (written by `grow`, under `submit`).
     started: AtomicUsize,
@@ -32,7 +33,7 @@ struct Pool {
 
 static POOL: Pool = Pool {
     generation: AtomicU64::new(0),
-    current: Mutex::new(None),
+    current: RwLock::new(None),
     submit: Mutex::new(()),
     started: AtomicUsize::new(0),
 };
@@ -41,8 +42,22 @@ static POOL: Pool = Pool {
 static THREADS: [OnceLock<std::thread::Thread>; MAX_HELPERS] =
     [const { OnceLock::new() }; MAX_HELPERS];
 
-/// How long a thread spins for the next job before it sleeps.
-const SPIN: Duration = Duration::from_micros(250);
+/// Whether each thread of the pool sleeps (has spun its while without a job).
+static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; MAX_HELPERS];
+
+/// Nanoseconds a thread spins for the next job before it sleeps (`set_spin`).
+static SPIN_NS: AtomicU64 = AtomicU64::new(250_000);
+
+/// Sets how long the pool's threads spin for the next job before they sleep (read by each
+/// thread at the end of every job). Waking a sleeping thread takes far longer than a handoff to
+/// a spinning one (`pageable_probe` part e on the H200 machine: 15 us until the first of them
+/// runs, 22-39 us until the last of 4-12, against 1-2 us for spinning ones).
+pub(crate) fn set_spin(spin: Duration) {
+    SPIN_NS.store(
+        spin.as_nanos().min(u64::MAX as u128) as u64,
+        Ordering::Relaxed,
+    );
+}
 
 /// Keeps the object holding this code mapped for the rest of the process: the threads run its
 /// code, so a `dlclose` of the cdylib (or of a library it is linked into) must not unmap it.
@@ -97,20 +112,23 @@ fn grow(helpers: usize) -> usize {
 fn worker_loop(index: usize, mut seen: u64) {
     loop {
         let idle_since = Instant::now();
+        let spin = Duration::from_nanos(SPIN_NS.load(Ordering::Relaxed));
         loop {
             let g = POOL.generation.load(Ordering::Acquire);
             if g != seen {
                 seen = g;
                 break;
             }
-            if idle_since.elapsed() < SPIN {
+            if idle_since.elapsed() < spin {
                 std::hint::spin_loop();
             } else {
                 // A job published after the check above unparks us: park returns at once.
+                SLEEPING[index].store(true, Ordering::Relaxed);
                 std::thread::park();
+                SLEEPING[index].store(false, Ordering::Relaxed);
             }
         }
-        let current = lock(&POOL.current).clone();
+        let current = read(&POOL.current).clone();
         if let Some((task, helpers)) = current {
             if index < helpers {
                 task.work();
@@ -123,6 +141,9 @@ fn worker_loop(index: usize, mut seen: u64) {
 /// and takes it back from the pool.
 pub(crate) struct Running {
     task: Arc<dyn Task>,
+    /// How many of the job's helpers slept when it was handed to them (they are woken, which
+    /// takes longer than a handoff to spinning threads).
+    pub(crate) asleep: usize,
     _one_job: MutexGuard<'static, ()>,
 }
 
@@ -131,7 +152,7 @@ impl Drop for Running {
         while !self.task.finished() {
             std::hint::spin_loop();
         }
-        *lock(&POOL.current) = None;
+        *write(&POOL.current) = None;
     }
 }
 
@@ -153,13 +174,18 @@ pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
     if helpers == 0 {
         return None;
     }
-    *lock(&POOL.current) = Some((task.clone(), helpers));
+    let asleep = SLEEPING[..helpers]
+        .iter()
+        .filter(|s| s.load(Ordering::Relaxed))
+        .count();
+    *write(&POOL.current) = Some((task.clone(), helpers));
     POOL.generation.fetch_add(1, Ordering::Release);
     for t in THREADS.iter().take(helpers).filter_map(OnceLock::get) {
         t.unpark();
     }
     Some(Running {
         task,
+        asleep,
         _one_job: one_job,
     })
 }
@@ -184,6 +210,7 @@ pub(crate) static TEST_POOL: Mutex<()> = Mutex::new(());
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::lock;
 
     /// Copies `src` into `dst` in pieces of `piece` bytes.
     struct Copy {
@@ -308,5 +335,51 @@ mod tests {
                 "{threads} threads took part in a job for the caller and {helpers} helpers"
             );
         }
+    }
+
+    #[test]
+    fn threads_sleep_after_their_spin_and_a_job_counts_those_it_wakes() {
+        let _pool = lock(&TEST_POOL);
+        let crowd = || {
+            Arc::new(Crowd {
+                seen: Mutex::new(Vec::new()),
+                next: AtomicUsize::new(0),
+                done: AtomicUsize::new(0),
+                pieces: 40,
+            })
+        };
+        // A job for 3 helpers, a pause of `gap`, then the next job: how many of its 3 helpers
+        // slept (retried until it is `want`, for at most 10 s: a loaded machine may deschedule
+        // a thread before it parks, or keep the caller asleep longer than asked).
+        let asleep = |want: usize, gap: Duration| {
+            let until = Instant::now() + Duration::from_secs(10);
+            loop {
+                run(crowd(), 3);
+                std::thread::sleep(gap);
+                let j = crowd();
+                let running = start(j.clone(), 3).expect("the pool is free (TEST_POOL)");
+                let n = running.asleep;
+                j.work();
+                drop(running);
+                if n == want || Instant::now() > until {
+                    return n;
+                }
+            }
+        };
+        // No spin: the threads sleep at once (with the default 250 us they would still spin).
+        set_spin(Duration::ZERO);
+        let slept = asleep(3, Duration::from_micros(100));
+        // A spin of 300 ms: 20 ms after a job none sleeps (with the default, all would).
+        set_spin(Duration::from_millis(300));
+        let awake = asleep(0, Duration::from_millis(20));
+        set_spin(Duration::from_micros(250));
+        assert_eq!(
+            slept, 3,
+            "with no spin, the 3 helpers slept before the next job"
+        );
+        assert_eq!(
+            awake, 0,
+            "spinning 300 ms after a job, a helper slept within 20 ms"
+        );
     }
 }
