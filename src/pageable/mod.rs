@@ -33,7 +33,7 @@
 //! `LLAISYS_NVIDIA_PAGEABLE_PIPELINE=0` the engine of chunk-by-chunk copies instead of the
 //! pipelined one (`pipeline`, the default);
 //! `LLAISYS_NVIDIA_PAGEABLE_SPIN_US` how long the host threads spin after a copy before they
-//! sleep (default 250; `workers`);
+//! sleep (default 250, at most 1000000; `workers`);
 //! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N` where the time of every N-th copy goes (`trace`).
 
 mod adapt;
@@ -162,9 +162,11 @@ pub(crate) fn config() -> &'static Config {
             },
             pipelined: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_PIPELINE"),
         };
-        // How long the host threads spin after a copy before they sleep (default 250 us).
+        // How long the host threads spin after a copy before they sleep (default 250 us, at
+        // most a second: they must sleep some time).
         workers::set_spin(std::time::Duration::from_micros(
-            crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SPIN_US").unwrap_or(250),
+            crate::env::number("LLAISYS_NVIDIA_PAGEABLE_SPIN_US")
+                .map_or(250, |us: u64| us.min(1_000_000)),
         ));
         config
     })
@@ -414,7 +416,10 @@ pub(crate) unsafe fn copy(
     };
     let tr = Trace::start();
     let set = staging::take(config().slots);
-    tr.mark("set", set.slots.len());
+    if tr.active() {
+        let idle = set.known_idle();
+        tr.mark(if idle { "set_idle" } else { "set_busy" }, set.slots.len());
+    }
     let adapt = Adapt::of(direction, size).filter(|_| config().pipelined);
     let threads = adapt.map_or(config().threads_for(direction), Adapt::threads);
     // SAFETY: the caller's contract; the set is ours for this copy.

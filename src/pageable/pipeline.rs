@@ -64,7 +64,8 @@ struct Job {
     failed: AtomicBool,
     /// A traced copy's start: the pool's threads note when they joined (`joined`).
     clock: Option<Instant>,
-    /// Pool threads that joined, and the first and last of them (ns since `clock`).
+    /// Pool threads that copied a piece, and when the first and the last of them claimed their
+    /// first one (ns since `clock`).
     joined: AtomicUsize,
     first_join: AtomicU64,
     last_join: AtomicU64,
@@ -180,13 +181,20 @@ impl Job {
 
 impl Task for Job {
     fn work(&self) {
-        if let Some(clock) = self.clock {
-            let ns = clock.elapsed().as_nanos() as u64;
-            self.joined.fetch_add(1, Ordering::Relaxed);
-            self.first_join.fetch_min(ns, Ordering::Relaxed);
-            self.last_join.fetch_max(ns, Ordering::Relaxed);
-        }
+        let mut first = true;
         while let Some(i) = self.claim() {
+            // A pool thread's first piece (the caller claims through `claim_if`, or here only
+            // on the way out after an error): when it joined the copy, for the trace. The piece
+            // is counted done after this, so the caller reads it once the job has finished.
+            if first && !self.failed.load(Ordering::Relaxed) {
+                if let Some(clock) = self.clock {
+                    let ns = clock.elapsed().as_nanos() as u64;
+                    self.joined.fetch_add(1, Ordering::Relaxed);
+                    self.first_join.fetch_min(ns, Ordering::Relaxed);
+                    self.last_join.fetch_max(ns, Ordering::Relaxed);
+                }
+            }
+            first = false;
             self.do_piece(i);
         }
     }

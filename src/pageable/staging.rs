@@ -127,7 +127,7 @@ impl Set {
     }
 
     /// True when no slot has a use that may still be pending (no CUDA call).
-    fn known_idle(&self) -> bool {
+    pub(super) fn known_idle(&self) -> bool {
         self.slots.iter().all(|s| !lock(s).busy)
     }
 
@@ -161,18 +161,27 @@ impl Set {
     }
 }
 
-/// A set of `slots` slots for one copy: one known to be idle, else the one given back longest
-/// ago, whose slots may still wait on earlier asynchronous copies (each slot is polled or waited
-/// for when it is prepared: a sync H2D returns with its last chunks in flight, and the next copy
-/// must not pay for new pinned buffers), else a new one (only while other copies hold every kept
-/// set). No CUDA call: asking each slot's event here cost an H2D copy after an H2D copy a query
-/// per slot (1.6 us each on the H200 machine) before its first chunk could start.
+/// A set of `slots` slots for one copy: one known to be idle; else, of several free sets, one
+/// whose events have completed (asked of CUDA: a set last used on a stream behind long work
+/// must not hold up a copy on another stream); else the one given back longest ago, whose slots
+/// may still wait on earlier asynchronous copies (each slot is polled or waited for when it is
+/// prepared: a sync H2D returns with its last chunks in flight, and the next copy must not pay
+/// for new pinned buffers); else a new one (only while other copies hold every kept set). The
+/// common case, one copy after another, finds one free set and asks CUDA nothing: asking each
+/// slot's event there cost an H2D copy after an H2D copy a query per slot (1.6 us each on the
+/// H200 machine) before its first chunk could start.
 pub(super) fn take(slots: usize) -> Arc<Set> {
     let mut sets = lock(&SETS);
     let free = |s: &Arc<Set>| s.slots.len() == slots && Arc::strong_count(s) == 1;
+    let several = sets.iter().filter(|s| free(s)).count() > 1;
     let pick = sets
         .iter()
         .position(|s| free(s) && s.known_idle())
+        .or_else(|| {
+            several
+                .then(|| sets.iter().position(|s| free(s) && s.idle()))
+                .flatten()
+        })
         .or_else(|| sets.iter().position(free));
     if let Some(i) = pick {
         // `remove`, not `swap_remove`: the rest stay in the order they were given back.
@@ -190,7 +199,7 @@ pub(super) fn give_back(set: Arc<Set>) {
         let mut extra = Vec::new();
         while sets.len() > MAX_SETS {
             match sets.iter().position(|s| s.idle()) {
-                Some(i) => extra.push(sets.swap_remove(i)),
+                Some(i) => extra.push(sets.remove(i)),
                 None => break,
             }
         }

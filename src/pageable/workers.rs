@@ -24,7 +24,8 @@ const MAX_HELPERS: usize = 63;
 struct Pool {
     generation: AtomicU64,
     /// The job, and how many threads may take part in it (those of index below). A read-write
-    /// lock: the woken threads all read it at once, and none may wait for another there.
+    /// lock: the woken threads all read it at once, and readers do not exclude each other (only
+    /// `start` and `Running`'s drop write it, briefly).
     current: RwLock<Option<(Arc<dyn Task>, usize)>>,
     submit: Mutex<()>,
     /// Threads started so far (written by `grow`, under `submit`).
@@ -49,7 +50,8 @@ static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; 
 static SPIN_NS: AtomicU64 = AtomicU64::new(250_000);
 
 /// Sets how long the pool's threads spin for the next job before they sleep (read by each
-/// thread at the end of every job). Waking a sleeping thread takes far longer than a handoff to
+/// thread at the end of every job: a thread already spinning or asleep keeps the value it read
+/// until its next job). Waking a sleeping thread takes far longer than a handoff to
 /// a spinning one (`pageable_probe` part e on the H200 machine: 15 us until the first of them
 /// runs, 22-39 us until the last of 4-12, against 1-2 us for spinning ones).
 pub(crate) fn set_spin(spin: Duration) {
@@ -141,8 +143,9 @@ fn worker_loop(index: usize, mut seen: u64) {
 /// and takes it back from the pool.
 pub(crate) struct Running {
     task: Arc<dyn Task>,
-    /// How many of the job's helpers slept when it was handed to them (they are woken, which
-    /// takes longer than a handoff to spinning threads).
+    /// How many of the job's helpers had spun their while and gone to sleep when it was handed
+    /// to them (read just before it was published; they are woken, which takes longer than a
+    /// handoff to spinning threads). Threads this job started count as awake.
     pub(crate) asleep: usize,
     _one_job: MutexGuard<'static, ()>,
 }
@@ -366,13 +369,20 @@ mod tests {
                 }
             }
         };
+        // The spin before the test comes back even if an assertion below fails.
+        struct Restore(u64);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                SPIN_NS.store(self.0, Ordering::Relaxed);
+            }
+        }
+        let _restore = Restore(SPIN_NS.load(Ordering::Relaxed));
         // No spin: the threads sleep at once (with the default 250 us they would still spin).
         set_spin(Duration::ZERO);
         let slept = asleep(3, Duration::from_micros(100));
         // A spin of 300 ms: 20 ms after a job none sleeps (with the default, all would).
         set_spin(Duration::from_millis(300));
         let awake = asleep(0, Duration::from_millis(20));
-        set_spin(Duration::from_micros(250));
         assert_eq!(
             slept, 3,
             "with no spin, the 3 helpers slept before the next job"
