@@ -113,7 +113,7 @@ for s in "${trace_settings[@]}"; do
     env ${envs[@]+"${envs[@]}"} LLAISYS_NVIDIA_PAGEABLE_TRACE="${SWEEP_TRACE_EVERY:-50}" timeout -k 5 60 \
       "$work/table_bench" --quick --only "$o" \
       "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
-      2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-900 || true
+      2>&1 >/dev/null | grep "pageable trace" | head -n 24 | cut -c1-1600 || true
   done
 done | tee "$work/trace.log"
 [ -z "${OUT:-}" ] || { mkdir -p "$OUT"; cp "$work/sweep.md" "$work/trace.log" "$OUT/"; }

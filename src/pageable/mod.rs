@@ -245,17 +245,6 @@ unsafe fn host_copy(dst: *mut u8, src: *const u8, n: usize, direction: Direction
     unsafe { par_copy(dst, src, n, c.threads_for(direction), c.piece, stores) }
 }
 
-/// The pieces of the pipelined engine for chunks of at most `largest` bytes: about one per
-/// thread of a chunk, so that every thread helps with the chunk that has just landed, from
-/// 16 KiB up to the `_PIECE` setting.
-fn pipeline_piece(largest: usize, threads: usize) -> usize {
-    let c = config();
-    (largest / threads.max(1))
-        .next_multiple_of(4096)
-        .max(16 << 10)
-        .min(c.piece)
-}
-
 /// The bounds of an H2D copy whose host threads adapt (`adapt`): from half the H2D threads to
 /// all of them.
 #[derive(Clone, Copy)]
@@ -427,7 +416,6 @@ pub(crate) unsafe fn copy(
         match direction {
             _ if config().pipelined => {
                 let plan = chunks(size, direction);
-                let largest = plan.iter().map(|&(_, n)| n).max().unwrap_or(0);
                 pipeline::run(
                     pipeline::Request {
                         set: &set,
@@ -437,7 +425,7 @@ pub(crate) unsafe fn copy(
                         host: host.cast(),
                         stream,
                         threads,
-                        piece: pipeline_piece(largest, threads),
+                        piece: config().piece,
                         stores: stores(direction == Direction::HostToDevice, size),
                         count_in_flight: adapt.is_some(),
                     },

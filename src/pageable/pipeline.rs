@@ -34,6 +34,20 @@ const SPIN: Duration = Duration::from_micros(250);
 /// One nap while a chunk is not ready.
 const NAP: Duration = Duration::from_micros(20);
 
+/// The smallest piece (below it a piece's claim and fence are no longer small beside its copy).
+const MIN_PIECE: usize = 16 << 10;
+
+/// The pieces of a chunk of `len` bytes copied by `threads`: about one per thread, 4 KiB
+/// aligned, from `MIN_PIECE` up to `max`. A small chunk (an H2D copy's first, 256 KiB) is split
+/// among every thread: in 64 KiB pieces only 4 of 12 threads copied it, 13-21 us with the
+/// 3-5 GB/s a thread reached on the H200 machine beside the copy engine (traces,
+/// docs/benchmark.md), while the DMA waited for it.
+fn piece_for(len: usize, threads: usize, max: usize) -> usize {
+    (len / threads.max(1))
+        .next_multiple_of(4096)
+        .clamp(MIN_PIECE, max.max(MIN_PIECE))
+}
+
 /// A piece: `len` bytes at `off` of the copy, in chunk `chunk`.
 struct Piece {
     chunk: usize,
@@ -69,15 +83,21 @@ struct Job {
     joined: AtomicUsize,
     first_join: AtomicU64,
     last_join: AtomicU64,
+    /// A traced copy's host threads together: ns copying pieces, and ns waiting for their
+    /// chunks to be ready.
+    busy: AtomicU64,
+    waited: AtomicU64,
 }
 
 impl Job {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         direction: Direction,
         host: *mut u8,
         bufs: Vec<usize>,
         chunks: Vec<(usize, usize)>,
-        piece: usize,
+        max_piece: usize,
+        threads: usize,
         stores: Stores,
         clock: Option<Instant>,
     ) -> Job {
@@ -85,6 +105,7 @@ impl Job {
         let mut per_chunk = Vec::with_capacity(chunks.len());
         for (c, &(off, len)) in chunks.iter().enumerate() {
             let before = pieces.len();
+            let piece = piece_for(len, threads, max_piece);
             let mut at = 0;
             while at < len {
                 let n = piece.min(len - at);
@@ -114,6 +135,8 @@ impl Job {
             joined: AtomicUsize::new(0),
             first_join: AtomicU64::new(u64::MAX),
             last_join: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
         }
     }
 
@@ -158,6 +181,11 @@ impl Job {
                 std::thread::sleep(NAP);
             }
         }
+        let traced = self.clock.map(|_| Instant::now());
+        if let (Some(at), Some(since)) = (traced, since) {
+            let ns = at.duration_since(since).as_nanos() as u64;
+            self.waited.fetch_add(ns, Ordering::Relaxed);
+        }
         if !self.failed.load(Ordering::Relaxed) {
             let (start, _) = self.chunks[p.chunk];
             let staged = self.bufs[p.chunk % self.bufs.len()] + (p.off - start);
@@ -171,6 +199,10 @@ impl Job {
             // DMA has landed, D2H, or no DMA reads its slot any more, H2D), and no other piece
             // covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
+            if let Some(at) = traced {
+                let ns = at.elapsed().as_nanos() as u64;
+                self.busy.fetch_add(ns, Ordering::Relaxed);
+            }
         }
         // `done` first: once a chunk counts as copied (H2D: the caller may return after the
         // last one) the job counts as finished too.
@@ -230,7 +262,7 @@ pub(super) struct Request<'a> {
     pub(super) stream: StreamHandle,
     /// Host threads, the caller included.
     pub(super) threads: usize,
-    /// The most bytes of one piece.
+    /// The most bytes of one piece (a chunk's pieces: `piece_for`).
     pub(super) piece: usize,
     pub(super) stores: Stores,
     /// Whether an H2D copy counts its chunks still in flight at the end (`run`).
@@ -261,6 +293,7 @@ pub(super) unsafe fn run(
         bufs,
         chunks,
         c.piece,
+        c.threads,
         c.stores,
         tr.clock(),
     ));
@@ -287,6 +320,10 @@ pub(super) unsafe fn run(
         );
         tr.mark_at("joined_last", joined, job.last_join.load(Ordering::Relaxed));
     }
+    // Every thread's time copying pieces and waiting for their chunks, summed.
+    let pieces = job.pieces.len();
+    tr.mark_at("busy", pieces, job.busy.load(Ordering::Relaxed));
+    tr.mark_at("waited", pieces, job.waited.load(Ordering::Relaxed));
     result?;
     Ok(
         (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
@@ -343,9 +380,14 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 // first, once an earlier copy's use of it has completed).
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
                     let mut slot = c.set.slot(queued);
-                    if !tr.time(Phase::Wait, || slot.poll())? {
-                        break;
-                    }
+                    // An earlier copy's use of the slot (an H2D DMA reading it, say) is waited
+                    // for by the stream, not here: the DMA is queued at once and starts as soon
+                    // as the GPU is done with the buffer. (A slot whose chunk of this copy was
+                    // copied out has no pending use.)
+                    // SAFETY: `stream` is NULL or a live stream of `device` (`run`'s contract).
+                    tr.time(Phase::Wait, || unsafe {
+                        slot.order_before_dma(c.stream, c.device)
+                    })?;
                     slot.prepare(c.device)?;
                     // SAFETY: the caller's contract for `dev`; the slot's buffer is idle (polled,
                     // its last chunk copied out).
@@ -474,6 +516,7 @@ mod tests {
             vec![0, 0],
             chunks.clone(),
             64 << 10,
+            1,
             Stores::Cached,
             None,
         );
@@ -489,6 +532,32 @@ mod tests {
     }
 
     #[test]
+    fn a_small_chunk_is_split_among_every_thread_a_large_one_in_pieces_of_at_most_the_max() {
+        assert_eq!(piece_for(256 << 10, 12, 64 << 10), 24 << 10);
+        assert_eq!(piece_for(8 << 20, 12, 64 << 10), 64 << 10);
+        assert_eq!(piece_for(1 << 20, 12, 1 << 20), 88 << 10);
+        assert_eq!(piece_for(4096, 12, 64 << 10), MIN_PIECE);
+        assert_eq!(piece_for(256 << 10, 0, 64 << 10), 64 << 10);
+        // Each chunk gets its own pieces: the first (256 KiB) in 11 for 12 threads, the next
+        // (1 MiB) in 16 of the most, 64 KiB.
+        let job = Job::new(
+            Direction::HostToDevice,
+            std::ptr::null_mut(),
+            vec![0, 0],
+            vec![(0, 256 << 10), (256 << 10, 1 << 20)],
+            64 << 10,
+            12,
+            Stores::Cached,
+            None,
+        );
+        assert_eq!(job.per_chunk, vec![11, 16]);
+        assert!(job.pieces[..11]
+            .iter()
+            .all(|p| p.chunk == 0 && p.len <= 24 << 10));
+        assert_eq!(job.pieces.iter().map(|p| p.len).sum::<usize>(), 1280 << 10);
+    }
+
+    #[test]
     fn a_failed_job_skips_what_is_left_and_finishes() {
         let mut host = vec![7u8; 1 << 16];
         let staging = vec![1u8; 1 << 16];
@@ -498,6 +567,7 @@ mod tests {
             vec![staging.as_ptr() as usize],
             vec![(0, 1 << 15), (1 << 15, 1 << 15)],
             1 << 14,
+            1,
             Stores::Cached,
             None,
         );

@@ -61,6 +61,31 @@ impl Slot {
         Ok(())
     }
 
+    /// Orders the slot's next use, a DMA into its buffer (D2H), after its last use on the GPU
+    /// instead of the host: a use that may still be pending on `device` is waited for by
+    /// `stream` (`cudaStreamWaitEvent`), so that the DMA can be queued at once; a use on
+    /// another device is waited for here. Nothing is asked of CUDA when no use is pending.
+    ///
+    /// # Safety
+    /// `stream` is NULL or a live stream of `device`.
+    pub(super) unsafe fn order_before_dma(
+        &mut self,
+        stream: StreamHandle,
+        device: i32,
+    ) -> Result<()> {
+        if self.busy {
+            match &self.event {
+                Some(e) if self.device == device => {
+                    // SAFETY: the caller's contract; the event is the slot's own, live.
+                    unsafe { crate::stream::wait_event(stream, e.as_raw()) }?;
+                    self.busy = false;
+                }
+                _ => self.wait()?,
+            }
+        }
+        Ok(())
+    }
+
     /// Waits for the slot's last use.
     pub(super) fn wait(&mut self) -> Result<()> {
         if self.busy {
