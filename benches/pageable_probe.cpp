@@ -287,6 +287,19 @@ struct Result {
 
 struct Probe {
     bool quick = false;
+    // --evict-mib M: before each timed repetition of (c), (d) and (g), outside the clock, the
+    // main thread reads M MiB of other memory, so that the copy's pageable buffer and the staging
+    // buffers are no longer in the CPU caches (as in table_bench, where four backends' copies run
+    // between two of one backend's); 0: the buffers stay as the last repetition left them.
+    size_t evict_bytes = 0;
+    unsigned char *evict_buf = nullptr;
+    volatile uint64_t evict_sink = 0;
+    void evict() {
+        if (!evict_bytes) return;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < evict_bytes; i += 64) sum += evict_buf[i];
+        evict_sink = evict_sink + sum;
+    }
     std::string parts = "abcdefg";
     double budget_s = 360;
     std::string csv;
@@ -513,7 +526,7 @@ void Probe::part_c() {
         r.size = n;
         r.threads = t;
         r.stores = stores_name(st);
-        const Result &got = add(r, time_each(reps_for(n), op));
+        const Result &got = add(r, time_each(reps_for(n), [&] { evict(); }, op));
         std::fprintf(stderr, "  (c) host copy %s %-8s T=%-2d %-6s %s\n", h2d ? "pageable->pinned" : "pinned->pageable",
                      fmt_size(n).c_str(), t, stores_name(st), fmt_gbs(got.gbs()).c_str());
     });
@@ -551,6 +564,7 @@ void Probe::part_d() {
                             else check_pageable(what.c_str(), n);
                             Stat total, firsts;
                             for (int r = 0; r < reps_for(n); ++r) {
+                                evict();
                                 if (!hot) w.wait_asleep();
                                 double t0 = now_s();
                                 op();
@@ -727,9 +741,11 @@ void Probe::part_g() {
             fail(format("(g) host copy %s T=%d %s %s: data differ", kDirs[d], t, stores_name(st),
                         fmt_size(n).c_str()));
         for (int r = 0; r < reps; ++r) {
+            evict();
             double t0 = now_s();
             host_copy();
             host_alone.v.push_back(now_s() - t0);
+            evict();
 
             // The load: DMAs of 8 n bytes (at 55 GB/s 8 n take longer than one host
             // copy of n at 7 GB/s or more); the first event says they have begun.
@@ -994,6 +1010,7 @@ void usage(const char *argv0) {
                  "  --chunks LIST    pipeline chunks (default 256K,512K,1M,2M,4M,8M)\n"
                  "  --threads LIST   host threads for (c) and (d), at most 64 (default 1,2,4,8,12 and 4,8,12)\n"
                  "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
+                 "  --evict-mib M    before each timed repetition of (c), (d), (g) read M MiB of other memory (caches cold)\n"
                  "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores)\n"
                  "                   (default memcpy,stream)\n",
                  argv0);
@@ -1064,6 +1081,7 @@ int main(int argc, char **argv) {
         } else if (a == "--quick") P.quick = true;
         else if (a == "--parts") P.parts = value();
         else if (a == "--budget-s") P.budget_s = std::atof(value().c_str());
+        else if (a == "--evict-mib") P.evict_bytes = static_cast<size_t>(parse_int(value())) * MiB;
         else if (a == "--csv") P.csv = value();
         else if (a == "--sizes") sizes_opt = value();
         else if (a == "--chunks") chunks_opt = value();
@@ -1140,6 +1158,11 @@ int main(int argc, char **argv) {
         std::memset(P.pin2, 0, max_size);
     }
     std::memset(P.staging, 0, max_staging);
+    if (P.evict_bytes) {
+        P.evict_buf = static_cast<unsigned char *>(std::malloc(P.evict_bytes));
+        if (!P.evict_buf) die(2, "malloc(%zu) for --evict-mib failed", P.evict_bytes);
+        std::memset(P.evict_buf, 1, P.evict_bytes);
+    }
     PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev), max_size));
     PROBE_CUDA(cudaMalloc(reinterpret_cast<void **>(&P.dev_src), max_size));
     PROBE_CUDA(cudaMemcpy(P.dev_src, P.pg_src, max_size, cudaMemcpyHostToDevice));
@@ -1160,6 +1183,10 @@ int main(int argc, char **argv) {
     header += "- method: host clock around each copy until its data is in place; medians of 7-15 repetitions after a "
               "warm-up that is also the data check; GB/s = 1e9 bytes/s; pipeline threads are T workers plus the "
               "main thread, which queues DMAs and waits (spinning) on events\n";
+    if (P.evict_bytes)
+        header += format("- caches cold: before each timed repetition of (c), (d) and (g) the main thread read %zu MiB of "
+                         "other memory (--evict-mib)\n",
+                         P.evict_bytes / MiB);
     std::string cmd = "pageable_probe";
     for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
     header += format("- command: `%s` (budget %.0f s)\n\n", cmd.c_str(), P.budget_s);
