@@ -470,12 +470,12 @@ pub(crate) unsafe fn copy(
         ));
     }
     if result.is_err() {
-        // A chunk may be queued without its event: reuse the set only once the stream is idle;
-        // if even that fails, the set is dropped (its buffers leak rather than be overwritten
-        // while a copy may still read them).
+        // A chunk may be queued without its event: reuse the set only once the stream is idle
+        // and every slot's last recorded use (perhaps an earlier copy's, on another stream) has
+        // completed; if either wait fails, the set is dropped (its buffers leak rather than be
+        // overwritten while a copy may still read them).
         // SAFETY: `stream` is NULL or a live stream (the caller's contract).
-        if unsafe { crate::stream::synchronize(stream) }.is_ok() {
-            set.mark_idle();
+        if unsafe { crate::stream::synchronize(stream) }.is_ok() && set.wait_all().is_ok() {
             staging::give_back(set);
         } else {
             crate::runtime::take_last_cuda_error();

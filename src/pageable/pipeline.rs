@@ -34,7 +34,8 @@ const SPIN: Duration = Duration::from_micros(250);
 /// One nap while a chunk is not ready.
 const NAP: Duration = Duration::from_micros(20);
 
-/// The smallest piece (below it a piece's claim and fence are no longer small beside its copy).
+/// The smallest piece unless `LLAISYS_NVIDIA_PAGEABLE_PIECE` sets a smaller largest one (below
+/// it a piece's claim and fence are no longer small beside its copy).
 const MIN_PIECE: usize = 16 << 10;
 
 /// The pieces of a chunk of `len` bytes copied by `threads`: about one per thread, 4 KiB
@@ -45,7 +46,7 @@ const MIN_PIECE: usize = 16 << 10;
 fn piece_for(len: usize, threads: usize, max: usize) -> usize {
     (len / threads.max(1))
         .next_multiple_of(4096)
-        .clamp(MIN_PIECE, max.max(MIN_PIECE))
+        .clamp(MIN_PIECE.min(max), max)
 }
 
 /// A piece: `len` bytes at `off` of the copy, in chunk `chunk`.
@@ -322,8 +323,8 @@ pub(super) unsafe fn run(
     }
     // Every thread's time copying pieces and waiting for their chunks, summed.
     let pieces = job.pieces.len();
-    tr.mark_at("busy", pieces, job.busy.load(Ordering::Relaxed));
-    tr.mark_at("waited", pieces, job.waited.load(Ordering::Relaxed));
+    tr.total("busy", pieces, job.busy.load(Ordering::Relaxed));
+    tr.total("waited", pieces, job.waited.load(Ordering::Relaxed));
     result?;
     Ok(
         (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
@@ -389,8 +390,9 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                         slot.order_before_dma(c.stream, c.device)
                     })?;
                     slot.prepare(c.device)?;
-                    // SAFETY: the caller's contract for `dev`; the slot's buffer is idle (polled,
-                    // its last chunk copied out).
+                    // SAFETY: the caller's contract for `dev`; the slot's last use is complete
+                    // (its chunk of this copy was copied out) or ordered before this DMA on
+                    // the stream (`order_before_dma`).
                     unsafe { queue(c, job, queued, &mut slot, tr) }?;
                     queued += 1;
                     progressed = true;
@@ -481,8 +483,8 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
 /// the slot's event.
 ///
 /// # Safety
-/// As `run`; the slot's buffer is ready for the DMA (D2H: no earlier use of it is pending; H2D:
-/// it holds the chunk's bytes).
+/// As `run`; the slot's buffer is ready for the DMA (D2H: every earlier use of it has completed
+/// or is ordered before it on `c.stream`; H2D: it holds the chunk's bytes).
 unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
@@ -538,6 +540,8 @@ mod tests {
         assert_eq!(piece_for(1 << 20, 12, 1 << 20), 88 << 10);
         assert_eq!(piece_for(4096, 12, 64 << 10), MIN_PIECE);
         assert_eq!(piece_for(256 << 10, 0, 64 << 10), 64 << 10);
+        // A largest piece set below MIN_PIECE (`_PIECE`, from 4 KiB) is kept.
+        assert_eq!(piece_for(8 << 20, 12, 4096), 4096);
         // Each chunk gets its own pieces: the first (256 KiB) in 11 for 12 threads, the next
         // (1 MiB) in 16 of the most, 64 KiB.
         let job = Job::new(

@@ -35,7 +35,8 @@ impl Slot {
     }
 
     /// Makes the slot ready for a chunk on `device`: its buffer exists, its last use has
-    /// completed, its event is of that device. Returns the buffer (CHUNK_MAX bytes).
+    /// completed (or, after `order_before_dma`, is ordered before the next DMA on its stream),
+    /// its event is of that device. Returns the buffer (CHUNK_MAX bytes).
     pub(super) fn prepare(&mut self, device: i32) -> Result<*mut u8> {
         self.buffer()?;
         self.wait()?;
@@ -161,13 +162,6 @@ impl Set {
         self.slots.iter().try_for_each(|s| lock(s).wait())
     }
 
-    /// Forgets pending uses, after the stream they were on was waited for.
-    pub(super) fn mark_idle(&self) {
-        for s in &self.slots {
-            lock(s).busy = false;
-        }
-    }
-
     /// Frees the buffers of an idle set; the first failure is returned.
     fn free(&self) -> Result<()> {
         let mut first_err = None;
@@ -189,8 +183,8 @@ impl Set {
 /// A set of `slots` slots for one copy: one known to be idle; else, of several free sets, one
 /// whose events have completed (asked of CUDA: a set last used on a stream behind long work
 /// must not hold up a copy on another stream); else the one given back longest ago, whose slots
-/// may still wait on earlier asynchronous copies (each slot is polled or waited for when it is
-/// prepared: a sync H2D returns with its last chunks in flight, and the next copy must not pay
+/// may still wait on earlier asynchronous copies (an H2D copy polls or waits for each slot
+/// before writing it, a D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its last chunks in flight, and the next copy must not pay
 /// for new pinned buffers); else a new one (only while other copies hold every kept set). The
 /// common case, one copy after another, finds one free set and asks CUDA nothing: asking each
 /// slot's event there cost an H2D copy after an H2D copy a query per slot (1.6 us each on the

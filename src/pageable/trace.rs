@@ -10,7 +10,8 @@ use std::time::Instant;
 /// The phases of a staged copy.
 #[derive(Clone, Copy)]
 pub(super) enum Phase {
-    /// Waiting until a slot's last use has completed (its event).
+    /// Waiting until a slot's last use has completed (its event), or ordering a DMA after it
+    /// on the stream (`cudaStreamWaitEvent`).
     Wait = 0,
     /// Copying host memory (all threads together).
     HostCopy = 1,
@@ -32,8 +33,9 @@ pub(super) struct Trace {
     start: Option<Instant>,
     spent: Cell<[u64; 4]>,
     counts: Cell<[u32; 4]>,
-    /// Moments of a copy's steps (`mark`): what, which chunk, ns since the start.
-    marks: RefCell<Vec<(&'static str, usize, u64)>>,
+    /// Moments of a copy's steps (`mark`): what, which chunk, ns since the start; and totals
+    /// (`total`): what, of how many, ns in all (the last field true).
+    marks: RefCell<Vec<(&'static str, usize, u64, bool)>>,
 }
 
 impl Trace {
@@ -75,7 +77,7 @@ impl Trace {
     pub(super) fn mark(&self, what: &'static str, k: usize) {
         if let Some(start) = self.start {
             let ns = start.elapsed().as_nanos() as u64;
-            self.marks.borrow_mut().push((what, k, ns));
+            self.marks.borrow_mut().push((what, k, ns, false));
         }
     }
 
@@ -87,7 +89,15 @@ impl Trace {
     /// Notes step `what` of `k` at `ns` since the start (measured elsewhere), when active.
     pub(super) fn mark_at(&self, what: &'static str, k: usize, ns: u64) {
         if self.start.is_some() {
-            self.marks.borrow_mut().push((what, k, ns));
+            self.marks.borrow_mut().push((what, k, ns, false));
+        }
+    }
+
+    /// Notes a total of `what` over `k` things, `ns` in all (times summed over threads), when
+    /// active: written `{what}{k} ={us} us`.
+    pub(super) fn total(&self, what: &'static str, k: usize, ns: u64) {
+        if self.start.is_some() {
+            self.marks.borrow_mut().push((what, k, ns, true));
         }
     }
 
@@ -107,8 +117,13 @@ impl Trace {
         }
         let rest = total.saturating_sub(s.iter().sum());
         line += &format!("; other {:.1} us", rest as f64 / 1e3);
-        for (what, k, ns) in self.marks.borrow().iter() {
-            line += &format!("; {what}{k} @{:.1}", *ns as f64 / 1e3);
+        for &(what, k, ns, total) in self.marks.borrow().iter() {
+            let us = ns as f64 / 1e3;
+            line += &if total {
+                format!("; {what}{k} ={us:.1} us")
+            } else {
+                format!("; {what}{k} @{us:.1}")
+            };
         }
         line.push('\n');
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
