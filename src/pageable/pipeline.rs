@@ -378,7 +378,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
         match c.direction {
             Direction::DeviceToHost => {
                 // A slot takes the next chunk's DMA once its last chunk has been copied out (and,
-                // first, once an earlier copy's use of it has completed).
+                // first, ordered after an earlier copy's use of it on the stream).
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
                     let mut slot = c.set.slot(queued);
                     // An earlier copy's use of the slot (an H2D DMA reading it, say) is waited
