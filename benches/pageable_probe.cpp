@@ -18,17 +18,24 @@
 //   (g) the host copy and the copy engine at the same time: the host copy's rate while DMAs of
 //       other pinned memory keep running, and one DMA's rate while T threads keep copying. A
 //       staged pipeline does both at once in its steady state, so it cannot beat the slower of
-//       the two (the bound under load), whatever its chunks and staging buffers.
+//       the two (the bound under load), whatever its chunks and staging buffers;
+//   (l) with --library PATH (a llaisys runtime table, e.g. our libllaisys_nvidia.so): its
+//       memcpy_sync on the same buffers, alternated repetition by repetition with this probe's
+//       pipeline (the best (d) configuration of the run, else C=4 MiB, T and K the largest), both
+//       with their threads asleep (cold) and right after a copy of the same size (hot); the
+//       probe's pipeline also sums its threads' copy time (per-thread rate) to set beside the
+//       library's own trace (LLAISYS_NVIDIA_PAGEABLE_TRACE).
 // Host copies (c, d, g) use glibc's memcpy and/or 16-byte non-temporal stores (--stores).
 // Markdown on stdout: the best configuration per size and direction first, then every figure.
 // Built and run on the GPU machine by `bash gpu-stage/bench.sh --probe` (scripts/gpu-bench.sh):
-//   nvcc -O2 -std=c++17 benches/pageable_probe.cpp -o pageable_probe -lpthread
-// Usage: pageable_probe [--quick] [--parts abcdefg] [--budget-s S] [--csv FILE]   (--help)
+//   nvcc -O2 -std=c++17 -Icsrc benches/pageable_probe.cpp -o pageable_probe -lpthread -ldl
+// Usage: pageable_probe [--quick] [--parts abcdefgl] [--library PATH] [--budget-s S] [--csv FILE]   (--help)
 // Exit: 0 measured; 1 a data check failed (the tables still print); 2 bad usage; 3 no CUDA device.
 // Clock: steady_clock on the host; every timed copy ends when its data is in place (H2D: the last
 // DMA's event has completed; D2H: the last host copy is done). Medians of repetitions, each timed
 // on its own after one warm-up run (which is also the data check). GB/s = 1e9 bytes per second.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -49,6 +56,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "llaisys_runtime.h"
 
 using namespace bench;
 
@@ -197,13 +205,17 @@ struct CopyJob {
     const unsigned char *src;
     size_t n;
     Stores stores = Stores::Memcpy;
+    // When set, each thread adds the nanoseconds its part took (part l's per-thread rate).
+    std::atomic<uint64_t> *busy_ns = nullptr;
 };
 void copy_range(const CopyJob &j, int i, int count) {
     size_t part = (j.n / static_cast<size_t>(count) + 4095) & ~size_t(4095);
     size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
     if (hi <= lo) return;
+    const double t0 = j.busy_ns ? now_s() : 0;
     if (j.stores == Stores::Stream) stream_copy(j.dst + lo, j.src + lo, hi - lo);
     else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
+    if (j.busy_ns) j.busy_ns->fetch_add(static_cast<uint64_t>((now_s() - t0) * 1e9), std::memory_order_relaxed);
 }
 void copy_part(void *ctx, int i, int count) { copy_range(*static_cast<const CopyJob *>(ctx), i, count); }
 // The same copy over and over until `stop` (part g's load on the host).
@@ -318,6 +330,10 @@ struct Probe {
     unsigned char *dev = nullptr, *dev_src = nullptr;     // device, max size; dev_src holds the pattern
     cudaStream_t stream = nullptr;
     cudaEvent_t ev[4] = {};
+    // Part l: the library's table (--library), and where the pipelines sum their threads' time.
+    std::string library;
+    const LlaisysRuntimeAPI *table = nullptr;
+    std::atomic<uint64_t> *busy_sink = nullptr;
 
     bool want(char part) const { return parts.find(part) != std::string::npos; }
     bool out_of_time() const { return now_s() - start > budget_s; }
@@ -385,7 +401,7 @@ struct Probe {
         const size_t chunks = (n + C - 1) / C;
         auto len = [&](size_t k) { return std::min(C, n - k * C); };
         auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
-        CopyJob job{slot(0), src, len(0), st};
+        CopyJob job{slot(0), src, len(0), st, busy_sink};
         double t0 = now_s();
         w.wake();
         w.start(copy_part, &job);
@@ -393,7 +409,7 @@ struct Probe {
             w.wait();
             if (k + 1 < chunks) {
                 if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);
-                job = CopyJob{slot(k + 1), src + (k + 1) * C, len(k + 1), st};
+                job = CopyJob{slot(k + 1), src + (k + 1) * C, len(k + 1), st, busy_sink};
                 w.start(copy_part, &job);
             }
             PROBE_CUDA(cudaMemcpyAsync(d + k * C, slot(k), len(k), cudaMemcpyHostToDevice, stream));
@@ -413,7 +429,7 @@ struct Probe {
         const size_t chunks = (n + C - 1) / C;
         auto len = [&](size_t k) { return std::min(C, n - k * C); };
         auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
-        CopyJob job{nullptr, nullptr, 0, st};
+        CopyJob job{nullptr, nullptr, 0, st, nullptr};
         double t0 = now_s();
         w.wake();
         for (size_t k = 0; k < chunks && k < static_cast<size_t>(K); ++k) {
@@ -422,7 +438,7 @@ struct Probe {
         }
         for (size_t k = 0; k < chunks; ++k) {
             spin_event(ev[k % K]);
-            job = CopyJob{dst + k * C, slot(k), len(k), st};
+            job = CopyJob{dst + k * C, slot(k), len(k), st, busy_sink};
             w.start(copy_part, &job);
             w.wait();
             if (k == 0) first = now_s() - t0;
@@ -467,6 +483,7 @@ struct Probe {
     void part_e();
     void part_f();
     void part_g();
+    void part_l();
     std::string markdown(const std::string &header) const;
     void write_csv() const;
 };
@@ -509,7 +526,7 @@ void Probe::part_c() {
         // H2D's staging copy: pageable -> pinned; D2H's: pinned -> pageable.
         const bool h2d = d == 0;
         if (!h2d) std::memcpy(pin, pg_src, n);
-        CopyJob job = h2d ? CopyJob{pin, pg_src, n, st} : CopyJob{pg_dst, pin, n, st};
+        CopyJob job = h2d ? CopyJob{pin, pg_src, n, st, nullptr} : CopyJob{pg_dst, pin, n, st, nullptr};
         auto op = [&] {
             w.start(copy_part, &job);
             w.wait();
@@ -722,7 +739,7 @@ void Probe::part_g() {
     each_host_copy(pipe_threads, 'g', [&](Workers &w, int t, Stores st, int d, size_t n) {
         const bool h2d = d == 0;
         // The host copy: H2D's into pin2, D2H's out of pin2; the load's DMAs use pin.
-        CopyJob job = h2d ? CopyJob{pin2, pg_src, n, st} : CopyJob{pg_dst, pin2, n, st};
+        CopyJob job = h2d ? CopyJob{pin2, pg_src, n, st, nullptr} : CopyJob{pg_dst, pin2, n, st, nullptr};
         if (!h2d) std::memcpy(pin2, pg_src, n);
         auto dma = [&] {
             if (h2d) PROBE_CUDA(cudaMemcpyAsync(dev, pin, n, cudaMemcpyHostToDevice, stream));
@@ -802,6 +819,126 @@ void Probe::part_g() {
                      busy, reps, fmt_gbs(n / dma_alone.med() / 1e9).c_str(),
                      fmt_gbs(n / dma_loaded.med() / 1e9).c_str());
     });
+}
+
+// (l) The library's memcpy_sync (--library) against this probe's pipeline, on the same buffers, in
+// one process: per repetition, in alternating order, each one cold (threads asleep: the library's
+// after 2 ms idle, longer than its threads spin; the probe's cold pool) and each one hot (right
+// after an untimed copy of the same size: the library's threads still spin; a spinning probe
+// pool made for it). H2D ends with cudaDeviceSynchronize after the library's call (its
+// memcpy_sync returns once the source is read) and with the last event for the probe's, D2H
+// when the call returns. The probe's pipeline runs with the best (d) configuration of this run
+// for the direction and size, else C = min(4 MiB, size), the largest T and K; its threads' copy
+// time is summed (bytes / thread-seconds: the per-thread rate).
+void Probe::part_l() {
+    auto idle = [] {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    };
+    for (int d = 0; d < 2; ++d)
+        for (size_t n : sizes) {
+            if (out_of_time()) {
+                skipped.push_back(format("(l) %s %s", kDirs[d], fmt_size(n).c_str()));
+                continue;
+            }
+            const bool h2d = d == 0;
+            const Result *bd = best([&](const Result &r) { return r.part == "d" && r.dir == kDirs[d] && r.size == n; });
+            // at most the largest chunk: the staging buffers were sized for it
+            const size_t cmax = *std::max_element(chunks.begin(), chunks.end());
+            const size_t C = bd ? bd->chunk : std::min({n, cmax, 4 * MiB});
+            const int T = bd ? bd->threads : pipe_threads.back();
+            const int K = bd ? bd->slots : slot_counts.back();
+            const Stores st = bd ? (bd->stores == "stream" ? Stores::Stream : Stores::Memcpy) : stores.back();
+            double first = 0;
+            auto probe_op = [&](Workers &w) {
+                if (h2d) pipeline_h2d(w, dev, pg_src, n, C, K, st, first);
+                else pipeline_d2h(w, pg_dst, dev_src, n, C, K, st, first);
+            };
+            auto lib_op = [&] {
+                if (h2d) {
+                    table->memcpy_sync(dev, pg_src, n, LLAISYS_MEMCPY_H2D);
+                    PROBE_CUDA(cudaDeviceSynchronize());
+                } else {
+                    table->memcpy_sync(pg_dst, dev_src, n, LLAISYS_MEMCPY_D2H);
+                }
+            };
+            auto check = [&](const char *who) {
+                std::string what = format("(l) %s %s %s", who, kDirs[d], fmt_size(n).c_str());
+                if (h2d) check_device(what.c_str(), n);
+                else check_pageable(what.c_str(), n);
+            };
+            auto poison = [&] {
+                if (h2d) poison_device(n);
+                else poison_pageable(n);
+            };
+            Workers cold(T, false);
+            poison();
+            lib_op();
+            check("library memcpy_sync");
+            poison();
+            probe_op(cold);
+            check("probe pipeline");
+            Stat lib_cold, lib_hot, pipe_cold, pipe_hot, busy_cold, busy_hot;
+            std::atomic<uint64_t> busy{0};
+            for (int r = 0; r < reps_for(n); ++r) {
+                for (int turn = 0; turn < 2; ++turn) {
+                    const bool lib_turn = (turn == 0) == (r % 2 == 0);
+                    idle();
+                    evict();
+                    double t0 = 0;
+                    if (lib_turn) {
+                        t0 = now_s();
+                        lib_op();
+                        lib_cold.v.push_back(now_s() - t0);
+                        lib_op();  // untimed: the threads spin after it
+                        t0 = now_s();
+                        lib_op();
+                        lib_hot.v.push_back(now_s() - t0);
+                    } else {
+                        cold.wait_asleep();
+                        busy.store(0);
+                        busy_sink = &busy;
+                        t0 = now_s();
+                        probe_op(cold);
+                        pipe_cold.v.push_back(now_s() - t0);
+                        busy_cold.v.push_back(static_cast<double>(busy.load()) * 1e-9);
+                        busy_sink = nullptr;
+                        Workers hot(T, true);
+                        probe_op(hot);  // untimed, as the library's
+                        busy.store(0);
+                        busy_sink = &busy;
+                        t0 = now_s();
+                        probe_op(hot);
+                        pipe_hot.v.push_back(now_s() - t0);
+                        busy_hot.v.push_back(static_cast<double>(busy.load()) * 1e-9);
+                        busy_sink = nullptr;
+                    }
+                }
+            }
+            Result res;
+            res.part = "l";
+            res.dir = kDirs[d];
+            res.size = n;
+            res.chunk = C;
+            res.threads = T;
+            res.slots = K;
+            res.stores = stores_name(st);
+            const struct {
+                const char *metric, *mode;
+                const Stat *s;
+            } all[] = {{"library", "cold", &lib_cold},          {"library", "hot", &lib_hot},
+                       {"pipeline", "cold", &pipe_cold},        {"pipeline", "hot", &pipe_hot},
+                       {"pipeline thread-seconds", "cold", &busy_cold}, {"pipeline thread-seconds", "hot", &busy_hot}};
+            for (const auto &m : all) {
+                res.metric = m.metric;
+                res.mode = m.mode;
+                add(res, *m.s);
+            }
+            std::fprintf(stderr, "  (l) %s %-8s library %s cold, %s hot; pipeline (C=%s T=%d K=%d %s) %s cold, %s hot\n",
+                         kDirs[d], fmt_size(n).c_str(), fmt_gbs(n / lib_cold.med() / 1e9).c_str(),
+                         fmt_gbs(n / lib_hot.med() / 1e9).c_str(), fmt_size(C).c_str(), T, K, stores_name(st),
+                         fmt_gbs(n / pipe_cold.med() / 1e9).c_str(), fmt_gbs(n / pipe_hot.med() / 1e9).c_str());
+        }
 }
 
 std::string cfg(const Result *r) {
@@ -971,6 +1108,38 @@ std::string Probe::markdown(const std::string &header) const {
                    "loaded rates.\n\n" +
                    t.render();
     }
+    // ---- (l) ----
+    {
+        MdTable t;
+        t.left = 3;
+        t.header = {"direction", "size", "probe pipeline (C, T, K, stores)", "library cold", "pipeline cold",
+                    "library / pipeline cold", "library hot", "pipeline hot", "library / pipeline hot",
+                    "pipeline per-thread copy rate cold / hot"};
+        for (int d = 0; d < 2; ++d)
+            for (size_t n : sizes) {
+                auto get = [&](const char *metric, const char *mode) {
+                    return find([&](const Result &r) {
+                        return r.part == "l" && r.dir == kDirs[d] && r.size == n && r.metric == metric && r.mode == mode;
+                    });
+                };
+                const Result *lc = get("library", "cold"), *lh = get("library", "hot");
+                const Result *pc = get("pipeline", "cold"), *ph = get("pipeline", "hot");
+                const Result *bc = get("pipeline thread-seconds", "cold"), *bh = get("pipeline thread-seconds", "hot");
+                if (!lc || !lh || !pc || !ph || !bc || !bh) continue;
+                t.rows.push_back({kDirs[d], fmt_size(n),
+                                  format("%s, %d, %d, %s", fmt_size(pc->chunk).c_str(), pc->threads, pc->slots,
+                                         pc->stores.c_str()),
+                                  gbs_of(lc), gbs_of(pc), format("%.2fx", lc->gbs() / pc->gbs()), gbs_of(lh), gbs_of(ph),
+                                  format("%.2fx", lh->gbs() / ph->gbs()),
+                                  fmt_gbs(bc->gbs()) + " / " + fmt_gbs(bh->gbs())});
+            }
+        if (!t.rows.empty())
+            out += "\n### (l) The library's memcpy_sync beside the probe's pipeline, same buffers, one process\n\n"
+                   "Library: `" + library + "`. Cold: threads asleep (2 ms idle before); hot: right after an untimed "
+                   "copy of the same size. H2D ends when the data has landed. Per-thread copy rate: bytes / the "
+                   "pipeline threads' summed copy time (compare the library's trace, `busyN`).\n\n" +
+                   t.render();
+    }
     out += format("\nProbe took %.0f s.\n", now_s() - start);
     if (!skipped.empty()) {
         out += format("\nSkipped (time budget of %.0f s spent):", budget_s);
@@ -989,7 +1158,7 @@ void Probe::write_csv() const {
     }
     std::fprintf(f, "part,direction,metric,size,chunk,threads,slots,mode,stores,busy,median_s,gbs,samples_s\n");
     for (const auto &r : results) {
-        const bool copy = r.metric == "copy" || r.part == "g";
+        const bool copy = r.metric == "copy" || r.part == "g" || r.part == "l";
         std::fprintf(f, "%s,%s,\"%s\",%zu,%zu,%d,%d,%s,%s,%d,%.6e,%.3f,", r.part.c_str(), r.dir.c_str(), r.metric.c_str(),
                      r.size, r.chunk, r.threads, r.slots, r.mode.c_str(), r.stores.c_str(), r.busy, r.med,
                      copy ? r.gbs() : 0.0);
@@ -1003,7 +1172,7 @@ void usage(const char *argv0) {
     std::fprintf(stderr,
                  "usage: %s [options]\n"
                  "  --quick          sizes 1, 16, 64 MiB; chunks 256 KiB, 1 MiB, 4 MiB; T 4, 12; K 4 (a smoke run)\n"
-                 "  --parts LETTERS  which parts to run, of abcdefg (default all)\n"
+                 "  --parts LETTERS  which parts to run, of abcdefgl (default abcdefg)\n"
                  "  --budget-s S     start no new group of measurements after S seconds (default 360)\n"
                  "  --csv FILE       write every result with its samples to FILE\n"
                  "  --sizes LIST     copy sizes, e.g. 1M,16M (K and M suffixes; default 1M,4M,16M,64M,256M)\n"
@@ -1012,7 +1181,10 @@ void usage(const char *argv0) {
                  "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
                  "  --evict-mib M    before each timed repetition of (c), (d), (g) read M MiB of other memory (caches cold)\n"
                  "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores)\n"
-                 "                   (default memcpy,stream)\n",
+                 "                   (default memcpy,stream)\n"
+                 "  --library PATH   part l: a llaisys runtime table library (e.g. libllaisys_nvidia.so) measured\n"
+                 "                   beside the probe's pipeline; --parts must name l (not in the default parts)\n"
+                 "  --library-symbol S  its table getter (default llaisysNvidiaGetRuntimeAPI)\n",
                  argv0);
 }
 
@@ -1066,6 +1238,7 @@ int main(int argc, char **argv) {
     program_name() = "pageable_probe";
     Probe P;
     std::string sizes_opt, chunks_opt, threads_opt, slots_opt, stores_opt;
+    std::string symbol = "llaisysNvidiaGetRuntimeAPI";
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -1088,13 +1261,16 @@ int main(int argc, char **argv) {
         else if (a == "--threads") threads_opt = value();
         else if (a == "--slots") slots_opt = value();
         else if (a == "--stores") stores_opt = value();
+        else if (a == "--library") P.library = value();
+        else if (a == "--library-symbol") symbol = value();
         else {
             usage(argv[0]);
             die(2, "unknown argument %s", a.c_str());
         }
     }
-    if (P.parts.find_first_not_of("abcdefg") != std::string::npos || P.parts.empty())
-        die(2, "--parts takes letters of abcdefg, got '%s'", P.parts.c_str());
+    if (P.parts.find_first_not_of("abcdefgl") != std::string::npos || P.parts.empty())
+        die(2, "--parts takes letters of abcdefgl, got '%s'", P.parts.c_str());
+    if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
         // 1: memcpy, 2: stream
         auto kinds = parse_list<int>("--stores", stores_opt, 1, 2, [](const std::string &v) {
@@ -1130,6 +1306,17 @@ int main(int argc, char **argv) {
                "run it on the GPU machine (bash gpu-stage/bench.sh --probe)",
             cudaGetErrorName(e), static_cast<int>(e), cudaGetErrorString(e), count);
 
+    if (P.want('l')) {
+        // RTLD_LOCAL: the library keeps its own cudart; both share the device's primary context.
+        void *h = dlopen(P.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!h) die(2, "cannot load %s: %s", P.library.c_str(), dlerror());
+        using Getter = const LlaisysRuntimeAPI *(*)();
+        auto get = reinterpret_cast<Getter>(dlsym(h, symbol.c_str()));
+        if (!get) die(2, "%s has no symbol %s", P.library.c_str(), symbol.c_str());
+        P.table = get();
+        if (!P.table || !P.table->memcpy_sync) die(2, "%s: %s() gave no table with memcpy_sync", P.library.c_str(), symbol.c_str());
+        P.table->set_device(0);
+    }
     const size_t max_size = P.sizes.back();
     const size_t max_staging = static_cast<size_t>(*std::max_element(P.slot_counts.begin(), P.slot_counts.end())) *
                                *std::max_element(P.chunks.begin(), P.chunks.end());
@@ -1197,7 +1384,8 @@ int main(int argc, char **argv) {
         void (Probe::*run)();
     };
     const Part parts[] = {{'a', &Probe::part_a_b}, {'c', &Probe::part_c}, {'d', &Probe::part_d},
-                          {'e', &Probe::part_e}, {'f', &Probe::part_f}, {'g', &Probe::part_g}};
+                          {'e', &Probe::part_e}, {'f', &Probe::part_f}, {'g', &Probe::part_g},
+                          {'l', &Probe::part_l}};
     for (const Part &p : parts) {
         bool wanted = p.id == 'a' ? (P.want('a') || P.want('b')) : P.want(p.id);
         if (!wanted) continue;

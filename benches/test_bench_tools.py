@@ -509,6 +509,81 @@ class ProbeOnFakeCudart(unittest.TestCase):
         self.assertNotIn("**DATA CHECK FAILED**: (d) pipeline H2D", r.stdout)
 
 
+# A stand-in llaisys table for part l on the fake cudart (whose "device" memory is host memory):
+# memcpy_sync is memcpy; SHORT copies one byte less (the probe's data check must catch it).
+FAKE_TABLE = r"""
+#include <cstring>
+#include "llaisys_runtime.h"
+static int count() { return 1; }
+static void set(int) {}
+static void nop() {}
+static llaisysStream_t mk() { return nullptr; }
+static void st(llaisysStream_t) {}
+static void *ma(size_t) { return nullptr; }
+static void fr(void *) {}
+static void sync_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t) { std::memcpy(d, s, n - SHORT); }
+static void async_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t k, llaisysStream_t) { sync_copy(d, s, n, k); }
+static const LlaisysRuntimeAPI table = {count, set, nop, mk, st, st, ma, fr, ma, fr, sync_copy, async_copy};
+extern "C" const LlaisysRuntimeAPI *fakeGetRuntimeAPI() { return &table; }
+"""
+
+
+class ProbeLibraryPart(unittest.TestCase):
+    """Part l (--library) on the fake cudart, with a stand-in table."""
+
+    def table(self, short):
+        name = "fake_table_%d" % short
+        path = os.path.join(BUILD, name + ".cpp")
+        with open(path, "w") as f:
+            f.write("#define SHORT %d\n" % short + FAKE_TABLE)
+        return build(name + ".so", path, cuda=False, shared=True)
+
+    def run_l(self, lib, *extra):
+        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
+        csv_path = os.path.join(BUILD, "probe_l.csv")
+        args = [exe, "--csv", csv_path, "--parts", "dl", "--threads", "1", "--sizes", "1M", "--chunks", "256K",
+                "--slots", "2", "--library", lib, "--library-symbol", "fakeGetRuntimeAPI"] + list(extra)
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        rows = []
+        if os.path.exists(csv_path):
+            with open(csv_path, newline="") as f:
+                rows = [row for row in csv.DictReader(f) if row["part"] == "l"]
+            os.remove(csv_path)
+        return r, rows
+
+    def test_library_beside_pipeline(self):
+        r, rows = self.run_l(self.table(0))
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        self.assertNotIn("DATA CHECK FAILED", r.stdout)
+        self.assertIn("### (l) The library's memcpy_sync beside the probe's pipeline", r.stdout)
+        # one row per direction, the best (d) configuration of the run: C=256 KiB, T=1, K=2
+        self.assertRegex(r.stdout, r"\| H2D \| 1 MiB \| 256 KiB, 1, 2, (memcpy|stream) \| [0-9.]+ GB/s \|")
+        self.assertRegex(r.stdout, r"\| D2H \| 1 MiB \| 256 KiB, 1, 2, (memcpy|stream) \| [0-9.]+ GB/s \|")
+        # 2 directions x (library, pipeline, thread-seconds) x (cold, hot), each with every sample
+        self.assertEqual(len(rows), 2 * 3 * 2, rows)
+        self.assertEqual({(x["metric"], x["mode"]) for x in rows},
+                         {(m, c) for m in ("library", "pipeline", "pipeline thread-seconds") for c in ("cold", "hot")})
+        for x in rows:
+            self.assertGreater(float(x["gbs"]), 0, x)
+            self.assertEqual(len(x["samples_s"].split(";")), 15, x)
+
+    def test_a_library_that_loses_data_is_caught(self):
+        r, _ = self.run_l(self.table(1))
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync H2D 1 MiB", r.stdout)
+        self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync D2H 1 MiB", r.stdout)
+        self.assertNotIn("**DATA CHECK FAILED**: (l) probe pipeline", r.stdout)
+
+    def test_part_l_needs_a_library(self):
+        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
+        r = subprocess.run([exe, "--parts", "l"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("part l needs --library PATH", r.stderr)
+        r = subprocess.run([exe, "--parts", "l", "--library", "/nonexistent/lib.so"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot load /nonexistent/lib.so", r.stderr)
+
+
 def tearDownModule():
     shutil.rmtree(BUILD, ignore_errors=True)
 

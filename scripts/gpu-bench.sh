@@ -16,7 +16,9 @@
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
 #   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
-#                     copies; extra arguments go to it); $OUT/probe.md, probe.csv, probe-progress.log.
+#                     copies; extra arguments go to it; `--parts dl --library
+#                     gpu-stage/static/libllaisys_nvidia.so` sets our library beside its pipeline,
+#                     part l); $OUT/probe.md, probe.csv, probe-progress.log.
 #                     About 1-2 minutes; no new part after 360 s, killed at 480 s.
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -43,10 +45,10 @@ out=${OUT:-}
 nvcc_version=$(nvcc --version | tail -n 1)
 
 if [ "${1:-}" = --probe ]; then
-  # The pageable floor (raw cudart only, none of the staged libraries): docs/benchmark.md.
+  # The pageable floor (raw cudart; a staged library only in part l, --library): docs/benchmark.md.
   shift
   echo "bench: building pageable_probe with nvcc ($nvcc_version)" >&2
-  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -o "$work/pageable_probe" "$stage/benches/pageable_probe.cpp" -lpthread
+  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -I"$stage/csrc" -o "$work/pageable_probe" "$stage/benches/pageable_probe.cpp" -lpthread -ldl
   rc=0
   timeout -k 10 480 "$work/pageable_probe" --budget-s 360 --csv "$work/probe.csv" "$@" \
     >"$work/probe.md" 2> >(tee "$work/probe-progress.log" >&2) || rc=$?
