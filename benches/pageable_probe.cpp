@@ -25,7 +25,8 @@
 //       with their threads asleep (cold) and right after a copy of the same size (hot); the
 //       probe's pipeline also sums its threads' copy time (per-thread rate) to set beside the
 //       library's own trace (LLAISYS_NVIDIA_PAGEABLE_TRACE).
-// Host copies (c, d, g) use glibc's memcpy and/or 16-byte non-temporal stores (--stores).
+// Host copies (c, d, g) use glibc's memcpy and/or 16-byte non-temporal stores, or memcpy followed by
+// CLDEMOTE of the lines written (--stores).
 // Markdown on stdout: the best configuration per size and direction first, then every figure.
 // Built and run on the GPU machine by `bash gpu-stage/bench.sh --probe` (scripts/gpu-bench.sh):
 //   nvcc -O2 -std=c++17 -Icsrc benches/pageable_probe.cpp -o pageable_probe -lpthread -ldl
@@ -174,8 +175,31 @@ private:
 // How a host copy writes: glibc's memcpy (which picks its own stores by size) or 16-byte
 // non-temporal stores (they bypass the caches: the copy engine then reads memory, and the copy does
 // not first read the lines it overwrites).
-enum class Stores { Memcpy, Stream };
-const char *stores_name(Stores s) { return s == Stores::Stream ? "stream" : "memcpy"; }
+// Or demote: glibc's memcpy in blocks of 16 KiB, each followed by CLDEMOTE of its lines (a hint
+// that moves them from the core's own caches to the shared last-level cache, where the copy
+// engine's reads find them without a snoop of that core; executed as a NOP where the processor
+// lacks it).
+enum class Stores { Memcpy, Stream, Demote };
+const char *stores_name(Stores s) {
+    return s == Stores::Stream ? "stream" : s == Stores::Demote ? "demote" : "memcpy";
+}
+Stores stores_of(const std::string &name) {
+    return name == "stream" ? Stores::Stream : name == "demote" ? Stores::Demote : Stores::Memcpy;
+}
+
+void demote_copy(unsigned char *dst, const unsigned char *src, size_t n) {
+    constexpr size_t kBlock = 16 * 1024;
+    for (size_t at = 0; at < n; at += kBlock) {
+        const size_t len = std::min(kBlock, n - at);
+        std::memcpy(dst + at, src + at, len);
+#if defined(__x86_64__)
+        // from the line holding the block's first byte to the one holding its last
+        uintptr_t line = reinterpret_cast<uintptr_t>(dst + at) & ~uintptr_t(63);
+        for (const uintptr_t end = reinterpret_cast<uintptr_t>(dst + at + len); line < end; line += 64)
+            asm volatile("cldemote (%0)" : : "r"(line) : "memory");
+#endif
+    }
+}
 
 void stream_copy(unsigned char *dst, const unsigned char *src, size_t n) {
 #if defined(__x86_64__)
@@ -214,6 +238,7 @@ void copy_range(const CopyJob &j, int i, int count) {
     if (hi <= lo) return;
     const double t0 = j.busy_ns ? now_s() : 0;
     if (j.stores == Stores::Stream) stream_copy(j.dst + lo, j.src + lo, hi - lo);
+    else if (j.stores == Stores::Demote) demote_copy(j.dst + lo, j.src + lo, hi - lo);
     else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
     if (j.busy_ns) j.busy_ns->fetch_add(static_cast<uint64_t>((now_s() - t0) * 1e9), std::memory_order_relaxed);
 }
@@ -848,7 +873,7 @@ void Probe::part_l() {
             const size_t C = bd ? bd->chunk : std::min({n, cmax, 4 * MiB});
             const int T = bd ? bd->threads : pipe_threads.back();
             const int K = bd ? bd->slots : slot_counts.back();
-            const Stores st = bd ? (bd->stores == "stream" ? Stores::Stream : Stores::Memcpy) : stores.back();
+            const Stores st = bd ? stores_of(bd->stores) : stores.back();
             double first = 0;
             auto probe_op = [&](Workers &w) {
                 if (h2d) pipeline_h2d(w, dev, pg_src, n, C, K, st, first);
@@ -1180,8 +1205,8 @@ void usage(const char *argv0) {
                  "  --threads LIST   host threads for (c) and (d), at most 64 (default 1,2,4,8,12 and 4,8,12)\n"
                  "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
                  "  --evict-mib M    before each timed repetition of (c), (d), (g) read M MiB of other memory (caches cold)\n"
-                 "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores)\n"
-                 "                   (default memcpy,stream)\n"
+                 "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores),\n"
+                 "                   demote (memcpy, then CLDEMOTE of the lines written; default memcpy,stream)\n"
                  "  --library PATH   part l: a llaisys runtime table library (e.g. libllaisys_nvidia.so) measured\n"
                  "                   beside the probe's pipeline; --parts must name l (not in the default parts)\n"
                  "  --library-symbol S  its table getter (default llaisysNvidiaGetRuntimeAPI)\n",
@@ -1272,12 +1297,12 @@ int main(int argc, char **argv) {
         die(2, "--parts takes letters of abcdefgl, got '%s'", P.parts.c_str());
     if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
-        // 1: memcpy, 2: stream
-        auto kinds = parse_list<int>("--stores", stores_opt, 1, 2, [](const std::string &v) {
-            return v == "memcpy" ? 1 : v == "stream" ? 2 : 0;
+        // 1: memcpy, 2: stream, 3: demote
+        auto kinds = parse_list<int>("--stores", stores_opt, 1, 3, [](const std::string &v) {
+            return v == "memcpy" ? 1 : v == "stream" ? 2 : v == "demote" ? 3 : 0;
         });
         P.stores.clear();
-        for (int k : kinds) P.stores.push_back(k == 2 ? Stores::Stream : Stores::Memcpy);
+        for (int k : kinds) P.stores.push_back(k == 3 ? Stores::Demote : k == 2 ? Stores::Stream : Stores::Memcpy);
     }
 
     if (P.quick) {

@@ -484,6 +484,15 @@ class ProbeOnFakeCudart(unittest.TestCase):
                               "cudaEventRecord + cudaEventQuery until complete (idle stream)",
                               "cudaEventQuery of a completed event"}, {r["metric"] for r in parts["e"]})
 
+    def test_demote_stores_copy_every_byte(self):
+        # CLDEMOTE after memcpy (a NOP where the processor lacks it): the data checks hold
+        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
+        r, rows = self.run_probe(exe, "--parts", "cdg", "--stores", "demote", *TINY)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        self.assertNotIn("DATA CHECK FAILED", r.stdout)
+        self.assertEqual({row["stores"] for row in rows if row["part"] in "cdg"}, {"demote"})
+        self.assertEqual(len([row for row in rows if row["part"] == "c"]), 2)
+
     def broken(self, name, old, new):
         with open(os.path.join(HERE, "pageable_probe.cpp")) as f:
             src = f.read()
