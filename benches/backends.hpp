@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -18,10 +17,9 @@
 
 #include "bench_util.hpp"
 #include "llaisys_runtime.h"
+#include "runtime_table.hpp"
 
 namespace bench {
-
-static_assert(sizeof(LlaisysRuntimeAPI) == 12 * sizeof(void *), "the llaisys table has 12 function pointers");
 
 struct TableBackend {
     const LlaisysRuntimeAPI *t = nullptr;
@@ -42,24 +40,11 @@ struct TableBackend {
     }
 };
 
-// dlopens `path` (RTLD_NOW | RTLD_LOCAL: each library keeps its own cudart and symbols) and calls
-// the table getter `symbol`. Exits with a clear message when either is missing.
+// The table of `path`, fetched by its getter `symbol` (runtime_table.hpp: exits on any failure).
 inline TableBackend load_table(const std::string &label, const std::string &path, const char *symbol) {
-    void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) die(2, "%s: cannot load %s: %s", label.c_str(), path.c_str(), dlerror());
-    dlerror();
-    void *sym = dlsym(h, symbol);
-    const char *err = dlerror();
-    if (err || !sym) die(2, "%s: %s has no symbol %s: %s", label.c_str(), path.c_str(), symbol, err ? err : "NULL");
-    using Getter = const LlaisysRuntimeAPI *(*)();
-    Getter get = reinterpret_cast<Getter>(sym);
     TableBackend b;
-    b.t = get();
-    if (!b.t) die(2, "%s: %s() returned NULL", label.c_str(), symbol);
-    const void *const *fns = reinterpret_cast<const void *const *>(b.t);
-    for (int i = 0; i < 12; ++i)
-        if (!fns[i]) die(2, "%s: table entry %d of %s is NULL", label.c_str(), i, path.c_str());
-    return b;  // the handle stays open for the life of the process
+    b.t = load_runtime_table(label, path, symbol);
+    return b;
 }
 
 // Every return code is checked (a predictable branch costs nothing measurable); a failure ends the

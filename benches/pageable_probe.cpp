@@ -36,7 +36,6 @@
 // DMA's event has completed; D2H: the last host copy is done). Medians of repetitions, each timed
 // on its own after one warm-up run (which is also the data check). GB/s = 1e9 bytes per second.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -58,6 +57,7 @@
 
 #include "bench_util.hpp"
 #include "llaisys_runtime.h"
+#include "runtime_table.hpp"
 
 using namespace bench;
 
@@ -1332,14 +1332,8 @@ int main(int argc, char **argv) {
             cudaGetErrorName(e), static_cast<int>(e), cudaGetErrorString(e), count);
 
     if (P.want('l')) {
-        // RTLD_LOCAL: the library keeps its own cudart; both share the device's primary context.
-        void *h = dlopen(P.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!h) die(2, "cannot load %s: %s", P.library.c_str(), dlerror());
-        using Getter = const LlaisysRuntimeAPI *(*)();
-        auto get = reinterpret_cast<Getter>(dlsym(h, symbol.c_str()));
-        if (!get) die(2, "%s has no symbol %s", P.library.c_str(), symbol.c_str());
-        P.table = get();
-        if (!P.table || !P.table->memcpy_sync) die(2, "%s: %s() gave no table with memcpy_sync", P.library.c_str(), symbol.c_str());
+        // The library keeps its own cudart; both share the device's primary context.
+        P.table = load_runtime_table("--library", P.library, symbol.c_str());
         P.table->set_device(0);
     }
     const size_t max_size = P.sizes.back();

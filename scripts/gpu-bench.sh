@@ -33,7 +33,8 @@ else
   exit 2
 fi
 for f in static/libllaisys_nvidia.so dynamic/libllaisys_nvidia.so reference/seed_runtime.cu \
-  benches/table_bench.cpp benches/runner.hpp benches/backends.hpp benches/bench_util.hpp csrc/llaisys_runtime.h \
+  benches/table_bench.cpp benches/runner.hpp benches/backends.hpp benches/runtime_table.hpp benches/bench_util.hpp \
+  csrc/llaisys_runtime.h \
   benches/pageable_probe.cpp benches/torch_bench.py benches/bench_merge.py; do
   [ -f "$stage/$f" ] || { echo "bench: $stage/$f is missing; run 'bash scripts/stage-gpu.sh' again" >&2; exit 2; }
 done
