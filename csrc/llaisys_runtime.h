@@ -169,8 +169,9 @@ extern "C" {
  *                      n == 0 returns NULL and is not an error. NULL on error (out of memory
  *                      after releasing the caches, no device).
  * free_device(p)       Frees p from malloc_device into the cache, in stream order; with the
- *                      cache on it never blocks the host (with LLAISYS_NVIDIA_DEVICE_CACHE=0 it is
- *                      cudaFree). NULL does nothing; a pointer not from malloc_device is an error.
+ *                      cache on it blocks the host only when a large block leaves the cache
+ *                      (see "Memory caches"; with LLAISYS_NVIDIA_DEVICE_CACHE=0 it is cudaFree).
+ *                      NULL does nothing; a pointer not from malloc_device is an error.
  * malloc_host(n)       n bytes of pinned (page-locked) host memory, from a cache. n == 0
  *                      returns NULL and is not an error. NULL on error.
  * free_host(p)         Frees p from malloc_host into the cache. NULL does nothing; a pointer
@@ -278,16 +279,23 @@ LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
 /*
  * Memory caches. malloc_device/free_device use a CUDA memory pool per device, ordered on the
  * legacy default stream: a freed block is reused only after all work queued before the free on
- * the legacy stream and on every blocking stream (all streams of create_stream) has run, and
- * free_device never blocks the host. Work queued on NON-blocking streams (the host's own, or
- * llaisysNvidiaStreamCreate with LLAISYS_NVIDIA_STREAM_NON_BLOCKING) must be synchronized before
- * free_device. malloc_host/free_host cache pinned blocks in size classes;
+ * the legacy stream and on every blocking stream (all streams of create_stream) has run.
+ * Large blocks (16 MiB up to 128 MiB, allocated with one device in use) come from cudaMalloc
+ * instead, as PyTorch's allocator takes its memory (pool memory copies 1-3% slower at such
+ * sizes), kept and reused the same way; peer kernels on such a block need
+ * cudaDeviceEnablePeerAccess (copies do not). free_device of a pool block never blocks the host;
+ * a large block that leaves the cache is parked and freed with cudaFree (which waits for the
+ * device) together with others once 1 GiB is parked, and a large free that cannot be kept (on a
+ * stream, several devices in use) is a cudaFree. Work queued on NON-blocking streams (the host's
+ * own, or llaisysNvidiaStreamCreate with LLAISYS_NVIDIA_STREAM_NON_BLOCKING) must be
+ * synchronized before free_device. malloc_host/free_host cache pinned blocks in size classes;
  * a block used by memcpy_async is reused only after events recorded at free_host on those streams
  * complete. Out of memory releases every cache and retries once before reporting the error.
  * free_device / free_host of a pointer this library did not hand out (or a double free) is an
  * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT and frees nothing.
  * Switches (read once per process): LLAISYS_NVIDIA_DEVICE_CACHE=0 (plain cudaMalloc/cudaFree),
- * LLAISYS_NVIDIA_HOST_CACHE=0 (plain cudaMallocHost/cudaFreeHost).
+ * LLAISYS_NVIDIA_DEVICE_LARGE_BYTES=N (smallest block taken from cudaMalloc, default 16777216;
+ * 0: every block from the pool), LLAISYS_NVIDIA_HOST_CACHE=0 (plain cudaMallocHost/cudaFreeHost).
  * These functions return a status and set the thread's last error; they never call the handler.
  */
 typedef struct llaisysNvidiaAllocatorStats {

@@ -13,11 +13,14 @@
 //! recorded on the legacy stream per batch of frees gives the same ordering as the pool's free
 //! (with one device in use; see there). Allocations of a size kept there take no driver call.
 //!
-//! Every live pointer is recorded (size, device), so freeing a pointer we never handed out, or
+//! Blocks from 16 MiB up come from cudaMalloc instead (`large`: pool memory copies slower there),
+//! kept and reused the same way.
+//!
+//! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed out, or
 //! twice, is refused with a clear error instead of undefined behaviour.
 
 use super::recycle::{self, Block};
-use super::{cross, in_use, AllocatorStats, Counters};
+use super::{cross, in_use, large, AllocatorStats, Counters};
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
 use crate::hash::AddrMap;
@@ -35,6 +38,8 @@ const SHARDS: usize = 16;
 struct Live {
     size: usize,
     device: i32,
+    /// From cudaMalloc (`large`), not from the pool.
+    raw: bool,
 }
 
 static LIVE: [Mutex<Option<AddrMap<Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
@@ -193,17 +198,21 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
         .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
     let pool = pool(device)?;
     refuse_beyond_device(size, device)?;
-    let recycled = (stream.is_null() && pool.is_some() && !cross::active())
-        .then(|| recycle::take(device, size))
-        .flatten();
-    let (p, hit) = match recycled {
-        Some(b) => (b.ptr as *mut c_void, true),
-        // SAFETY: the caller's contract.
-        None => unsafe { try_alloc(size, device, pool, stream) }?,
+    // The legacy stream with one device in use: blocks are recycled, large ones from cudaMalloc.
+    let kept_here = stream.is_null() && pool.is_some() && !cross::active();
+    let recycled = kept_here.then(|| recycle::take(device, size)).flatten();
+    let (p, hit, raw) = match recycled {
+        Some(b) => (b.ptr as *mut c_void, true, b.raw),
+        None if kept_here && large::wanted(size) => (large::alloc(size, device)?, false, true),
+        None => {
+            // SAFETY: the caller's contract.
+            let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
+            (p, hit, false)
+        }
     };
     lock(shard(p as usize))
         .get_or_insert_with(AddrMap::default)
-        .insert(p as usize, Live { size, device });
+        .insert(p as usize, Live { size, device, raw });
     COUNTERS[device_index(device)?].allocated(size, hit);
     if stream.is_null() && pool.is_some() {
         if let Err(e) = cross::order_after_alloc(device) {
@@ -292,6 +301,10 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
             FREED_EST[d].fetch_add(live.size as u64, Relaxed);
             Ok(())
         }
+        Ok(Released::ToCuda) => {
+            COUNTERS[d].freed(live.size);
+            Ok(())
+        }
         Ok(Released::Kept(evicted)) => {
             COUNTERS[d].freed(live.size);
             // `p` is freed (kept): the call succeeded. Older blocks that could not go back to
@@ -305,8 +318,10 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
 
 /// What became of a freed block.
 enum Released {
-    /// Freed into the pool (or to CUDA).
+    /// Freed into the pool.
     ToPool,
+    /// Freed to CUDA (cudaFree: the cache is off, or a large block that could not be kept).
+    ToCuda,
     /// Kept for reuse (`recycle`); these older kept blocks go back to the pool instead.
     Kept(Vec<Block>),
 }
@@ -328,6 +343,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
             let block = Block {
                 ptr: p as usize,
                 size: live.size,
+                raw: live.raw,
             };
             // A failed barrier keeps nothing: the block is freed below, in order, as ever.
             if let Ok(evicted) = recycle::keep(live.device, block) {
@@ -338,20 +354,32 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
         if stream.is_null() {
             cross::order_before_free(live.device)?;
         }
-        if pooled {
+        if live.raw {
+            let block = Block {
+                ptr: p as usize,
+                size: live.size,
+                raw: true,
+            };
+            // SAFETY: a large block of ours on its device (current here), freed once; cudaFree
+            // waits for the device, so for every use of it.
+            unsafe { large::free_now(block, live.device) }?;
+            Ok(Released::ToCuda)
+        } else if pooled {
             // SAFETY: pool memory of ours, freed once, ordered after its users on `stream`.
             unsafe { crate::pool::free_async(p, live.size, stream) }?;
+            Ok(Released::ToPool)
         } else {
             // SAFETY: cudaMalloc memory of ours, freed once; cudaFree waits for the device.
             unsafe { crate::memory::free_device(p) }?;
+            Ok(Released::ToCuda)
         }
-        Ok(Released::ToPool)
     })
 }
 
 /// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
-/// there already, or pending, whose users the legacy stream's free waits for like any free). A
-/// block that cannot be freed is kept again; the first failure is returned.
+/// there already, or pending, whose users the legacy stream's free waits for like any free);
+/// large blocks are parked for cudaFree (`large`). A block that cannot be freed is kept again;
+/// the first failure is returned.
 fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     if blocks.is_empty() {
         return Ok(());
@@ -366,6 +394,13 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     let result = crate::device::with(device, || {
         let mut first_err = None;
         while let Some(b) = blocks.pop() {
+            if b.raw {
+                if let Err((back, e)) = large::park(device, b) {
+                    back.into_iter().for_each(|b| recycle::restore(device, b));
+                    first_err.get_or_insert(e);
+                }
+                continue;
+            }
             // SAFETY: pool memory of ours, freed by its owner, not handed out since; the free is
             // ordered after its users on the legacy stream.
             match unsafe {
@@ -401,6 +436,13 @@ pub(crate) fn release_cached() -> Result<()> {
             kept_back = kept_back.and(Err(e));
         }
         crate::device::with(d, || {
+            // Parked large blocks go to CUDA (a block that cannot be freed is kept again).
+            if let Err((back, e)) = large::flush(d) {
+                back.into_iter().for_each(|b| recycle::restore(d, b));
+                if kept_back.is_ok() {
+                    kept_back = Err(e);
+                }
+            }
             // SAFETY: NULL is the legacy stream.
             unsafe { crate::stream::synchronize(std::ptr::null_mut()) }?;
             pool.trim(d)
@@ -417,7 +459,7 @@ pub(crate) fn stats(device: i32) -> Result<AllocatorStats> {
         let cached = match POOLS[d].get() {
             Some(Some(pool)) => pool.reserved(),
             _ => 0,
-        };
+        } + large::held(d);
         let s = COUNTERS[d].snapshot(0);
         AllocatorStats {
             cached_bytes: cached.saturating_sub(s.in_use_bytes),

@@ -24,6 +24,7 @@ pub(crate) mod cross;
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod in_use;
+pub(crate) mod large;
 pub(crate) mod recycle;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

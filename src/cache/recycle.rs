@@ -12,8 +12,8 @@
 //!
 //! Ready bytes are bounded (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0
 //! turns this off), pending ones by half of it; beyond that, ready blocks of the largest sizes
-//! go back to the pool. Blocks larger than an
-//! eighth of the budget bypass it. Used only with one device in use and on the legacy stream
+//! go back to the pool (large blocks, from cudaMalloc, are parked for cudaFree: `cache::large`).
+//! Blocks larger than an eighth of the budget bypass it. Used only with one device in use and on the legacy stream
 //! (`cache::device` decides); `drain` empties it for release_cached and out-of-memory retries.
 
 use crate::error::Result;
@@ -29,19 +29,21 @@ const DEVICES: usize = 64;
 /// Ready blocks kept at most per device.
 const MAX_READY: usize = 4096;
 
-/// A block of pool memory: its address and size.
+/// A freed device block: its address, its size, and where it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Block {
     pub(crate) ptr: usize,
     pub(crate) size: usize,
+    /// From cudaMalloc (`cache::large`), not from the pool: leaves the cache with cudaFree.
+    pub(crate) raw: bool,
 }
 
 struct Lists {
     /// Freed, not yet behind a barrier: not handed out.
     pending: Vec<Block>,
     pending_bytes: usize,
-    /// Behind a barrier on the legacy stream: may be handed out. Addresses by size.
-    ready: BTreeMap<usize, Vec<usize>>,
+    /// Behind a barrier on the legacy stream: may be handed out. Blocks by size.
+    ready: BTreeMap<usize, Vec<Block>>,
     ready_count: usize,
     ready_bytes: usize,
     /// The barrier's event, made on the device on first use.
@@ -60,7 +62,7 @@ static LISTS: [Mutex<Lists>; DEVICES] = [const {
 }; DEVICES];
 
 /// The byte budget per device (0: off). Read once.
-fn budget() -> usize {
+pub(crate) fn budget() -> usize {
     static B: OnceLock<usize> = OnceLock::new();
     *B.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES").unwrap_or(1 << 30))
 }
@@ -85,20 +87,20 @@ pub(crate) fn take(device: i32, size: usize) -> Option<Block> {
         std::collections::btree_map::Entry::Occupied(e) => e,
         std::collections::btree_map::Entry::Vacant(_) => return None,
     };
-    let ptr = entry.get_mut().pop();
+    let block = entry.get_mut().pop();
     // No empty list stays in the map (evict and drain rely on it).
     if entry.get().is_empty() {
         entry.remove();
     }
-    let ptr = ptr?;
+    let block = block?;
     l.ready_count -= 1;
     l.ready_bytes -= size;
-    Some(Block { ptr, size })
+    Some(block)
 }
 
 impl Lists {
     fn add_ready(&mut self, b: Block) {
-        self.ready.entry(b.size).or_default().push(b.ptr);
+        self.ready.entry(b.size).or_default().push(b);
         self.ready_count += 1;
         self.ready_bytes += b.size;
     }
@@ -109,14 +111,14 @@ impl Lists {
         loop {
             let mut last = self.ready.last_entry()?;
             let size = *last.key();
-            let ptr = last.get_mut().pop();
+            let block = last.get_mut().pop();
             if last.get().is_empty() {
                 last.remove();
             }
-            if let Some(ptr) = ptr {
+            if let Some(block) = block {
                 self.ready_count -= 1;
                 self.ready_bytes -= size;
-                return Some(Block { ptr, size });
+                return Some(block);
             }
         }
     }
@@ -181,7 +183,7 @@ fn barrier(l: &mut Lists, device: i32) -> Result<()> {
     unsafe { marker.record_raw(std::ptr::null_mut()) }
 }
 
-/// Takes every kept block of `device` (pending and ready), to go back to the pool.
+/// Takes every kept block of `device` (pending and ready), to go back to the pool (or to CUDA).
 pub(crate) fn drain(device: i32) -> Vec<Block> {
     let Some(lists) = lists(device) else {
         return Vec::new();
@@ -217,6 +219,7 @@ mod tests {
                 Block {
                     ptr: 0x1000 * (i + 1),
                     size: 4096,
+                    raw: false,
                 },
             );
             assert_eq!(back.ok(), Some(Vec::new()));
@@ -237,7 +240,8 @@ mod tests {
                 62,
                 Block {
                     ptr: 0x1000 * (i + 1),
-                    size: 512
+                    size: 512,
+                    raw: false,
                 }
             )
             .is_ok());
@@ -245,6 +249,7 @@ mod tests {
         let last = Block {
             ptr: 0x10_0000,
             size: 512,
+            raw: false,
         };
         assert!(keep(62, last).is_err(), "no driver: the barrier fails");
         assert_eq!(take(62, 512), None, "nothing became ready");
@@ -270,10 +275,12 @@ mod tests {
             Block {
                 ptr: 0x20_0000,
                 size: 200,
+                raw: false,
             },
             Block {
                 ptr: 0x30_0000,
                 size: 100,
+                raw: false,
             },
         );
         make_ready(61, &[big, small]);
@@ -293,6 +300,7 @@ mod tests {
             .map(|i| Block {
                 ptr: 0x40_0000 + i * 0x1000,
                 size: 64 + i,
+                raw: false,
             })
             .collect();
         make_ready(60, &blocks);
@@ -306,6 +314,7 @@ mod tests {
         let back = Block {
             ptr: 0x50_0000,
             size: 64,
+            raw: false,
         };
         assert!(take(60, 64).is_some());
         restore(60, back);
@@ -317,6 +326,29 @@ mod tests {
             "the restored block and the one left ready"
         );
         assert_eq!(kept_bytes(60), 0);
+    }
+
+    #[test]
+    fn a_block_keeps_its_origin_through_the_lists() {
+        // Device 59: no other test uses it. A cudaMalloc block and a pool block of one size.
+        let (raw, pooled) = (
+            Block {
+                ptr: 0x60_0000,
+                size: 300,
+                raw: true,
+            },
+            Block {
+                ptr: 0x70_0000,
+                size: 300,
+                raw: false,
+            },
+        );
+        make_ready(59, &[raw, pooled]);
+        let mut out = vec![take(59, 300), take(59, 300)];
+        out.sort_by_key(|b| b.map(|b| b.ptr));
+        assert_eq!(out, vec![Some(raw), Some(pooled)]);
+        restore(59, raw);
+        assert_eq!(drain(59), vec![raw], "drain hands the origin back");
     }
 
     #[test]

@@ -243,6 +243,10 @@ fn pageable_copies_keep_their_meaning() {
 /// Frees after which freed device blocks are handed out again (cache::recycle's batch).
 const RECYCLE_BATCH: usize = 16;
 
+fn cache_on() -> bool {
+    std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0")
+}
+
 /// A block freed while a blocking stream still reads it, reused through the recycling lists
 /// (behind one barrier per batch of frees) and overwritten at once by another blocking stream:
 /// the reader must see the old data. The test checks that the reused memory really is the
@@ -250,12 +254,22 @@ const RECYCLE_BATCH: usize = 16;
 #[test]
 fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
     require_gpu!();
-    let api = api();
     // A size no other test uses: only this test's blocks are kept under it.
-    let size = (8 << 20) + 3 * 4096;
+    recycle_under_a_reader((8 << 20) + 3 * 4096, 515);
+}
+
+/// The same for a large block (cache::large: from cudaMalloc, kept the same way).
+#[test]
+fn recycled_large_block_is_not_overwritten_before_its_last_reader() {
+    require_gpu!();
+    recycle_under_a_reader((24 << 20) + 5 * 4096, 717);
+}
+
+fn recycle_under_a_reader(size: usize, seed: u64) {
+    let api = api();
     let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
     let mut want = vec![0u8; size];
-    fill(&mut want, 515);
+    fill(&mut want, seed);
     let blocks: Vec<_> = (0..RECYCLE_BATCH)
         .map(|_| unsafe { (api.malloc_device)(size) })
         .collect();
@@ -270,7 +284,7 @@ fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
     }
     // Take every block of the size back and overwrite each on s2 at once.
     let mut other = Pinned::new(size);
-    fill(other.as_mut(), 616);
+    fill(other.as_mut(), seed + 101);
     let again: Vec<_> = (0..RECYCLE_BATCH)
         .map(|_| unsafe { (api.malloc_device)(size) })
         .collect();
@@ -281,8 +295,7 @@ fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
         (api.stream_synchronize)(s2);
         (api.stream_synchronize)(s1);
     }
-    let cache_on = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");
-    if cache_on {
+    if cache_on() {
         assert!(
             again.contains(&x),
             "the freed block was not handed out again"
@@ -303,6 +316,162 @@ fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
         (api.destroy_stream)(s1);
         (api.destroy_stream)(s2);
     }
+}
+
+/// Free device memory after everything cached is released.
+fn free_after_release() -> usize {
+    assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
+    llaisys_nvidia::device::mem_info().expect("mem info").0
+}
+
+/// Large blocks (cache::large) are counted as cached while kept, and release_cached gives the
+/// memory back to the device.
+#[test]
+fn large_blocks_are_cached_counted_and_released() {
+    require_gpu!();
+    let api = api();
+    let size = (40 << 20) + 7 * 4096;
+    let n = RECYCLE_BATCH;
+    let free0 = free_after_release();
+    let before = device_stats();
+    let blocks: Vec<_> = (0..n)
+        .map(|_| unsafe { (api.malloc_device)(size) })
+        .collect();
+    assert!(blocks.iter().all(|p| !p.is_null()));
+    let during = device_stats();
+    assert!(during.in_use_bytes >= before.in_use_bytes + (n * size) as u64);
+    for &b in &blocks {
+        unsafe { (api.free_device)(b) };
+    }
+    let after = device_stats();
+    assert_eq!(
+        after.in_use_bytes, before.in_use_bytes,
+        "in use after the frees"
+    );
+    let (free_kept, _) = llaisys_nvidia::device::mem_info().expect("mem info");
+    if cache_on() {
+        assert!(
+            after.cached_bytes >= (n * size) as u64,
+            "kept large blocks not counted as cached: {} < {}",
+            after.cached_bytes,
+            n * size
+        );
+        assert!(
+            free_kept + (n - 1) * size <= free0,
+            "the cache kept nothing: {} MiB free of {} MiB before",
+            free_kept >> 20,
+            free0 >> 20
+        );
+        // Served again from the kept blocks.
+        let b = unsafe { (api.malloc_device)(size) };
+        assert!(
+            blocks.contains(&b),
+            "a kept large block not handed out again"
+        );
+        unsafe { (api.free_device)(b) };
+    }
+    let free1 = free_after_release();
+    assert_eq!(device_stats().cached_bytes, 0, "release left cached memory");
+    // The driver may keep a few MiB of its own bookkeeping.
+    assert!(
+        free1 + (8 << 20) >= free0,
+        "release did not give the large blocks back: {} MiB free, {} MiB before",
+        free1 >> 20,
+        free0 >> 20
+    );
+}
+
+/// Freeing many distinct large sizes (more than the recycling budget, so blocks leave the cache
+/// and are parked, then freed together) while a blocking stream still reads the first one: the
+/// reader's data survives reallocation and overwriting on another stream, nothing is lost, and
+/// the cache holds no more than its bounds.
+#[test]
+fn large_blocks_churned_past_the_budget_keep_their_readers() {
+    require_gpu!();
+    let api = api();
+    // About 3.3 GiB in all: more than recycle's budget (1 GiB) and the parked blocks' together.
+    let count = 200;
+    let size_of = |i: usize| (16 << 20) + (i + 11) * 4096;
+    let total: usize = (0..count).map(size_of).sum();
+    let free0 = free_after_release();
+    let before = device_stats();
+    let (s1, s2) = unsafe { ((api.create_stream)(), (api.create_stream)()) };
+    let blocks: Vec<_> = (0..count)
+        .map(|i| unsafe { (api.malloc_device)(size_of(i)) })
+        .collect();
+    assert!(blocks.iter().all(|p| !p.is_null()));
+    let size0 = size_of(0);
+    let mut want = vec![0u8; size0];
+    fill(&mut want, 919);
+    unsafe { (api.memcpy_sync)(blocks[0], want.as_ptr().cast(), size0, H2D) };
+    unsafe { (api.stream_synchronize)(std::ptr::null_mut()) };
+    let y = Dev::new(size0);
+    let work = busy(s1, 40.0);
+    unsafe { (api.memcpy_async)(y.ptr, blocks[0], size0, D2D, s1) };
+    for &b in &blocks {
+        unsafe { (api.free_device)(b) };
+    }
+    let freed = device_stats();
+    assert_eq!(freed.free_count, before.free_count + count as u64);
+    if cache_on() {
+        // Kept (at most recycle's budget) plus parked (at most the same again), and some slack
+        // for the pool (the busy buffers are in use, not cached).
+        let bound: usize = (2 << 30) + (512 << 20);
+        assert!(total > bound + (512 << 20));
+        assert!(
+            freed.cached_bytes <= bound as u64,
+            "parked blocks not freed: {} MiB cached after freeing {} MiB",
+            freed.cached_bytes >> 20,
+            total >> 20
+        );
+    }
+    // Reallocate every size and overwrite each block on s2 at once.
+    let mut other = Pinned::new(size_of(count - 1));
+    fill(other.as_mut(), 929);
+    let again: Vec<_> = (0..count)
+        .map(|i| unsafe { (api.malloc_device)(size_of(i)) })
+        .collect();
+    assert!(again.iter().all(|p| !p.is_null()));
+    for (i, &a) in again.iter().enumerate() {
+        unsafe { (api.memcpy_async)(a, other.ptr.cast(), size_of(i), H2D, s2) };
+    }
+    unsafe {
+        (api.stream_synchronize)(s2);
+        (api.stream_synchronize)(s1);
+    }
+    let mut got = vec![0u8; size0];
+    unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), y.ptr, size0, D2H) };
+    assert!(
+        got == want,
+        "s1's reader saw a block rewritten after free_device"
+    );
+    let mut tail = vec![0u8; 4096];
+    for (i, &a) in again.iter().enumerate() {
+        let n = size_of(i);
+        let at = unsafe { a.cast::<u8>().add(n - 4096) };
+        unsafe { (api.memcpy_sync)(tail.as_mut_ptr().cast(), at.cast(), 4096, D2H) };
+        assert!(tail == other.as_ref()[n - 4096..n], "block {i}: s2's data");
+        unsafe { (api.free_device)(a) };
+    }
+    drop(y);
+    drop(work);
+    unsafe {
+        (api.destroy_stream)(s1);
+        (api.destroy_stream)(s2);
+    }
+    assert_eq!(
+        device_stats().in_use_bytes,
+        before.in_use_bytes,
+        "blocks left in use"
+    );
+    let free1 = free_after_release();
+    assert_eq!(device_stats().cached_bytes, 0, "release left cached memory");
+    assert!(
+        free1 + (8 << 20) >= free0,
+        "memory not given back: {} MiB free, {} MiB before",
+        free1 >> 20,
+        free0 >> 20
+    );
 }
 
 #[test]
@@ -330,8 +499,7 @@ fn device_cache_hits_statistics_and_release() {
     assert_eq!(after.free_count, before.free_count + n + 1);
     assert!(during.in_use_bytes >= size as u64);
     assert!(during.peak_in_use_bytes >= during.in_use_bytes);
-    let cache_on = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");
-    if cache_on {
+    if cache_on() {
         assert_eq!(
             during.cache_hits,
             mid.cache_hits + 1,

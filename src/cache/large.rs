@@ -1,0 +1,161 @@
+//! Large device blocks from cudaMalloc instead of the pool.
+//!
+//! Measured on one H200 (docs/benchmark.md, tenth and twelfth sessions): a 16 MiB D2D copy
+//! between pool blocks runs 1-3% slower than between cudaMalloc blocks, whoever makes the calls
+//! (raw cudart from its own pool shows the same). So blocks from `LLAISYS_NVIDIA_DEVICE_LARGE_BYTES`
+//! up (default 16 MiB; 0: every block from the pool) that `recycle` can keep come from cudaMalloc,
+//! as PyTorch's caching allocator takes all its memory. Only on the legacy stream with one device
+//! in use (`cache::device` decides): stream-ordered allocations and those made while several
+//! devices are in use stay pool memory, whose peers the pool grants access to.
+//!
+//! Freeing such a block is where it differs: cudaFree waits for the whole device. A freed large
+//! block is kept by `recycle` (behind its barrier, as a pool block is); one that must leave the
+//! cache (over recycle's budget) is *parked* here instead of freed at once, and the parked blocks
+//! are freed together once they pass the same budget, so a workload churning through large sizes
+//! waits for the device once per budget's worth of frees (1 GiB by default), not once per free.
+//! release_cached (and the out-of-memory retry) frees them all. A free that cannot be kept
+//! (another stream's free, several devices in use) is a plain cudaFree, as with the cache off.
+
+use super::recycle::{self, Block};
+use crate::error::Result;
+use crate::sync::lock;
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+
+/// Devices with counters.
+const DEVICES: usize = 64;
+
+/// Bytes of cudaMalloc blocks of each device that we hold (handed out, kept or parked).
+static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
+/// Blocks that left `recycle`, waiting to be freed together.
+static PARKED: [Mutex<Vec<Block>>; DEVICES] = [const { Mutex::new(Vec::new()) }; DEVICES];
+
+/// The smallest size taken from cudaMalloc (0: none). Read once.
+fn threshold() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_LARGE_BYTES").unwrap_or(16 << 20))
+}
+
+/// True when a block of `size` bytes (on the legacy stream, one device in use) comes from
+/// cudaMalloc: from the threshold up, and only sizes `recycle` keeps (a larger block would be
+/// freed, waiting for the device, at every free_device).
+pub(crate) fn wanted(size: usize) -> bool {
+    let t = threshold();
+    t > 0 && size >= t && recycle::takes(size)
+}
+
+fn slot(device: i32) -> Option<usize> {
+    usize::try_from(device).ok().filter(|&d| d < DEVICES)
+}
+
+/// Allocates a large block on the current device, `device`.
+pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
+    let p = crate::memory::alloc_device(size)?;
+    if let Some(d) = slot(device) {
+        HELD[d].fetch_add(size as u64, Relaxed);
+    }
+    Ok(p)
+}
+
+/// Frees a large block now (cudaFree: waits for the device, so every use of it is over).
+///
+/// # Safety
+/// `b` is a cudaMalloc block of ours on the current device, `device`, freed once.
+pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { crate::memory::free_device(b.ptr as *mut c_void) }?;
+    if let Some(d) = slot(device) {
+        HELD[d].fetch_sub(b.size as u64, Relaxed);
+    }
+    Ok(())
+}
+
+/// Parks a large block that left the cache; once the parked bytes pass recycle's budget, frees
+/// them all (on the current device, `device`). Blocks that could not be freed are handed back,
+/// with the first failure.
+pub(crate) fn park(
+    device: i32,
+    b: Block,
+) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+    let Some(d) = slot(device) else {
+        return Err((
+            vec![b],
+            crate::error::Error::internal(format!("device {device} outside 0..{DEVICES}")),
+        ));
+    };
+    let mut parked = lock(&PARKED[d]);
+    parked.push(b);
+    let bytes: usize = parked.iter().map(|b| b.size).sum();
+    if bytes <= recycle::budget() {
+        return Ok(());
+    }
+    let all = std::mem::take(&mut *parked);
+    drop(parked);
+    flush_blocks(device, all)
+}
+
+/// Frees every parked block of `device` (current).
+pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+    let Some(d) = slot(device) else {
+        return Ok(());
+    };
+    let all = std::mem::take(&mut *lock(&PARKED[d]));
+    flush_blocks(device, all)
+}
+
+fn flush_blocks(
+    device: i32,
+    blocks: Vec<Block>,
+) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+    let mut left = Vec::new();
+    let mut first_err = None;
+    for b in blocks {
+        // SAFETY: parked blocks are ours, kept by no list and handed out to no one.
+        if let Err(e) = unsafe { free_now(b, device) } {
+            left.push(b);
+            first_err.get_or_insert(e);
+        }
+    }
+    match first_err {
+        None => Ok(()),
+        Some(e) => Err((left, e)),
+    }
+}
+
+/// Bytes of cudaMalloc blocks of `device` we hold (in use, kept or parked).
+pub(crate) fn held(device: usize) -> u64 {
+    HELD.get(device).map_or(0, |h| h.load(Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sizes_recycle_keeps_from_the_threshold_up() {
+        // The defaults (no test sets these variables): 16 MiB up to recycle's largest size.
+        assert!(!wanted((16 << 20) - 1));
+        assert!(wanted(16 << 20));
+        assert!(wanted(recycle::budget() / 8));
+        assert!(
+            !wanted(recycle::budget() / 8 + 1),
+            "would be freed at every free_device"
+        );
+    }
+
+    #[test]
+    fn parked_blocks_wait_for_the_budget_and_failures_come_back() {
+        // Device 58: no other test uses it; no driver in CI, so a flush fails and hands back.
+        let b = Block {
+            ptr: 0x80_0000,
+            size: 1 << 20,
+            raw: true,
+        };
+        assert!(park(58, b).is_ok(), "under the budget: parked");
+        let (back, _) = flush(58).expect_err("cudaFree of a fake pointer fails");
+        assert_eq!(back, vec![b], "nothing lost");
+        assert!(flush(58).is_ok(), "nothing left parked");
+        assert!(park(64, b).is_err(), "device out of range refused");
+    }
+}
