@@ -324,6 +324,19 @@ fn free_after_release() -> usize {
     llaisys_nvidia::device::mem_info().expect("mem info").0
 }
 
+/// Releases the caches and checks that the device's free memory is back to `free0` (the driver
+/// may keep a few MiB of its own bookkeeping) and nothing is counted as cached.
+fn released_back_to(free0: usize) {
+    let free1 = free_after_release();
+    assert_eq!(device_stats().cached_bytes, 0, "release left cached memory");
+    assert!(
+        free1 + (8 << 20) >= free0,
+        "memory not given back: {} MiB free, {} MiB before",
+        free1 >> 20,
+        free0 >> 20
+    );
+}
+
 /// Large blocks (cache::large) are counted as cached while kept, and release_cached gives the
 /// memory back to the device.
 #[test]
@@ -370,15 +383,7 @@ fn large_blocks_are_cached_counted_and_released() {
         );
         unsafe { (api.free_device)(b) };
     }
-    let free1 = free_after_release();
-    assert_eq!(device_stats().cached_bytes, 0, "release left cached memory");
-    // The driver may keep a few MiB of its own bookkeeping.
-    assert!(
-        free1 + (8 << 20) >= free0,
-        "release did not give the large blocks back: {} MiB free, {} MiB before",
-        free1 >> 20,
-        free0 >> 20
-    );
+    released_back_to(free0);
 }
 
 /// Freeing many distinct large sizes (more than the recycling budget, so blocks leave the cache
@@ -464,14 +469,7 @@ fn large_blocks_churned_past_the_budget_keep_their_readers() {
         before.in_use_bytes,
         "blocks left in use"
     );
-    let free1 = free_after_release();
-    assert_eq!(device_stats().cached_bytes, 0, "release left cached memory");
-    assert!(
-        free1 + (8 << 20) >= free0,
-        "memory not given back: {} MiB free, {} MiB before",
-        free1 >> 20,
-        free0 >> 20
-    );
+    released_back_to(free0);
 }
 
 #[test]
