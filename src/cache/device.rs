@@ -336,8 +336,13 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
     // the work of streams of other devices that used the device's memory).
     crate::device::with(live.device, || {
         if stream.is_null() && pooled && cross::active() {
-            // Kept while one device was in use, never handed out again now: back to the pool.
+            // Kept while one device was in use, never handed out again now: back to the pool,
+            // and the large ones to CUDA (nothing parks any more, so none would be freed).
             let _ = return_to_pool(live.device, recycle::drain(live.device));
+            if let Err((back, _)) = large::flush(live.device) {
+                back.into_iter()
+                    .for_each(|b| recycle::restore(live.device, b));
+            }
         }
         if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
             let block = Block {
@@ -353,6 +358,11 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
         }
         if stream.is_null() {
             cross::order_before_free(live.device)?;
+        } else if live.raw || !pooled {
+            // cudaFree below waits for the block's device only; `stream` may be another
+            // device's (a runtime stream made while another device was current).
+            // SAFETY: the caller's contract: a live stream.
+            unsafe { crate::stream::synchronize(stream) }?;
         }
         if live.raw {
             let block = Block {
