@@ -194,6 +194,53 @@ fn stream_ordered_allocation_across_two_streams_with_events() {
     }
 }
 
+/// A large block of malloc_device (from 16 MiB: cudaMalloc memory, cache::large) freed on a
+/// stream through llaisysNvidiaFreeAsync while that stream still reads it: the free is ordered
+/// after the reader, and the next owner's write does not reach what the reader copies.
+#[test]
+fn large_block_freed_on_a_stream_after_its_reader() {
+    require_gpu!();
+    let api = api();
+    let size = (20 << 20) + 9 * 4096;
+    let stats = || llaisys_nvidia::ops::memory::device_memory_stats(-1).expect("stats");
+    unsafe {
+        let s1 = stream(0);
+        let mut want = vec![0u8; size];
+        fill(&mut want, 4242);
+        let x = (api.malloc_device)(size);
+        assert!(!x.is_null());
+        ok(
+            llaisysNvidiaMemcpy(x, want.as_ptr().cast(), size, 1),
+            "fill x",
+        );
+        let y = crate::common::Dev::new(size);
+        let _work = crate::caching::busy(s1, 40.0);
+        (api.memcpy_async)(y.ptr, x, size, 3, s1);
+        let before = stats();
+        ok(llaisysNvidiaFreeAsync(x, s1), "free on s1");
+        let after = stats();
+        assert_eq!(after.free_count, before.free_count + 1);
+        assert_eq!(after.in_use_bytes + size as u64, before.in_use_bytes);
+        // A new owner of the size overwrites its block at once.
+        let z = (api.malloc_device)(size);
+        assert!(!z.is_null());
+        let other = vec![0x5au8; size];
+        ok(
+            llaisysNvidiaMemcpy(z, other.as_ptr().cast(), size, 1),
+            "overwrite z",
+        );
+        ok(llaisysNvidiaStreamSynchronize(s1), "sync s1");
+        let mut got = vec![0u8; size];
+        ok(
+            llaisysNvidiaMemcpy(got.as_mut_ptr().cast(), y.ptr, size, 2),
+            "read y",
+        );
+        assert!(got == want, "the reader on s1 saw the next owner's data");
+        (api.free_device)(z);
+        ok(llaisysNvidiaStreamDestroy(s1), "s1");
+    }
+}
+
 #[test]
 fn memset_register_and_pointer_attributes_of_every_kind() {
     require_gpu!();
