@@ -16,8 +16,8 @@
 //! Blocks from 16 MiB up come from cudaMalloc instead (`large`: pool memory copies slower there),
 //! kept and reused the same way.
 //!
-//! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed out, or
-//! twice, is refused with a clear error instead of undefined behaviour.
+//! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed
+//! out, or twice, is refused with a clear error instead of undefined behaviour.
 
 use super::recycle::{self, Block};
 use super::{cross, in_use, large, AllocatorStats, Counters};
@@ -340,8 +340,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
             // and the large ones to CUDA (nothing parks any more, so none would be freed).
             let _ = return_to_pool(live.device, recycle::drain(live.device));
             if let Err((back, _)) = large::flush(live.device) {
-                back.into_iter()
-                    .for_each(|b| recycle::restore(live.device, b));
+                keep_again(live.device, back);
             }
         }
         if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
@@ -386,6 +385,11 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
     })
 }
 
+/// Blocks that could not be freed go back to the recycling lists (as pending).
+fn keep_again(device: i32, blocks: Vec<Block>) {
+    blocks.into_iter().for_each(|b| recycle::restore(device, b));
+}
+
 /// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
 /// there already, or pending, whose users the legacy stream's free waits for like any free);
 /// large blocks are parked for cudaFree (`large`). A block that cannot be freed is kept again;
@@ -397,7 +401,7 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     let d = match device_index(device) {
         Ok(d) => d,
         Err(e) => {
-            blocks.into_iter().for_each(|b| recycle::restore(device, b));
+            keep_again(device, blocks);
             return Err(e);
         }
     };
@@ -406,7 +410,7 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
         while let Some(b) = blocks.pop() {
             if b.raw {
                 if let Err((back, e)) = large::park(device, b) {
-                    back.into_iter().for_each(|b| recycle::restore(device, b));
+                    keep_again(device, back);
                     first_err.get_or_insert(e);
                 }
                 continue;
@@ -428,7 +432,7 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
         first_err.map_or(Ok(()), Err)
     });
     // Not freed because the device could not be made current: kept for a later try.
-    blocks.into_iter().for_each(|b| recycle::restore(device, b));
+    keep_again(device, blocks);
     result
 }
 
@@ -448,7 +452,7 @@ pub(crate) fn release_cached() -> Result<()> {
         crate::device::with(d, || {
             // Parked large blocks go to CUDA (a block that cannot be freed is kept again).
             if let Err((back, e)) = large::flush(d) {
-                back.into_iter().for_each(|b| recycle::restore(d, b));
+                keep_again(d, back);
                 if kept_back.is_ok() {
                     kept_back = Err(e);
                 }

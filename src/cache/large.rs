@@ -14,7 +14,8 @@
 //! are freed together once they pass the same budget, so a workload churning through large sizes
 //! waits for the device once per budget's worth of frees (1 GiB by default), not once per free.
 //! release_cached (and the out-of-memory retry) frees them all. A free that cannot be kept
-//! (another stream's free, several devices in use) is a plain cudaFree, as with the cache off.
+//! (another stream's free, after that stream; several devices in use) is a plain cudaFree, as
+//! with the cache off.
 
 use super::recycle::{self, Block};
 use crate::error::Result;
@@ -30,6 +31,9 @@ const DEVICES: usize = 64;
 static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
 /// Blocks that left `recycle`, waiting to be freed together.
 static PARKED: [Mutex<Vec<Block>>; DEVICES] = [const { Mutex::new(Vec::new()) }; DEVICES];
+/// Their bytes (written under the lock; read without it, so that `flush` of a device with
+/// nothing parked, as every free while several devices are in use asks, takes no lock).
+static PARKED_BYTES: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
 
 /// The smallest size taken from cudaMalloc (0: none). Read once.
 fn threshold() -> usize {
@@ -86,21 +90,27 @@ pub(crate) fn park(
     };
     let mut parked = lock(&PARKED[d]);
     parked.push(b);
-    let bytes: usize = parked.iter().map(|b| b.size).sum();
-    if bytes <= recycle::budget() {
+    let bytes = PARKED_BYTES[d].fetch_add(b.size as u64, Relaxed) + b.size as u64;
+    if bytes <= recycle::budget() as u64 {
         return Ok(());
     }
-    let all = std::mem::take(&mut *parked);
+    let all = take_parked(d, &mut parked);
     drop(parked);
     flush_blocks(device, all)
 }
 
+/// Empties the parked list of slot `d`, whose lock `parked` is.
+fn take_parked(d: usize, parked: &mut Vec<Block>) -> Vec<Block> {
+    PARKED_BYTES[d].store(0, Relaxed);
+    std::mem::take(parked)
+}
+
 /// Frees every parked block of `device` (current).
 pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
-    let Some(d) = slot(device) else {
+    let Some(d) = slot(device).filter(|&d| PARKED_BYTES[d].load(Relaxed) > 0) else {
         return Ok(());
     };
-    let all = std::mem::take(&mut *lock(&PARKED[d]));
+    let all = take_parked(d, &mut lock(&PARKED[d]));
     flush_blocks(device, all)
 }
 

@@ -13,8 +13,9 @@
 //! Ready bytes are bounded (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0
 //! turns this off), pending ones by half of it; beyond that, ready blocks of the largest sizes
 //! go back to the pool (large blocks, from cudaMalloc, are parked for cudaFree: `cache::large`).
-//! Blocks larger than an eighth of the budget bypass it. Used only with one device in use and on the legacy stream
-//! (`cache::device` decides); `drain` empties it for release_cached and out-of-memory retries.
+//! Blocks larger than an eighth of the budget bypass it. Used only with one device in use and on
+//! the legacy stream (`cache::device` decides); `drain` empties it for release_cached and
+//! out-of-memory retries.
 
 use crate::error::Result;
 use crate::event::Event;
