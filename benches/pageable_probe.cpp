@@ -24,13 +24,19 @@
 //       pipeline (the best (d) configuration of the run, else C=4 MiB, T and K the largest), both
 //       with their threads asleep (cold) and right after a copy of the same size (hot); the
 //       probe's pipeline also sums its threads' copy time (per-thread rate) to set beside the
-//       library's own trace (LLAISYS_NVIDIA_PAGEABLE_TRACE).
+//       library's own trace (LLAISYS_NVIDIA_PAGEABLE_TRACE);
+//   (r) the tensor round trip (table_bench's: H2D then D2H of the same bytes; an H2D that returns
+//       once its source is read, so the D2H's DMAs queue right behind the H2D's on one stream):
+//       the link (pinned both ways), the probe's pipelines of (d) back to back that way, hot and
+//       cold, and with --library the library's malloc_device + memcpy_sync H2D + memcpy_sync D2H +
+//       free_device, cold (3 ms idle first, about table_bench's time between two of one backend's
+//       round trips) and hot, alternated with them.
 // Host copies (c, d, g) use glibc's memcpy and/or 16-byte non-temporal stores, or memcpy followed by
 // CLDEMOTE of the lines written (--stores).
 // Markdown on stdout: the best configuration per size and direction first, then every figure.
 // Built and run on the GPU machine by `bash gpu-stage/bench.sh --probe` (scripts/gpu-bench.sh):
 //   nvcc -O2 -std=c++17 -Icsrc benches/pageable_probe.cpp -o pageable_probe -lpthread -ldl
-// Usage: pageable_probe [--quick] [--parts abcdefgl] [--library PATH] [--budget-s S] [--csv FILE]   (--help)
+// Usage: pageable_probe [--quick] [--parts abcdefglr] [--library PATH] [--budget-s S] [--csv FILE]   (--help)
 // Exit: 0 measured; 1 a data check failed (the tables still print); 2 bad usage; 3 no CUDA device.
 // Clock: steady_clock on the host; every timed copy ends when its data is in place (H2D: the last
 // DMA's event has completed; D2H: the last host copy is done). Medians of repetitions, each timed
@@ -421,8 +427,10 @@ struct Probe {
     // (d) H2D: host threads copy chunk k+1 into its staging buffer while chunk k's DMA runs. A
     // staging buffer is reused once the event after its last DMA has completed. Returns the total
     // time; `first` gets the host time until the first DMA was queued.
+    // With `land` false it returns once the last DMA is queued (the source has been read) and
+    // leaves the threads awake: part r's round trip queues its D2H right behind.
     double pipeline_h2d(Workers &w, unsigned char *d, const unsigned char *src, size_t n, size_t C, int K,
-                        Stores st, double &first) {
+                        Stores st, double &first, bool land = true) {
         const size_t chunks = (n + C - 1) / C;
         auto len = [&](size_t k) { return std::min(C, n - k * C); };
         auto slot = [&](size_t k) { return staging + (k % static_cast<size_t>(K)) * C; };
@@ -441,6 +449,7 @@ struct Probe {
             PROBE_CUDA(cudaEventRecord(ev[k % K], stream));
             if (k == 0) first = now_s() - t0;
         }
+        if (!land) return now_s() - t0;
         spin_event(ev[(chunks - 1) % K]);
         w.sleep();
         return now_s() - t0;
@@ -509,6 +518,7 @@ struct Probe {
     void part_f();
     void part_g();
     void part_l();
+    void part_r();
     std::string markdown(const std::string &header) const;
     void write_csv() const;
 };
@@ -689,6 +699,32 @@ void Probe::part_e() {
             }
             lat(format("cudaMemcpyAsync %s pinned %s, enqueue only", kDirs[d], fmt_size(n).c_str()), s, 0, n);
         }
+    }
+    // Four chunks' DMAs queued back to back, until all have completed: on the legacy stream (one
+    // after the other, as a staged copy queues them) against alternating over two blocking
+    // streams (ordered with the legacy stream as a staged copy must be, two copy engines).
+    {
+        cudaStream_t two[2];
+        for (auto &t : two) PROBE_CUDA(cudaStreamCreateWithFlags(&t, 0));  // 0: cudaStreamDefault, blocking
+        for (size_t c : chunks) {
+            if (4 * c > sizes.back()) continue;
+            for (int d = 0; d < 2; ++d)
+                for (int streams = 1; streams <= 2; ++streams) {
+                    auto dmas = [&] {
+                        for (size_t k = 0; k < 4; ++k) {
+                            cudaStream_t on = streams == 1 ? nullptr : two[k % 2];
+                            if (d == 0) PROBE_CUDA(cudaMemcpyAsync(dev + k * c, pin + k * c, c, cudaMemcpyHostToDevice, on));
+                            else PROBE_CUDA(cudaMemcpyAsync(pin + k * c, dev_src + k * c, c, cudaMemcpyDeviceToHost, on));
+                        }
+                        PROBE_CUDA(cudaDeviceSynchronize());
+                    };
+                    dmas();
+                    lat(format("4 DMAs %s pinned of %s, %s, until all done", kDirs[d], fmt_size(c).c_str(),
+                               streams == 1 ? "one stream (legacy)" : "alternating over 2 blocking streams"),
+                        time_each(15, dmas), 0, c);
+                }
+        }
+        for (auto &t : two) PROBE_CUDA(cudaStreamDestroy(t));
     }
     // One chunk's DMA: the other half of the first chunk's cost.
     for (size_t c : chunks)
@@ -966,6 +1002,110 @@ void Probe::part_l() {
         }
 }
 
+// (r): H2D then D2H of the same n bytes, the D2H queued behind the H2D's DMAs on one stream (as
+// table_bench's tensor round trip, whose memcpy_sync H2D returns once the source is read). Times
+// until the data is back in pageable memory.
+void Probe::part_r() {
+    auto idle = [] {
+        struct timespec ts = {0, 3 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    };
+    auto result = [&](const std::string &metric, size_t n, const Stat &s) -> Result & {
+        Result r;
+        r.part = "r";
+        r.dir = "H2D+D2H";
+        r.metric = metric;
+        r.size = n;
+        return add(r, s);
+    };
+    for (size_t n : sizes) {
+        if (out_of_time()) {
+            skipped.push_back(format("(r) %s", fmt_size(n).c_str()));
+            continue;
+        }
+        auto pinned = [&] {
+            PROBE_CUDA(cudaMemcpyAsync(dev, pin, n, cudaMemcpyHostToDevice, stream));
+            PROBE_CUDA(cudaMemcpyAsync(pin, dev, n, cudaMemcpyDeviceToHost, stream));
+            PROBE_CUDA(cudaStreamSynchronize(stream));
+        };
+        pinned();
+        result("link (pinned)", n, time_each(reps_for(n), pinned));
+        for (int t : pipe_threads)
+            for (int hot = 1; hot >= 0; --hot) {
+                if (out_of_time()) {
+                    skipped.push_back(format("(r) %s T=%d %s", fmt_size(n).c_str(), t, hot ? "hot" : "cold"));
+                    continue;
+                }
+                Workers w(t, hot != 0);
+                for (Stores st : stores)
+                    for (size_t c : chunks)
+                        for (int k : slot_counts) {
+                            if (c > n) continue;
+                            double first = 0;
+                            // The D2H's copy-out with glibc's stores (the library's below 32 MiB).
+                            auto op = [&] {
+                                pipeline_h2d(w, dev, pg_src, n, c, k, st, first, false);
+                                pipeline_d2h(w, pg_dst, dev, n, c, k, Stores::Memcpy, first);
+                            };
+                            std::string what = format("(r) round trip %s C=%s T=%d K=%d %s %s", fmt_size(n).c_str(),
+                                                      fmt_size(c).c_str(), t, k, hot ? "hot" : "cold", stores_name(st));
+                            poison_device(n);
+                            poison_pageable(n);
+                            std::memset(staging, 0xA5, static_cast<size_t>(k) * c);
+                            if (!hot) w.wait_asleep();
+                            op();
+                            check_pageable(what.c_str(), n);
+                            Stat total;
+                            for (int r = 0; r < reps_for(n); ++r) {
+                                evict();
+                                if (!hot) w.wait_asleep();
+                                double t0 = now_s();
+                                op();
+                                total.v.push_back(now_s() - t0);
+                            }
+                            Result r;
+                            r.part = "r";
+                            r.dir = "H2D+D2H";
+                            r.metric = "copy";
+                            r.size = n;
+                            r.chunk = c;
+                            r.threads = t;
+                            r.slots = k;
+                            r.mode = hot ? "hot" : "cold";
+                            r.stores = stores_name(st);
+                            const Result &got = add(r, total);
+                            std::fprintf(stderr, "  %-56s %s\n", what.c_str(), fmt_time(got.med).c_str());
+                        }
+            }
+        if (!table) continue;
+        auto lib = [&] {
+            void *d = table->malloc_device(n);
+            if (!d) die(2, "(r) the library's malloc_device(%zu) returned NULL", n);
+            table->memcpy_sync(d, pg_src, n, LLAISYS_MEMCPY_H2D);
+            table->memcpy_sync(pg_dst, d, n, LLAISYS_MEMCPY_D2H);
+            table->free_device(d);
+        };
+        poison_pageable(n);
+        lib();
+        check_pageable(format("(r) library round trip %s", fmt_size(n).c_str()).c_str(), n);
+        Stat cold, hot;
+        for (int r = 0; r < reps_for(n); ++r) {
+            idle();
+            evict();
+            double t0 = now_s();
+            lib();
+            cold.v.push_back(now_s() - t0);
+            t0 = now_s();
+            lib();
+            hot.v.push_back(now_s() - t0);
+        }
+        result("library", n, cold).mode = "cold";
+        result("library", n, hot).mode = "hot";
+        std::fprintf(stderr, "  (r) %-8s library %s cold, %s hot\n", fmt_size(n).c_str(), fmt_time(cold.med()).c_str(),
+                     fmt_time(hot.med()).c_str());
+    }
+}
+
 std::string cfg(const Result *r) {
     if (!r) return "-";
     std::string s = fmt_gbs(r->gbs());
@@ -1010,6 +1150,9 @@ std::string Probe::markdown(const std::string &header) const {
                                   cfg(hot), cfg(cold), bound > 0 && bestd > 0 ? format("%.0f%%", bestd / bound * 100) : "-",
                                   gbs_of(f), gcell, gbound > 0 && bestd > 0 ? format("%.0f%%", bestd / gbound * 100) : "-"});
             }
+        if (!best([](const Result &r) { return r.part == "a" || r.part == "b" || r.part == "c" || r.part == "d"; }))
+            t.rows.clear();
+        if (!t.rows.empty()) {
         out += "### Summary: the floor per size and direction\n\n";
         out += "(a) is what cudaMemcpy does with pageable memory; (b) the link; (c) the host copy alone; a staged "
                "copy can reach at most min(b, c) (the bound); (d) what an ideal staged pipeline reaches, with "
@@ -1017,6 +1160,7 @@ std::string Probe::markdown(const std::string &header) const {
                "each copy; (g) the slower of the host copy and the DMA while the other runs, at its best T and "
                "stores: what a staged copy's steady state can reach at most.\n\n";
         out += t.render();
+        }
     }
     // ---- (c) ----
     if (best([](const Result &r) { return r.part == "c"; })) {
@@ -1165,6 +1309,39 @@ std::string Probe::markdown(const std::string &header) const {
                    "pipeline threads' summed copy time (compare the library's trace, `busyN`).\n\n" +
                    t.render();
     }
+    // ---- (r) ----
+    {
+        auto rcfg = [](const Result *r) {
+            return r ? format("%s (C=%s, T=%d, K=%d, %s)", fmt_time(r->med).c_str(), fmt_size(r->chunk).c_str(),
+                              r->threads, r->slots, r->stores.c_str())
+                     : std::string("-");
+        };
+        auto time_of = [](const Result *r) { return r ? fmt_time(r->med) : std::string("-"); };
+        MdTable t;
+        t.left = 1;
+        t.header = {"size", "link (pinned both ways)", "pipelines hot, best (C, T, K, H2D stores)", "pipelines cold, best",
+                    "library cold", "library hot", "library cold / pipelines cold"};
+        for (size_t n : sizes) {
+            auto is = [&](const Result &r) { return r.part == "r" && r.size == n; };
+            const Result *link = find([&](const Result &r) { return is(r) && r.metric == "link (pinned)"; });
+            if (!link) continue;
+            const Result *hot = best([&](const Result &r) { return is(r) && r.mode == "hot"; });
+            const Result *cold = best([&](const Result &r) { return is(r) && r.mode == "cold"; });
+            const Result *lc = find([&](const Result &r) { return is(r) && r.metric == "library" && r.mode == "cold"; });
+            const Result *lh = find([&](const Result &r) { return is(r) && r.metric == "library" && r.mode == "hot"; });
+            t.rows.push_back({fmt_size(n), time_of(link), rcfg(hot), rcfg(cold), time_of(lc), time_of(lh),
+                              lc && cold ? format("%.2fx", lc->med / cold->med) : "-"});
+        }
+        if (!t.rows.empty())
+            out += "\n### (r) The tensor round trip: H2D, then D2H of the same bytes queued behind it, us\n\n"
+                   "Until the data is back in pageable memory. Pipelines: (d)'s, the H2D returning once its last "
+                   "DMA is queued (its source read), the D2H's DMAs queued right behind on the same stream, its "
+                   "copy-out with glibc's stores; hot: threads spinning; cold: asleep at the start, woken for the "
+                   "copy. Library (--library): malloc_device + memcpy_sync H2D + memcpy_sync D2H + free_device, cold "
+                   "(3 ms idle first) and hot (right after); > 1.00x: the library slower than the probe's best "
+                   "cold pipelines.\n\n" +
+                   t.render();
+    }
     out += format("\nProbe took %.0f s.\n", now_s() - start);
     if (!skipped.empty()) {
         out += format("\nSkipped (time budget of %.0f s spent):", budget_s);
@@ -1183,10 +1360,11 @@ void Probe::write_csv() const {
     }
     std::fprintf(f, "part,direction,metric,size,chunk,threads,slots,mode,stores,busy,median_s,gbs,samples_s\n");
     for (const auto &r : results) {
-        const bool copy = r.metric == "copy" || r.part == "g" || r.part == "l";
+        const bool copy = r.metric == "copy" || r.part == "g" || r.part == "l" || r.part == "r";
+        // a round trip (r) moves its bytes over the link twice
+        const double gbs = copy ? r.gbs() * (r.part == "r" ? 2 : 1) : 0.0;
         std::fprintf(f, "%s,%s,\"%s\",%zu,%zu,%d,%d,%s,%s,%d,%.6e,%.3f,", r.part.c_str(), r.dir.c_str(), r.metric.c_str(),
-                     r.size, r.chunk, r.threads, r.slots, r.mode.c_str(), r.stores.c_str(), r.busy, r.med,
-                     copy ? r.gbs() : 0.0);
+                     r.size, r.chunk, r.threads, r.slots, r.mode.c_str(), r.stores.c_str(), r.busy, r.med, gbs);
         for (size_t k = 0; k < r.samples.size(); ++k) std::fprintf(f, "%s%.6e", k ? ";" : "", r.samples[k]);
         std::fprintf(f, "\n");
     }
@@ -1197,7 +1375,7 @@ void usage(const char *argv0) {
     std::fprintf(stderr,
                  "usage: %s [options]\n"
                  "  --quick          sizes 1, 16, 64 MiB; chunks 256 KiB, 1 MiB, 4 MiB; T 4, 12; K 4 (a smoke run)\n"
-                 "  --parts LETTERS  which parts to run, of abcdefgl (default abcdefg)\n"
+                 "  --parts LETTERS  which parts to run, of abcdefglr (default abcdefg)\n"
                  "  --budget-s S     start no new group of measurements after S seconds (default 360)\n"
                  "  --csv FILE       write every result with its samples to FILE\n"
                  "  --sizes LIST     copy sizes, e.g. 1M,16M (K and M suffixes; default 1M,4M,16M,64M,256M)\n"
@@ -1208,7 +1386,8 @@ void usage(const char *argv0) {
                  "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores),\n"
                  "                   demote (memcpy, then CLDEMOTE of the lines written; default memcpy,stream)\n"
                  "  --library PATH   part l: a llaisys runtime table library (e.g. libllaisys_nvidia.so) measured\n"
-                 "                   beside the probe's pipeline; --parts must name l (not in the default parts)\n"
+                 "                   beside the probe's pipeline; --parts must name l (not in the default parts);\n"
+                 "                   with part r (round trip, not in the default parts either) also its round trip\n"
                  "  --library-symbol S  its table getter (default llaisysNvidiaGetRuntimeAPI)\n",
                  argv0);
 }
@@ -1293,8 +1472,8 @@ int main(int argc, char **argv) {
             die(2, "unknown argument %s", a.c_str());
         }
     }
-    if (P.parts.find_first_not_of("abcdefgl") != std::string::npos || P.parts.empty())
-        die(2, "--parts takes letters of abcdefgl, got '%s'", P.parts.c_str());
+    if (P.parts.find_first_not_of("abcdefglr") != std::string::npos || P.parts.empty())
+        die(2, "--parts takes letters of abcdefglr, got '%s'", P.parts.c_str());
     if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
         // 1: memcpy, 2: stream, 3: demote
@@ -1331,7 +1510,7 @@ int main(int argc, char **argv) {
                "run it on the GPU machine (bash gpu-stage/bench.sh --probe)",
             cudaGetErrorName(e), static_cast<int>(e), cudaGetErrorString(e), count);
 
-    if (P.want('l')) {
+    if (P.want('l') || (P.want('r') && !P.library.empty())) {
         // The library keeps its own cudart; both share the device's primary context.
         P.table = load_runtime_table("--library", P.library, symbol.c_str());
         P.table->set_device(0);
@@ -1404,7 +1583,7 @@ int main(int argc, char **argv) {
     };
     const Part parts[] = {{'a', &Probe::part_a_b}, {'c', &Probe::part_c}, {'d', &Probe::part_d},
                           {'e', &Probe::part_e}, {'f', &Probe::part_f}, {'g', &Probe::part_g},
-                          {'l', &Probe::part_l}};
+                          {'l', &Probe::part_l}, {'r', &Probe::part_r}};
     for (const Part &p : parts) {
         bool wanted = p.id == 'a' ? (P.want('a') || P.want('b')) : P.want(p.id);
         if (!wanted) continue;

@@ -435,6 +435,17 @@ TINY = ["--threads", "1", "--sizes", "1M", "--chunks", "256K,1M", "--slots", "2,
 FAKE = os.path.join(HERE, "fake_cudart")
 
 
+def broken_probe(test, name, old, new):
+    """pageable_probe.cpp with `old` (found once) replaced by `new`, built on the fake cudart."""
+    with open(os.path.join(HERE, "pageable_probe.cpp")) as f:
+        src = f.read()
+    test.assertEqual(src.count(old), 1, old)
+    path = os.path.join(BUILD, name + ".cpp")
+    with open(path, "w") as f:
+        f.write(src.replace(old, new))
+    return build(name, path, cuda=False, includes=[FAKE, HERE])
+
+
 class ProbeOnFakeCudart(unittest.TestCase):
     def run_probe(self, exe, *args):
         csv_path = os.path.join(BUILD, "probe.csv")
@@ -483,6 +494,10 @@ class ProbeOnFakeCudart(unittest.TestCase):
                               "handoff to spinning threads and back (empty job)",
                               "cudaEventRecord + cudaEventQuery until complete (idle stream)",
                               "cudaEventQuery of a completed event"}, {r["metric"] for r in parts["e"]})
+        # four chunks' DMAs on one stream and over two, both directions (4 x 256 KiB fits 1 MiB, 4 x 1 MiB not)
+        self.assertEqual(sorted(r["metric"] for r in parts["e"] if r["metric"].startswith("4 DMAs")),
+                         sorted("4 DMAs %s pinned of 256 KiB, %s, until all done" % (d, s) for d in ("H2D", "D2H")
+                                for s in ("one stream (legacy)", "alternating over 2 blocking streams")))
 
     def test_demote_stores_copy_every_byte(self):
         # CLDEMOTE after memcpy (a NOP where the processor lacks it): the data checks hold
@@ -494,13 +509,7 @@ class ProbeOnFakeCudart(unittest.TestCase):
         self.assertEqual(len([row for row in rows if row["part"] == "c"]), 2)
 
     def broken(self, name, old, new):
-        with open(os.path.join(HERE, "pageable_probe.cpp")) as f:
-            src = f.read()
-        self.assertEqual(src.count(old), 1, old)
-        path = os.path.join(BUILD, name + ".cpp")
-        with open(path, "w") as f:
-            f.write(src.replace(old, new))
-        return build(name, path, cuda=False, includes=[FAKE, HERE])
+        return broken_probe(self, name, old, new)
 
     def test_broken_pipelines_are_caught(self):
         h2d = self.broken("probe_reuses_staging", "if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);",
@@ -521,6 +530,7 @@ class ProbeOnFakeCudart(unittest.TestCase):
 # A stand-in llaisys table for part l on the fake cudart (whose "device" memory is host memory):
 # memcpy_sync is memcpy; SHORT copies one byte less (the probe's data check must catch it).
 FAKE_TABLE = r"""
+#include <cstdlib>
 #include <cstring>
 #include "llaisys_runtime.h"
 static int count() { return 1; }
@@ -528,8 +538,8 @@ static void set(int) {}
 static void nop() {}
 static llaisysStream_t mk() { return nullptr; }
 static void st(llaisysStream_t) {}
-static void *ma(size_t) { return nullptr; }
-static void fr(void *) {}
+static void *ma(size_t n) { return std::malloc(n); }
+static void fr(void *p) { std::free(p); }
 static void sync_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t) { std::memcpy(d, s, n - SHORT); }
 static void async_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t k, llaisysStream_t) { sync_copy(d, s, n, k); }
 static const LlaisysRuntimeAPI table = {count, set, nop, mk, st, st, ma, fr, ma, fr, sync_copy, async_copy};
@@ -582,6 +592,35 @@ class ProbeLibraryPart(unittest.TestCase):
         self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync H2D 1 MiB", r.stdout)
         self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync D2H 1 MiB", r.stdout)
         self.assertNotIn("**DATA CHECK FAILED**: (l) probe pipeline", r.stdout)
+
+    def test_round_trip_part(self):
+        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
+        csv_path = os.path.join(BUILD, "probe_r.csv")
+        args = [exe, "--csv", csv_path, "--parts", "r", "--threads", "1", "--sizes", "1M", "--chunks", "256K,1M",
+                "--slots", "2", "--library", self.table(0), "--library-symbol", "fakeGetRuntimeAPI"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        self.assertNotIn("DATA CHECK FAILED", r.stdout)
+        self.assertIn("### (r) The tensor round trip", r.stdout)
+        self.assertRegex(r.stdout, r"\| 1 MiB \| [0-9.]+ [mun]?s \| [0-9.]+ [mun]?s \(C=(256 KiB|1 MiB), T=1, K=2, "
+                                   r"(memcpy|stream)\) \| [0-9.]+ [mun]?s \(C=")
+        with open(csv_path, newline="") as f:
+            rows = [row for row in csv.DictReader(f) if row["part"] == "r"]
+        os.remove(csv_path)
+        # the link; 2 chunks x 2 modes x 2 stores of pipelines; the library cold and hot
+        self.assertEqual(len([x for x in rows if x["metric"] == "link (pinned)"]), 1, rows)
+        self.assertEqual(len([x for x in rows if x["metric"] == "copy"]), 2 * 2 * 2, rows)
+        self.assertEqual({x["mode"] for x in rows if x["metric"] == "library"}, {"cold", "hot"})
+        for x in rows:
+            self.assertGreater(float(x["gbs"]), 0, x)
+        # a round trip whose H2D never happens reads the poisoned device buffer back: caught
+        broken = broken_probe(self, "probe_round_trip_no_h2d",
+                              "                                pipeline_h2d(w, dev, pg_src, n, c, k, st, first, false);\n",
+                              "")
+        r = subprocess.run([broken, "--parts", "r", "--threads", "1", "--sizes", "1M", "--chunks", "256K", "--slots", "2"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("**DATA CHECK FAILED**: (r) round trip 1 MiB C=256 KiB T=1 K=2", r.stdout)
 
     def test_part_l_needs_a_library(self):
         exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])

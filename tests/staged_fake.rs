@@ -178,6 +178,20 @@ fn child_staged_copies() {
         for t in threads {
             t.join().expect("copy thread").unwrap();
         }
+        // After an idle while the helpers sleep: a D2H on the idle stream wakes them as its
+        // first DMAs are queued, and the calling thread copies out until they join.
+        for (k, &n) in SIZES.iter().enumerate() {
+            let want = pattern(n, 200 + k);
+            let dev = (TABLE.malloc_device)(n);
+            fill_unstaged(dev, &want);
+            // Longer than the stand-in's longest op (2 ms) and the helpers' spin (250 us).
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let mut back = vec![0u8; n];
+            (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
+            assert!(back == want, "D2H {n} B after an idle while: wrong data");
+            (TABLE.free_device)(dev);
+            round_trip(n, 210 + k).unwrap();
+        }
     }
     println!("staged-fake child: ok");
 }
@@ -187,7 +201,7 @@ fn child_staged_copies() {
 /// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. Both engines, 1-12 threads, 2 slots,
 /// tiny pieces, failing copies and queries, the trace; H2D copies from 8 MiB (17 MiB here) adapt
 /// their threads unless `H2D_THREADS` fixes them.
-const RUNS: [&str; 15] = [
+const RUNS: [&str; 16] = [
     "THREADS=4",
     "THREADS=1",
     "THREADS=4 PIPELINE=0",
@@ -203,6 +217,7 @@ const RUNS: [&str; 15] = [
     "THREADS=12",
     "THREADS=4 TRACE=7",
     "THREADS=4 H2D_THREADS=2",
+    "THREADS=6 SPIN_US=0 TRACE=1",
 ];
 
 /// The environment of one of `RUNS`.
@@ -235,6 +250,17 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
                 text.contains("llaisys-nvidia pageable trace: DeviceToHost")
                     && text.contains("llaisys-nvidia pageable trace: HostToDevice"),
                 "the trace writes its lines:\n{text}"
+            );
+        }
+        if envs
+            .iter()
+            .any(|(k, v)| k.ends_with("_SPIN_US") && v == "0")
+        {
+            // The helpers sleep after every job: D2H copies on the idle stream wake them early.
+            assert!(
+                text.lines()
+                    .any(|l| l.contains("DeviceToHost") && l.contains("woken_early")),
+                "a D2H copy with its helpers asleep wakes them as its DMAs are queued:\n{text}"
             );
         }
     }

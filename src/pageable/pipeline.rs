@@ -12,8 +12,9 @@
 //!   DMA is queued once every piece of it has been copied in.
 //!
 //! The helpers start once there is work for them (D2H: the first chunk has landed; H2D: the
-//! first staging buffer is free); until then the calling thread waits as the application's
-//! device flags say. A thread whose piece is not ready spins on the published count (250 us,
+//! first staging buffer is free), but a D2H on an idle stream whose helpers sleep wakes them as
+//! soon as its first DMAs are queued (waking takes longer than a chunk takes to land); until
+//! then the calling thread waits as the application's device flags say. A thread whose piece is not ready spins on the published count (250 us,
 //! then naps of 20 us).
 
 use super::adapt::InFlight;
@@ -77,6 +78,9 @@ struct Job {
     done: AtomicUsize,
     /// Set after an error: pieces not yet copied are skipped.
     failed: AtomicBool,
+    /// Set once a pool thread has claimed a piece: until then the calling thread copies too
+    /// (`drive`), when the threads were asleep.
+    helped: AtomicBool,
     /// A traced copy's start: the pool's threads note when they joined (`joined`).
     clock: Option<Instant>,
     /// Pool threads that copied a piece, and when the first and the last of them claimed their
@@ -132,6 +136,7 @@ impl Job {
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
+            helped: AtomicBool::new(false),
             clock,
             joined: AtomicUsize::new(0),
             first_join: AtomicU64::new(u64::MAX),
@@ -220,6 +225,7 @@ impl Task for Job {
             // on the way out after an error): when it joined the copy, for the trace. The piece
             // is counted done after this, so the caller reads it once the job has finished.
             if first && !self.failed.load(Ordering::Relaxed) {
+                self.helped.store(true, Ordering::Relaxed);
                 if let Some(clock) = self.clock {
                     let ns = clock.elapsed().as_nanos() as u64;
                     self.joined.fetch_add(1, Ordering::Relaxed);
@@ -333,8 +339,9 @@ pub(super) unsafe fn run(
 }
 
 /// The pool's threads of one copy, started when there is work for them: D2H once the first chunk
-/// has landed, H2D once the first staging buffer is free (so that they do not spin while a DMA
-/// waits behind earlier work on a stream).
+/// has landed (or, asleep and on an idle stream, once the first DMAs are queued), H2D once the
+/// first staging buffer is free (so that they do not spin while a DMA waits behind earlier work
+/// on a stream).
 struct Helpers {
     job: Arc<Job>,
     threads: usize,
@@ -346,9 +353,7 @@ impl Helpers {
     fn start(&mut self, tr: &Trace) {
         if !self.started {
             self.started = true;
-            let helpers =
-                (self.threads.saturating_sub(1)).min(self.job.pieces.len().saturating_sub(1));
-            self.running = workers::start(self.job.clone(), helpers);
+            self.running = workers::start(self.job.clone(), self.helpers());
             if let Some(r) = &self.running {
                 tr.mark("asleep", r.asleep);
             }
@@ -358,6 +363,22 @@ impl Helpers {
     /// True when the calling thread copies alone (no helpers, or another copy holds them).
     fn alone(&self) -> bool {
         self.started && self.running.is_none()
+    }
+
+    /// True while the helpers were woken for this copy (asleep when it was handed to them)
+    /// and none of them has claimed a piece yet: the calling thread copies meanwhile.
+    fn waking(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| r.asleep > 0)
+            && !self.job.helped.load(Ordering::Relaxed)
+    }
+
+    /// Whether the helpers this copy would start sleep now.
+    fn asleep(&self) -> bool {
+        workers::asleep(self.helpers()) > 0
+    }
+
+    fn helpers(&self) -> usize {
+        (self.threads.saturating_sub(1)).min(self.job.pieces.len().saturating_sub(1))
     }
 }
 
@@ -373,6 +394,19 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
     let publish = |ready: usize| job.ready.store(ready, Ordering::Release);
+    // A D2H copy whose helpers sleep, on an idle stream: they are woken as soon as its first
+    // DMAs are queued, not once the first chunk has landed. Waking takes longer (15-39 us on
+    // the H200 machine, `workers::set_spin`) than a chunk takes to land on an idle stream
+    // (10-25 us), so they now join about when it lands, and the calling thread copies out
+    // until they do. Behind work on the stream they would only spin for it: woken on landing,
+    // as before. A failed query counts as busy (the copy's own calls report any error).
+    let mut wake_early = c.direction == Direction::DeviceToHost
+        && helpers.asleep()
+        // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
+        && unsafe { crate::stream::query(c.stream) }.unwrap_or_else(|_| {
+            crate::runtime::take_last_cuda_error();
+            false
+        });
     loop {
         let mut progressed = false;
         match c.direction {
@@ -397,6 +431,11 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     queued += 1;
                     progressed = true;
                 }
+                if wake_early {
+                    wake_early = false;
+                    tr.mark("woken_early", queued);
+                    helpers.start(tr);
+                }
                 if ready == 0 && queued == n.min(k) && !progressed {
                     // Nothing to do until the first chunk lands, which may be behind long work
                     // on the stream: wait as the application's device flags say (spin, yield
@@ -414,10 +453,11 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     tr.mark("copied", n);
                     return Ok(());
                 }
-                // Copy out too when alone, when every chunk has landed, and when the next DMA
-                // waits for a chunk to be copied out: the copy never depends on the helpers
-                // alone.
-                if helpers.alone() || ready == n || (queued < n && queued >= k) {
+                // Copy out too when alone, while the helpers wake, when every chunk has landed,
+                // and when the next DMA waits for a chunk to be copied out: the copy never
+                // depends on the helpers alone.
+                if helpers.alone() || helpers.waking() || ready == n || (queued < n && queued >= k)
+                {
                     if let Some(i) = job.claim_if(|ch| ch < ready) {
                         tr.time(Phase::HostCopy, || job.do_piece(i));
                         progressed = true;

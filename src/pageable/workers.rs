@@ -139,6 +139,15 @@ fn worker_loop(index: usize, mut seen: u64) {
     }
 }
 
+/// How many of the first `helpers` threads of the pool have spun their while and sleep now (a
+/// job handed to them must wake them, which takes far longer than a handoff: `set_spin`).
+pub(crate) fn asleep(helpers: usize) -> usize {
+    SLEEPING[..helpers.min(MAX_HELPERS)]
+        .iter()
+        .filter(|s| s.load(Ordering::Relaxed))
+        .count()
+}
+
 /// A job handed to the pool's threads by `start`; dropping it waits until the job has finished
 /// and takes it back from the pool.
 pub(crate) struct Running {
@@ -177,10 +186,7 @@ pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
     if helpers == 0 {
         return None;
     }
-    let asleep = SLEEPING[..helpers]
-        .iter()
-        .filter(|s| s.load(Ordering::Relaxed))
-        .count();
+    let asleep = asleep(helpers);
     *write(&POOL.current) = Some((task.clone(), helpers));
     POOL.generation.fetch_add(1, Ordering::Release);
     for t in THREADS.iter().take(helpers).filter_map(OnceLock::get) {
