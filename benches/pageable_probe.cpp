@@ -485,6 +485,22 @@ struct Probe {
         return now_s() - t0;
     }
 
+    // Repetitions of a pipeline `op` of n bytes, each timed on its own: the caches made cold first
+    // when asked (--evict-mib), a cold pool asleep first; after() runs after each, off the clock.
+    Stat time_pipeline(Workers &w, size_t n, const std::function<void()> &op,
+                       const std::function<void()> &after = [] {}) {
+        Stat s;
+        for (int r = 0; r < reps_for(n); ++r) {
+            evict();
+            if (!w.hot()) w.wait_asleep();
+            double t0 = now_s();
+            op();
+            s.v.push_back(now_s() - t0);
+            after();
+        }
+        return s;
+    }
+
     // H2D data check: what landed on the device equals pg_src.
     void check_device(const char *what, size_t n) {
         PROBE_CUDA(cudaMemcpy(pin, dev, n, cudaMemcpyDeviceToHost));
@@ -614,15 +630,8 @@ void Probe::part_d() {
                             op();
                             if (h2d) check_device(what.c_str(), n);
                             else check_pageable(what.c_str(), n);
-                            Stat total, firsts;
-                            for (int r = 0; r < reps_for(n); ++r) {
-                                evict();
-                                if (!hot) w.wait_asleep();
-                                double t0 = now_s();
-                                op();
-                                total.v.push_back(now_s() - t0);
-                                firsts.v.push_back(first);
-                            }
+                            Stat firsts;
+                            Stat total = time_pipeline(w, n, op, [&] { firsts.v.push_back(first); });
                             Result r;
                             r.part = "d";
                             r.dir = kDirs[d];
@@ -1055,14 +1064,7 @@ void Probe::part_r() {
                             if (!hot) w.wait_asleep();
                             op();
                             check_pageable(what.c_str(), n);
-                            Stat total;
-                            for (int r = 0; r < reps_for(n); ++r) {
-                                evict();
-                                if (!hot) w.wait_asleep();
-                                double t0 = now_s();
-                                op();
-                                total.v.push_back(now_s() - t0);
-                            }
+                            Stat total = time_pipeline(w, n, op);
                             Result r;
                             r.part = "r";
                             r.dir = "H2D+D2H";
