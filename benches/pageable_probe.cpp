@@ -328,6 +328,22 @@ struct Result {
     double gbs() const { return static_cast<double>(size) / med / 1e9; }
 };
 
+// A pipeline's copy of n bytes in chunks of c, t threads, k buffers (parts d and r).
+Result pipeline_result(const char *part, const std::string &dir, size_t n, size_t c, int t, int k, bool hot,
+                       Stores st) {
+    Result r;
+    r.part = part;
+    r.dir = dir;
+    r.metric = "copy";
+    r.size = n;
+    r.chunk = c;
+    r.threads = t;
+    r.slots = k;
+    r.mode = hot ? "hot" : "cold";
+    r.stores = stores_name(st);
+    return r;
+}
+
 struct Probe {
     bool quick = false;
     // --evict-mib M: before each timed repetition of (c), (d) and (g), outside the clock, the
@@ -632,16 +648,7 @@ void Probe::part_d() {
                             else check_pageable(what.c_str(), n);
                             Stat firsts;
                             Stat total = time_pipeline(w, n, op, [&] { firsts.v.push_back(first); });
-                            Result r;
-                            r.part = "d";
-                            r.dir = kDirs[d];
-                            r.size = n;
-                            r.chunk = c;
-                            r.threads = t;
-                            r.slots = k;
-                            r.mode = hot ? "hot" : "cold";
-                            r.stores = stores_name(st);
-                            r.metric = "copy";
+                            Result r = pipeline_result("d", kDirs[d], n, c, t, k, hot != 0, st);
                             const Result &got = add(r, total);
                             r.metric = h2d ? "first DMA queued" : "first chunk landed";
                             add(r, firsts);
@@ -1065,17 +1072,8 @@ void Probe::part_r() {
                             op();
                             check_pageable(what.c_str(), n);
                             Stat total = time_pipeline(w, n, op);
-                            Result r;
-                            r.part = "r";
-                            r.dir = "H2D+D2H";
-                            r.metric = "copy";
-                            r.size = n;
-                            r.chunk = c;
-                            r.threads = t;
-                            r.slots = k;
-                            r.mode = hot ? "hot" : "cold";
-                            r.stores = stores_name(st);
-                            const Result &got = add(r, total);
+                            const Result &got =
+                                add(pipeline_result("r", "H2D+D2H", n, c, t, k, hot != 0, st), total);
                             std::fprintf(stderr, "  %-56s %s\n", what.c_str(), fmt_time(got.med).c_str());
                         }
             }
