@@ -14,8 +14,8 @@
 //! The helpers start once there is work for them (D2H: the first chunk has landed; H2D: the
 //! first staging buffer is free), but a D2H on an idle stream whose helpers sleep wakes them as
 //! soon as its first DMAs are queued (waking takes longer than a chunk takes to land); until
-//! then the calling thread waits as the application's device flags say. A thread whose piece is not ready spins on the published count (250 us,
-//! then naps of 20 us).
+//! then the calling thread waits as the application's device flags say. A thread whose piece is
+//! not ready spins on the published count (250 us, then naps of 20 us).
 
 use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
