@@ -419,6 +419,105 @@ LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeer(void *dst, int dst_device, const 
 LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t size, llaisysStream_t stream);
 
 /*
+ * ---- CUDA graphs: capture and replay --------------------------------------------------------
+ * A decode step of hundreds of small kernels launches much faster as a graph. Capture the step
+ * on a stream of ours, instantiate it once, launch it every step:
+ *
+ *   llaisysNvidiaStreamBeginCapture(stream, LLAISYS_NVIDIA_CAPTURE_MODE_THREAD_LOCAL, 0);
+ *   ... kernels on `stream`, memcpy_async on `stream`, malloc_device/free_device ...
+ *   llaisysNvidiaStreamEndCapture(stream, &graph);
+ *   llaisysNvidiaGraphInstantiate(&exec, graph, log, sizeof log);
+ *   for (...) llaisysNvidiaGraphLaunch(exec, stream);
+ *
+ * Memory. While a thread captures through llaisysNvidiaStreamBeginCapture, malloc_device on that
+ * thread allocates from the capture's graph pool: memory that stays valid for every replay of
+ * the graph and goes back to CUDA once the graph and every executable graph made from it are
+ * destroyed (and the pool's handle released). A block freed during the capture is not reused
+ * in that capture; it serves later captures into the same pool. Several captures may share a
+ * pool (llaisysNvidiaGraphPoolCreate) when their graphs are replayed in order, one after the
+ * other, never at the same time. Memory of a pool freed outside a capture into it (an output the
+ * host read) is kept until the pool goes.
+ *
+ * The caches never join or invalidate a capture, whoever began it (this API, or the host with
+ * cudaStreamBeginCapture on a stream of ours): while a stream of the device captures, the
+ * library queues nothing on the legacy stream; frees wait until the capture ends, and memory
+ * freed during it is not handed out before. Other threads keep working during a capture in
+ * thread-local or relaxed mode: malloc_device, free_device, malloc_host, free_host, streams,
+ * events, and memcpy_sync of every kind, which then runs on a private stream of the library and
+ * returns complete, ordered after nothing else on the device: synchronize the work that writes
+ * its source (or reads its destination) first. A capture the host begins directly with
+ * cudaStreamBeginCapture is seen only through CUDA's own status: a table call racing with that
+ * call itself can still invalidate it, and memory malloc_device hands out during it is ordinary
+ * cached memory (not kept for replays): allocate inside captures begun here.
+ *
+ * Refused with LLAISYS_NVIDIA_ERROR_CAPTURE (the capture is left as it was): device_synchronize
+ * and llaisysNvidiaReleaseCachedMemory while a stream of the device captures; waiting for or
+ * querying a capturing stream; work on NULL (the legacy stream) while a blocking stream of the
+ * device captures; on a thread capturing here in global or thread-local mode, waits, queries
+ * and memcpy_sync (CUDA forbids them there; use memcpy_async on the capturing stream); a staged
+ * copy of pageable host memory on a capturing stream (copy from malloc_host memory instead).
+ * The table's functions report it through the error handler, as every failure.
+ */
+#define LLAISYS_NVIDIA_ERROR_CAPTURE 8
+/* Capture modes (CUDA's cudaStreamCaptureMode values). */
+#define LLAISYS_NVIDIA_CAPTURE_MODE_GLOBAL 0
+#define LLAISYS_NVIDIA_CAPTURE_MODE_THREAD_LOCAL 1
+#define LLAISYS_NVIDIA_CAPTURE_MODE_RELAXED 2
+/* Capture statuses (cudaStreamCaptureStatus). */
+#define LLAISYS_NVIDIA_CAPTURE_STATUS_NONE 0
+#define LLAISYS_NVIDIA_CAPTURE_STATUS_ACTIVE 1
+#define LLAISYS_NVIDIA_CAPTURE_STATUS_INVALIDATED 2
+typedef void *llaisysNvidiaGraph_t;        /* a graph of llaisysNvidiaStreamEndCapture */
+typedef void *llaisysNvidiaGraphExec_t;    /* an executable graph of llaisysNvidiaGraphInstantiate */
+typedef uint64_t llaisysNvidiaGraphPool_t; /* 0: a pool of the capture's own */
+
+/* A graph pool on the current device (*pool is 0 on failure); Release gives up its handle. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphPoolCreate(llaisysNvidiaGraphPool_t *pool);
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphPoolRelease(llaisysNvidiaGraphPool_t pool);
+/* Begins capturing `stream` (ours, not NULL) in `mode`, allocating into `pool` (0: its own). */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamBeginCapture(llaisysStream_t stream, int mode, llaisysNvidiaGraphPool_t pool);
+/* Ends it (in global and thread-local mode on the thread that began it): *graph is the graph,
+ * NULL on failure (an invalidated capture gives cudaErrorStreamCaptureInvalidated). A capture the
+ * host began with cudaStreamBeginCapture on a stream of ours may be ended here too. */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamEndCapture(llaisysStream_t stream, llaisysNvidiaGraph_t *graph);
+/* *status: LLAISYS_NVIDIA_CAPTURE_STATUS_* of `stream` (NULL: the legacy stream, ACTIVE while a
+ * blocking stream of the current device captures); NONE on failure. */
+LLAISYS_NVIDIA_API int llaisysNvidiaStreamCaptureStatus(llaisysStream_t stream, int *status);
+/* *exec is NULL on failure, and `log` (NULL, or log_size bytes) then says why (CUDA's reason and
+ * the kind of node at fault), NUL-terminated and truncated to fit; an empty string on success. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphInstantiate(llaisysNvidiaGraphExec_t *exec, llaisysNvidiaGraph_t graph,
+                                                     char *log, size_t log_size);
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphUpload(llaisysNvidiaGraphExec_t exec, llaisysStream_t stream);
+/* On a capturing stream the graph becomes a child graph of that capture. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphLaunch(llaisysNvidiaGraphExec_t exec, llaisysStream_t stream);
+/* Makes *exec run `graph`: updated in place when CUDA can (same topology, same kinds of node,
+ * same kernels; new parameters), else `graph` is instantiated and the old executable graph
+ * destroyed: *exec is then the new handle and *reinstantiated (may be NULL) 1. On failure *exec
+ * is unchanged and usable, *reinstantiated 0. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphExecUpdate(llaisysNvidiaGraphExec_t *exec, llaisysNvidiaGraph_t graph,
+                                                    int *reinstantiated);
+/* NULL does nothing. Destroying a graph leaves executable graphs made from it valid. */
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphExecDestroy(llaisysNvidiaGraphExec_t exec);
+LLAISYS_NVIDIA_API int llaisysNvidiaGraphDestroy(llaisysNvidiaGraph_t graph);
+
+/* The same functions as a llaisys-style table; the field order is the ABI. */
+typedef struct LlaisysNvidiaGraphAPI {
+    int (*pool_create)(llaisysNvidiaGraphPool_t *pool);
+    int (*pool_release)(llaisysNvidiaGraphPool_t pool);
+    int (*begin_capture)(llaisysStream_t stream, int mode, llaisysNvidiaGraphPool_t pool);
+    int (*end_capture)(llaisysStream_t stream, llaisysNvidiaGraph_t *graph);
+    int (*capture_status)(llaisysStream_t stream, int *status);
+    int (*instantiate)(llaisysNvidiaGraphExec_t *exec, llaisysNvidiaGraph_t graph, char *log, size_t log_size);
+    int (*upload)(llaisysNvidiaGraphExec_t exec, llaisysStream_t stream);
+    int (*launch)(llaisysNvidiaGraphExec_t exec, llaisysStream_t stream);
+    int (*exec_update)(llaisysNvidiaGraphExec_t *exec, llaisysNvidiaGraph_t graph, int *reinstantiated);
+    int (*exec_destroy)(llaisysNvidiaGraphExec_t exec);
+    int (*graph_destroy)(llaisysNvidiaGraph_t graph);
+} LlaisysNvidiaGraphAPI;
+/* Never NULL, never fails. */
+LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
+
+/*
  * ---- The communicator: collectives over NCCL ------------------------------------------------
  * One process per GPU (or one thread with llaisysNvidiaCommInitAll): rank 0 makes a unique id,
  * sends its 128 bytes to every other rank (a file, a pipe, a socket), and each rank joins with

@@ -766,3 +766,245 @@ pub(crate) unsafe fn free_async(p: *mut c_void, s: StreamHandle) -> CallResult<(
     // SAFETY: the caller's contract.
     check("cudaFreeAsync", unsafe { raw::cudaFreeAsync(p, s) })
 }
+
+// ---- stream capture and graphs ----------------------------------------------------------------
+
+pub(crate) use raw::{
+    cudaGraphExec_t as GraphExecHandle, cudaGraph_t as GraphHandle,
+    cudaUserObject_t as UserObjectHandle,
+};
+
+/// A stream's capture status (`cudaStreamCaptureStatus`): 0 none, 1 active, 2 invalidated.
+pub(crate) const CAPTURE_STATUS_NONE: u32 =
+    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone.0;
+/// `cudaStreamCaptureStatusActive`.
+pub(crate) const CAPTURE_STATUS_ACTIVE: u32 =
+    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusActive.0;
+/// `cudaStreamCaptureModeGlobal`.
+pub(crate) const CAPTURE_MODE_GLOBAL: u32 =
+    raw::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal.0;
+/// `cudaStreamCaptureModeThreadLocal`.
+pub(crate) const CAPTURE_MODE_THREAD_LOCAL: u32 =
+    raw::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal.0;
+/// `cudaStreamCaptureModeRelaxed`.
+pub(crate) const CAPTURE_MODE_RELAXED: u32 =
+    raw::cudaStreamCaptureMode::cudaStreamCaptureModeRelaxed.0;
+
+/// `cudaStreamIsCapturing`: the capture status of `s`. On the legacy stream (NULL) while a
+/// blocking stream of the device captures, cudart answers `cudaErrorStreamCaptureImplicit`
+/// (returned as the failure; the capture is not invalidated, but cudart keeps the code as the
+/// thread's last error).
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+pub(crate) unsafe fn stream_is_capturing(s: StreamHandle) -> CallResult<u32> {
+    let mut st = raw::cudaStreamCaptureStatus(0);
+    // SAFETY: writes one status to a local; the caller's contract for `s`.
+    check("cudaStreamIsCapturing", unsafe {
+        raw::cudaStreamIsCapturing(s, &mut st)
+    })?;
+    Ok(st.0)
+}
+
+/// `cudaStreamGetCaptureInfo`: (status, capture id, the graph being captured). The id and graph
+/// are meaningful only while the status is active.
+///
+/// # Safety
+/// `s` is a live stream (not the legacy stream).
+pub(crate) unsafe fn stream_get_capture_info(
+    s: StreamHandle,
+) -> CallResult<(u32, u64, GraphHandle)> {
+    let mut st = raw::cudaStreamCaptureStatus(0);
+    let mut id: std::os::raw::c_ulonglong = 0;
+    let mut graph: GraphHandle = null_mut();
+    // SAFETY: writes a status, an id and a graph handle to locals; the dependency outputs are
+    // NULL (not asked for), which the API allows; the caller's contract for `s`.
+    #[cfg(llaisys_cuda13)]
+    let rc = unsafe {
+        raw::cudaStreamGetCaptureInfo(
+            s,
+            &mut st,
+            &mut id,
+            &mut graph,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        )
+    };
+    // SAFETY: as above (CUDA 12's signature has no edge data).
+    #[cfg(not(llaisys_cuda13))]
+    let rc = unsafe {
+        raw::cudaStreamGetCaptureInfo(s, &mut st, &mut id, &mut graph, null_mut(), null_mut())
+    };
+    check("cudaStreamGetCaptureInfo", rc)?;
+    Ok((st.0, id as u64, graph))
+}
+
+/// `cudaThreadExchangeStreamCaptureMode`: sets this thread's capture mode, returns the previous.
+pub(crate) fn thread_exchange_capture_mode(mode: u32) -> CallResult<u32> {
+    let mut m = raw::cudaStreamCaptureMode(mode);
+    // SAFETY: reads and writes one mode in a local; cudart checks the value.
+    check("cudaThreadExchangeStreamCaptureMode", unsafe {
+        raw::cudaThreadExchangeStreamCaptureMode(&mut m)
+    })?;
+    Ok(m.0)
+}
+
+/// `cudaStreamBeginCapture`.
+///
+/// # Safety
+/// `s` is a live stream (cudart refuses the legacy stream and unknown modes).
+pub(crate) unsafe fn stream_begin_capture(s: StreamHandle, mode: u32) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaStreamBeginCapture", unsafe {
+        raw::cudaStreamBeginCapture(s, raw::cudaStreamCaptureMode(mode))
+    })
+}
+
+/// `cudaStreamEndCapture`: the captured graph (NULL when the capture was invalidated, with the
+/// failure cudart returned).
+///
+/// # Safety
+/// `s` is a live stream.
+pub(crate) unsafe fn stream_end_capture(s: StreamHandle) -> (GraphHandle, CallResult<()>) {
+    let mut g: GraphHandle = null_mut();
+    // SAFETY: writes one handle to a local; the caller's contract for `s`.
+    let rc = check("cudaStreamEndCapture", unsafe {
+        raw::cudaStreamEndCapture(s, &mut g)
+    });
+    (g, rc)
+}
+
+/// `cudaGraphInstantiateWithParams` (no flags): the executable graph, or the failure with
+/// cudart's reason (`cudaGraphInstantiateResult`) and the type of the node that caused it
+/// (`cudaGraphNodeType`, -1 when none was named).
+///
+/// # Safety
+/// `graph` is a live graph.
+pub(crate) unsafe fn graph_instantiate(
+    graph: GraphHandle,
+) -> std::result::Result<GraphExecHandle, (Failed, u32, i32)> {
+    let mut exec: GraphExecHandle = null_mut();
+    // SAFETY: plain data; zero flags, no upload stream, outputs written by cudart.
+    let mut params: raw::cudaGraphInstantiateParams = unsafe { std::mem::zeroed() };
+    // SAFETY: writes the exec handle and the outputs of `params` (locals); the caller's
+    // contract for `graph`.
+    let rc = unsafe { raw::cudaGraphInstantiateWithParams(&mut exec, graph, &mut params) };
+    match check("cudaGraphInstantiateWithParams", rc) {
+        Ok(()) => Ok(exec),
+        Err(f) => {
+            let mut node_type = -1;
+            if !params.errNode_out.is_null() {
+                let mut t = raw::cudaGraphNodeType(0);
+                // SAFETY: a node of `graph` that cudart named; writes one value to a local.
+                if unsafe { raw::cudaGraphNodeGetType(params.errNode_out, &mut t) }.0 == 0 {
+                    node_type = t.0 as i32;
+                }
+            }
+            Err((f, params.result_out.0, node_type))
+        }
+    }
+}
+
+/// `cudaGraphUpload`.
+///
+/// # Safety
+/// `exec` is a live executable graph; `s` NULL or a live stream.
+pub(crate) unsafe fn graph_upload(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaGraphUpload", unsafe { raw::cudaGraphUpload(exec, s) })
+}
+
+/// `cudaGraphLaunch`.
+///
+/// # Safety
+/// `exec` is a live executable graph; `s` NULL or a live stream.
+pub(crate) unsafe fn graph_launch(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaGraphLaunch", unsafe { raw::cudaGraphLaunch(exec, s) })
+}
+
+/// `cudaGraphExecUpdate`: Ok, or the failure with cudart's reason (`cudaGraphExecUpdateResult`).
+///
+/// # Safety
+/// `exec` is a live executable graph, `graph` a live graph.
+pub(crate) unsafe fn graph_exec_update(
+    exec: GraphExecHandle,
+    graph: GraphHandle,
+) -> std::result::Result<(), (Failed, u32)> {
+    // SAFETY: plain data, written by cudart.
+    let mut info: raw::cudaGraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: writes the result info (a local); the caller's contract for the handles.
+    let rc = unsafe { raw::cudaGraphExecUpdate(exec, graph, &mut info) };
+    check("cudaGraphExecUpdate", rc).map_err(|f| (f, info.result.0))
+}
+
+/// `cudaGraphExecDestroy`.
+///
+/// # Safety
+/// `exec` is a live executable graph, destroyed once, not used afterwards.
+pub(crate) unsafe fn graph_exec_destroy(exec: GraphExecHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaGraphExecDestroy", unsafe {
+        raw::cudaGraphExecDestroy(exec)
+    })
+}
+
+/// `cudaGraphDestroy`.
+///
+/// # Safety
+/// `graph` is a live graph, destroyed once, not used afterwards.
+pub(crate) unsafe fn graph_destroy(graph: GraphHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaGraphDestroy", unsafe { raw::cudaGraphDestroy(graph) })
+}
+
+/// What a user object calls when its last reference goes (on a CUDA thread; it must not call
+/// CUDA).
+pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
+
+/// `cudaUserObjectCreate(ptr, destroy, 1, cudaUserObjectNoDestructorSync)`: one reference,
+/// owned by the caller (to be moved into a graph).
+///
+/// # Safety
+/// `destroy(ptr)` is sound to call once, from any thread, at any later time.
+pub(crate) unsafe fn user_object_create(
+    ptr: *mut c_void,
+    destroy: HostFn,
+) -> CallResult<UserObjectHandle> {
+    let mut obj: UserObjectHandle = null_mut();
+    let flags = raw::cudaUserObjectFlags::cudaUserObjectNoDestructorSync.0;
+    // SAFETY: writes one handle to a local; the caller's contract for `destroy(ptr)`.
+    check("cudaUserObjectCreate", unsafe {
+        raw::cudaUserObjectCreate(&mut obj, ptr, Some(destroy), 1, flags)
+    })?;
+    Ok(obj)
+}
+
+/// `cudaUserObjectRelease(obj, 1)`.
+///
+/// # Safety
+/// The caller owns one reference of `obj`, given up here.
+pub(crate) unsafe fn user_object_release(obj: UserObjectHandle) -> CallResult<()> {
+    // SAFETY: the caller's contract.
+    check("cudaUserObjectRelease", unsafe {
+        raw::cudaUserObjectRelease(obj, 1)
+    })
+}
+
+/// `cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove)`: the caller's reference
+/// moves into the graph (and every executable graph made from it holds one).
+///
+/// # Safety
+/// `graph` is a live graph (one being captured included); the caller owns one reference of
+/// `obj`, given up on success.
+pub(crate) unsafe fn graph_retain_user_object_move(
+    graph: GraphHandle,
+    obj: UserObjectHandle,
+) -> CallResult<()> {
+    let flags = raw::cudaUserObjectRetainFlags::cudaGraphUserObjectMove.0;
+    // SAFETY: the caller's contract.
+    check("cudaGraphRetainUserObject", unsafe {
+        raw::cudaGraphRetainUserObject(graph, obj, 1, flags)
+    })
+}

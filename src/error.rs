@@ -26,6 +26,12 @@ impl CudaError {
         CudaError(raw::cudaError::cudaErrorPeerAccessAlreadyEnabled);
     /// `cudaErrorNoDevice` (100): a driver but no device.
     pub const NO_DEVICE: CudaError = CudaError(raw::cudaError::cudaErrorNoDevice);
+    /// `cudaErrorStreamCaptureUnsupported` (900): not permitted while a stream captures.
+    pub const STREAM_CAPTURE_UNSUPPORTED: CudaError =
+        CudaError(raw::cudaError::cudaErrorStreamCaptureUnsupported);
+    /// `cudaErrorStreamCaptureImplicit` (906): the legacy stream would depend on a capture.
+    pub const STREAM_CAPTURE_IMPLICIT: CudaError =
+        CudaError(raw::cudaError::cudaErrorStreamCaptureImplicit);
 
     /// Wraps a raw code, known to the headers or not.
     pub const fn from_code(code: i32) -> CudaError {
@@ -135,6 +141,9 @@ pub enum ErrorKind {
     InvalidArgument = 3,
     /// A bug inside this crate (a caught panic).
     Internal = 4,
+    /// Refused because a stream capture is in progress: the call would have joined or
+    /// invalidated it (the capture is left as it was).
+    Capture = 8,
 }
 
 /// A failure with its context: which CUDA call, from where, with which arguments.
@@ -175,6 +184,19 @@ impl Error {
             kind: ErrorKind::InvalidArgument,
             cuda: CudaError::SUCCESS,
             call: "",
+            detail: detail.into(),
+            location: Location::caller(),
+        }
+    }
+
+    /// A call refused because a stream capture is in progress; `cuda` is the code CUDA would
+    /// have answered (900 or 906), `detail` says which capture and what to do instead.
+    #[track_caller]
+    pub fn capture(call: &'static str, cuda: CudaError, detail: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Capture,
+            cuda,
+            call,
             detail: detail.into(),
             location: Location::caller(),
         }
@@ -238,6 +260,12 @@ impl fmt::Display for Error {
             )?,
             ErrorKind::InvalidArgument => write!(f, "invalid argument")?,
             ErrorKind::Internal => write!(f, "internal error")?,
+            ErrorKind::Capture => write!(
+                f,
+                "{} refused: a stream capture is in progress and the call would have joined or \
+                 invalidated it ({}); the capture is unchanged",
+                self.call, self.cuda
+            )?,
         }
         if !self.detail.is_empty() {
             write!(f, " [{}]", self.detail)?;

@@ -55,9 +55,11 @@ pub(crate) mod hash;
 pub(crate) mod sync;
 
 // Layer 2: the safe layer.
+pub(crate) mod capture;
 pub mod copy;
 pub mod device;
 pub mod event;
+pub(crate) mod graph;
 pub mod memory;
 pub(crate) mod memory_kinds;
 pub(crate) mod nccl;
@@ -68,6 +70,7 @@ pub mod stream;
 
 // Layer 3: caches and fast paths.
 pub(crate) mod cache;
+pub(crate) mod legacy;
 pub(crate) mod pageable;
 
 // Layer 4: the operations.
@@ -88,6 +91,7 @@ pub mod ffi {
     pub use crate::cache::AllocatorStats;
     pub use crate::capi::api::copies::*;
     pub use crate::capi::api::device::*;
+    pub use crate::capi::api::graphs::*;
     pub use crate::capi::api::memory::*;
     pub use crate::capi::api::streams::*;
     pub use crate::capi::api::versions::*;

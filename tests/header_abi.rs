@@ -23,6 +23,10 @@ use llaisys_nvidia::ffi::{
     LlaisysStream, PointerAttributes, Versions, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
     LLAISYS_DEVICE_TYPE_COUNT, STREAM_NON_BLOCKING, SUCCESS,
 };
+use llaisys_nvidia::ffi::{
+    LlaisysNvidiaGraphAPI, CAPTURE_MODE_GLOBAL, CAPTURE_MODE_RELAXED, CAPTURE_MODE_THREAD_LOCAL,
+    CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_INVALIDATED, CAPTURE_STATUS_NONE, STATUS_CAPTURE,
+};
 use llaisys_nvidia::ErrorKind;
 
 use std::collections::BTreeMap;
@@ -153,6 +157,10 @@ fn structs() -> Vec<StructCheck> {
             get_unique_id, init_rank, init_all, destroy, abort, get_rank, get_size, allreduce,
             allgather, reduce_scatter, broadcast, send, recv, group_start, group_end, synchronize,
         }),
+        strukt!("LlaisysNvidiaGraphAPI" => LlaisysNvidiaGraphAPI {
+            pool_create, pool_release, begin_capture, end_capture, capture_status, instantiate,
+            upload, launch, exec_update, exec_destroy, graph_destroy,
+        }),
     ]
 }
 
@@ -225,6 +233,23 @@ fn defines() -> Vec<DefineCheck> {
         define("LLAISYS_NVIDIA_REDUCE_MIN", op::MIN),
         define("LLAISYS_NVIDIA_REDUCE_AVG", op::AVG),
         define("LLAISYS_NVIDIA_COMM_ID_BYTES", UNIQUE_ID_BYTES as i32),
+        // Graphs: the capture status, and the modes and statuses ops::graphs reads and writes.
+        define("LLAISYS_NVIDIA_ERROR_CAPTURE", STATUS_CAPTURE),
+        define("LLAISYS_NVIDIA_CAPTURE_MODE_GLOBAL", CAPTURE_MODE_GLOBAL),
+        define(
+            "LLAISYS_NVIDIA_CAPTURE_MODE_THREAD_LOCAL",
+            CAPTURE_MODE_THREAD_LOCAL,
+        ),
+        define("LLAISYS_NVIDIA_CAPTURE_MODE_RELAXED", CAPTURE_MODE_RELAXED),
+        define("LLAISYS_NVIDIA_CAPTURE_STATUS_NONE", CAPTURE_STATUS_NONE),
+        define(
+            "LLAISYS_NVIDIA_CAPTURE_STATUS_ACTIVE",
+            CAPTURE_STATUS_ACTIVE,
+        ),
+        define(
+            "LLAISYS_NVIDIA_CAPTURE_STATUS_INVALIDATED",
+            CAPTURE_STATUS_INVALIDATED,
+        ),
     ]
 }
 
@@ -293,6 +318,10 @@ fn typedefs() -> Vec<TypedefCheck> {
         typedef::<*mut c_void>("llaisysNvidiaEvent_t"),
         // The communicator functions take and return it as `capi::comm::Comm`.
         typedef::<llaisys_nvidia::ffi::Comm>("llaisysNvidiaComm_t"),
+        // The graph functions take and return them as `*mut c_void` and `u64`.
+        typedef::<*mut c_void>("llaisysNvidiaGraph_t"),
+        typedef::<*mut c_void>("llaisysNvidiaGraphExec_t"),
+        typedef::<u64>("llaisysNvidiaGraphPool_t"),
     ]
 }
 
@@ -752,7 +781,7 @@ fn c_compiler_agrees_with_rust_on_every_header_item() {
     );
     // Sanity: the comparison covered what it should (every struct field, every value).
     let fields: usize = structs().iter().map(|s| s.fields.len()).sum();
-    assert_eq!(fields, 12 + 6 + 8 + 3 + 9 + 5 + 1 + 16);
+    assert_eq!(fields, 12 + 6 + 8 + 3 + 9 + 5 + 1 + 16 + 11);
     assert_eq!(c.len(), rust.len());
 }
 

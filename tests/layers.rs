@@ -24,8 +24,10 @@ const LAYERS: &[&[&str]] = &[
         "pool",
         "copy",
         "nccl",
+        "capture",
+        "graph",
     ],
-    &["cache", "pageable"],
+    &["cache", "pageable", "legacy"],
     &["ops"],
     &["capi"],
 ];

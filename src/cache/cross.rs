@@ -9,11 +9,15 @@
 //! free_device on a device makes its legacy stream wait for an event recorded on each noted
 //! stream first, and destroy_stream does the same before the stream goes. With one device
 //! nothing is noted and nothing is paid.
+//!
+//! These orderings are work on legacy streams: while a capture forbids one (`crate::legacy`),
+//! the call that needs it is refused with a capture error instead.
 
 use super::in_use;
 use crate::cudart::StreamHandle;
-use crate::error::Result;
+use crate::error::{CudaError, Error, Result};
 use crate::event::Event;
+use crate::legacy::Usable;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -54,6 +58,22 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
     f(crate::sync::lock(&STATE).get_or_insert_with(State::default))
 }
 
+/// Permission to use the legacy stream of `device`, or the refusal while a capture forbids it.
+/// Taken before `STATE` (the gate comes first); taken again inside, it does not lock again.
+fn legacy_of(device: i32) -> Result<Usable> {
+    crate::device::with(device, || crate::legacy::usable(device))?.ok_or_else(|| {
+        Error::capture(
+            "cudaEventRecord",
+            CudaError::STREAM_CAPTURE_IMPLICIT,
+            format!(
+                "device {device}: ordering work across devices uses its legacy stream, which a \
+                 capture in progress forbids; synchronize the streams of other devices that use \
+                 this device's memory before the capture, or end it first"
+            ),
+        )
+    })
+}
+
 /// Called before a copy (or memset) touching device memory of `memory_device` is queued on
 /// `stream` (NULL: the legacy stream of the current device), which belongs to `stream_device`
 /// (None for NULL). The first time a stream of one device touches another device's memory, it
@@ -83,6 +103,7 @@ pub(crate) fn before_use(
     if LAST.with(Cell::get) == (Some(note), epoch) {
         return Ok(());
     }
+    let _legacy = legacy_of(memory_device)?;
     with_state(|s| {
         if !s.notes.contains(&note) {
             s.record(memory_device, 0, memory_device)?;
@@ -112,6 +133,11 @@ impl State {
 
     /// Records the event of `device` on `stream` of `device` (0: that device's legacy stream).
     fn record(&mut self, device: i32, stream: usize, stream_device: i32) -> Result<()> {
+        let _legacy = if stream == 0 {
+            Some(legacy_of(stream_device)?)
+        } else {
+            None
+        };
         let s = stream as StreamHandle;
         let e = self.event(device)?;
         crate::device::for_stream(s, stream_device, || {
@@ -124,6 +150,11 @@ impl State {
     /// Makes `stream` of `stream_device` (0: that device's legacy stream) wait for the event of
     /// `device`.
     fn wait(&mut self, stream: usize, stream_device: i32, device: i32) -> Result<()> {
+        let _legacy = if stream == 0 {
+            Some(legacy_of(stream_device)?)
+        } else {
+            None
+        };
         let s = stream as StreamHandle;
         let e = self.event(device)?.as_raw();
         crate::device::for_stream(s, stream_device, || {
@@ -145,6 +176,7 @@ pub(crate) fn order_before_free(device: i32) -> Result<()> {
     if !active() {
         return Ok(());
     }
+    let _legacy = legacy_of(device)?;
     with_state(|s| {
         let notes = s.notes_where(|n| n.memory_device == device);
         notes.into_iter().try_for_each(|n| s.free_waits_for(n))
@@ -158,6 +190,7 @@ pub(crate) fn order_after_alloc(device: i32) -> Result<()> {
     if !active() {
         return Ok(());
     }
+    let _legacy = legacy_of(device)?;
     with_state(|s| {
         let notes = s.notes_where(|n| n.memory_device == device);
         if notes.is_empty() {
@@ -177,6 +210,7 @@ pub(crate) fn stream_destroyed(stream: StreamHandle) -> Result<()> {
         return Ok(());
     }
     EPOCH.fetch_add(1, Relaxed);
+    let _legacy = legacy_of(crate::device::current()?)?;
     with_state(|s| {
         let mine = s.notes_where(|n| n.stream == stream as usize);
         for n in mine {

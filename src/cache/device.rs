@@ -18,9 +18,17 @@
 //!
 //! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed
 //! out, or twice, is refused with a clear error instead of undefined behaviour.
+//!
+//! Captures (`crate::legacy`): while a stream of the device captures a graph the legacy stream
+//! may not be used. Frees then stay pending in `recycle` or are kept in `deferred`, and a
+//! request the kept blocks cannot serve is allocated from the pool on the device's side stream,
+//! waited for on the host. A thread capturing through the library allocates from its capture's
+//! graph pool instead (`graph_pool`).
 
+use super::deferred::{self, How};
 use super::recycle::{self, Block};
-use super::{cross, in_use, large, AllocatorStats, Counters};
+use super::{cross, graph_pool, in_use, large, AllocatorStats, Counters};
+use crate::capture::Relaxed as RelaxedMode;
 use crate::cudart::StreamHandle;
 use crate::error::{Error, Result};
 use crate::hash::AddrMap;
@@ -40,6 +48,8 @@ struct Live {
     device: i32,
     /// From cudaMalloc (`large`), not from the pool.
     raw: bool,
+    /// The graph pool it belongs to (0: none; `graph_pool`).
+    graph: u64,
 }
 
 static LIVE: [Mutex<Option<AddrMap<Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
@@ -141,6 +151,8 @@ fn first_seen(device: i32) -> Result<()> {
 }
 
 fn make_pool(device: i32) -> Result<Option<Pool>> {
+    // Once per device; may be the first call of a thread inside a capture.
+    let _relaxed = RelaxedMode::new();
     if !crate::device::memory_pools_supported(device)? {
         return Ok(None);
     }
@@ -186,13 +198,20 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
 }
 
 /// Allocates in the order of `stream` (stream-ordered allocation: usable by work queued on
-/// `stream` after this call, by other streams once they are ordered after it).
+/// `stream` after this call, by other streams once they are ordered after it). With NULL (the
+/// legacy stream) on a thread capturing through the library, the block comes from the
+/// capture's graph pool.
 ///
 /// # Safety
 /// `stream` is NULL or a live stream of the current device.
 pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
+    }
+    if stream.is_null() {
+        if let Some(c) = graph_pool::current() {
+            return alloc_for_graph(size, c.capture, c.pool, c.device);
+        }
     }
     let device = crate::device::current()
         .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
@@ -203,16 +222,21 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     let recycled = kept_here.then(|| recycle::take(device, size)).flatten();
     let (p, hit, raw) = match recycled {
         Some(b) => (b.ptr as *mut c_void, true, b.raw),
-        None if kept_here && large::wanted(size) => (large::alloc(size, device)?, false, true),
         None => {
-            // SAFETY: the caller's contract.
-            let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
-            (p, hit, false)
+            // SAFETY: the caller's contract: NULL or a live stream of `device`.
+            let (p, hit, raw) = unsafe { alloc_new(size, device, pool, stream, kept_here) }?;
+            (p, hit, raw)
         }
     };
-    lock(shard(p as usize))
-        .get_or_insert_with(AddrMap::default)
-        .insert(p as usize, Live { size, device, raw });
+    record(
+        p,
+        Live {
+            size,
+            device,
+            raw,
+            graph: 0,
+        },
+    );
     COUNTERS[device_index(device)?].allocated(size, hit);
     if stream.is_null() && pool.is_some() {
         if let Err(e) = cross::order_after_alloc(device) {
@@ -222,6 +246,74 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
             return Err(e);
         }
     }
+    Ok(p)
+}
+
+/// Records a block handed out.
+fn record(p: *mut c_void, live: Live) {
+    lock(shard(p as usize))
+        .get_or_insert_with(AddrMap::default)
+        .insert(p as usize, live);
+}
+
+/// New memory for a request the kept blocks did not serve: (pointer, counted as a hit, from
+/// cudaMalloc). On the legacy stream (`stream` NULL) while a capture forbids it, the pool
+/// allocates on the device's side stream, waited for before the block is handed out.
+///
+/// # Safety
+/// `stream` is NULL or a live stream of `device`, the current device.
+unsafe fn alloc_new(
+    size: usize,
+    device: i32,
+    pool: Option<Pool>,
+    stream: StreamHandle,
+    kept_here: bool,
+) -> Result<(*mut c_void, bool, bool)> {
+    // Frees kept during a capture that has ended since, and graph pools nobody holds.
+    let _ = flush_kept();
+    // Neither cudaMalloc nor an allocation on the side stream touches captured work: relaxed
+    // mode lets them through a capture of any mode.
+    let _relaxed = RelaxedMode::new();
+    if kept_here && large::wanted(size) {
+        return Ok((large::alloc(size, device)?, false, true));
+    }
+    let legacy = if stream.is_null() {
+        crate::legacy::usable(device)?
+    } else {
+        None
+    };
+    if !stream.is_null() || legacy.is_some() || pool.is_none() {
+        // SAFETY: the caller's contract.
+        let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
+        return Ok((p, hit, false));
+    }
+    let side = crate::legacy::side_stream(device)?;
+    // SAFETY: the side stream is a live stream of `device`.
+    let (p, hit) = unsafe { try_alloc(size, device, pool, side) }?;
+    // SAFETY: as above. Once it has run, every stream may use the block.
+    if let Err(e) = unsafe { crate::stream::synchronize(side) } {
+        // SAFETY: just allocated on the side stream, never handed out.
+        let _ = unsafe { crate::pool::free_async(p, size, side) };
+        return Err(e);
+    }
+    Ok((p, hit, false))
+}
+
+/// malloc_device on a thread capturing through the library: a block of the capture's pool.
+fn alloc_for_graph(size: usize, capture: u64, pool: u64, device: i32) -> Result<*mut c_void> {
+    refuse_beyond_device(size, device)?;
+    let (p, hit) = graph_pool::alloc(capture, pool, device, size)?;
+    let p = p as *mut c_void;
+    record(
+        p,
+        Live {
+            size,
+            device,
+            raw: true,
+            graph: pool,
+        },
+    );
+    COUNTERS[device_index(device)?].allocated(size, hit);
     Ok(p)
 }
 
@@ -235,7 +327,8 @@ fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
     let total = match slot.get() {
         Some(&t) => t,
         None => {
-            let (_, t) = crate::device::mem_info()?;
+            let _relaxed = RelaxedMode::new();
+            let (_, t) = crate::device::with(device, crate::device::mem_info)?;
             *slot.get_or_init(|| t)
         }
     };
@@ -261,6 +354,10 @@ pub(crate) fn note_oom_retry() {
 // `p` reaches CUDA only after it was found in our table of live allocations.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub(crate) fn free(p: *mut c_void) -> Result<()> {
+    // Frees kept while a capture forbade the legacy stream, once it may be used again (one
+    // relaxed load each when there are none). Their failure is the device's, seen again by
+    // the next call that reaches CUDA.
+    let _ = flush_kept();
     // SAFETY: NULL is the legacy stream.
     unsafe { free_on(p, std::ptr::null_mut()) }
 }
@@ -284,6 +381,11 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
              pointer from malloc_host or elsewhere, or a double free); nothing was freed"
         )));
     };
+    if live.graph != 0 {
+        graph_pool::free(live.graph, live.device, p as usize, live.size);
+        COUNTERS[device_index(live.device)?].freed(live.size);
+        return Ok(());
+    }
     // SAFETY: a live allocation of ours (just taken out of the table); the caller's contract
     // for the stream.
     let result = unsafe { release(p, live, stream) };
@@ -301,7 +403,7 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
             FREED_EST[d].fetch_add(live.size as u64, Relaxed);
             Ok(())
         }
-        Ok(Released::ToCuda) => {
+        Ok(Released::ToCuda) | Ok(Released::Deferred) => {
             COUNTERS[d].freed(live.size);
             Ok(())
         }
@@ -324,6 +426,8 @@ enum Released {
     ToCuda,
     /// Kept for reuse (`recycle`); these older kept blocks go back to the pool instead.
     Kept(Vec<Block>),
+    /// Its free waits for the legacy stream (`deferred`).
+    Deferred,
 }
 
 /// # Safety
@@ -332,6 +436,11 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
     let pooled = POOLS[device_index(live.device)?]
         .get()
         .is_some_and(|p| p.is_some());
+    let block = Block {
+        ptr: p as usize,
+        size: live.size,
+        raw: live.raw,
+    };
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
     crate::device::with(live.device, || {
@@ -339,50 +448,100 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
             // Kept while one device was in use, never handed out again now: back to the pool,
             // and the large ones to CUDA (nothing parks any more, so none would be freed).
             let _ = return_to_pool(live.device, recycle::drain(live.device));
-            if let Err((back, _)) = large::flush(live.device) {
-                keep_again(live.device, back);
-            }
+            let _ = flush_large(live.device);
         }
         if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
-            let block = Block {
-                ptr: p as usize,
-                size: live.size,
-                raw: live.raw,
-            };
             // A failed barrier keeps nothing: the block is freed below, in order, as ever.
             if let Ok(evicted) = recycle::keep(live.device, block) {
                 return Ok(Released::Kept(evicted));
             }
             crate::runtime::take_last_cuda_error();
         }
-        if stream.is_null() {
-            cross::order_before_free(live.device)?;
-        } else if live.raw || !pooled {
-            // cudaFree below waits for the block's device only; `stream` may be another
-            // device's (a runtime stream made while another device was current).
-            // SAFETY: the caller's contract: a live stream.
-            unsafe { crate::stream::synchronize(stream) }?;
-        }
-        if live.raw {
-            let block = Block {
-                ptr: p as usize,
-                size: live.size,
-                raw: true,
-            };
-            // SAFETY: a large block of ours on its device (current here), freed once; cudaFree
-            // waits for the device, so for every use of it.
-            unsafe { large::free_now(block, live.device) }?;
-            Ok(Released::ToCuda)
+        let how = if live.raw {
+            How::Large
         } else if pooled {
-            // SAFETY: pool memory of ours, freed once, ordered after its users on `stream`.
-            unsafe { crate::pool::free_async(p, live.size, stream) }?;
-            Ok(Released::ToPool)
+            How::Pool
         } else {
-            // SAFETY: cudaMalloc memory of ours, freed once; cudaFree waits for the device.
+            How::Plain
+        };
+        if stream.is_null() {
+            let Some(_legacy) = crate::legacy::usable(live.device)? else {
+                deferred::push(live.device, block, how);
+                return Ok(Released::Deferred);
+            };
+            cross::order_before_free(live.device)?;
+            // SAFETY: a live allocation of ours (the caller's contract), ordered after its users
+            // on the legacy stream (or freed with cudaFree, which waits for the device).
+            unsafe { free_block(block, live.device, how, stream) }
+        } else {
+            if how != How::Pool {
+                // cudaFree below waits for the block's device only; `stream` may be another
+                // device's (a runtime stream made while another device was current).
+                // SAFETY: the caller's contract: a live stream.
+                unsafe { crate::stream::synchronize(stream) }?;
+            }
+            // SAFETY: as above, ordered after its users on `stream`.
+            unsafe { free_block(block, live.device, how, stream) }
+        }
+    })
+}
+
+/// Frees `block` of `device` (current) the way `how` says, on `stream` for pool memory.
+///
+/// # Safety
+/// A live allocation of ours of that kind, freed once, whose users are ordered before the free
+/// on `stream` (pool memory) or are on the device (cudaFree waits for it).
+unsafe fn free_block(
+    block: Block,
+    device: i32,
+    how: How,
+    stream: StreamHandle,
+) -> Result<Released> {
+    let p = block.ptr as *mut c_void;
+    match how {
+        How::Large => {
+            // SAFETY: the caller's contract: a large block of ours on its device.
+            unsafe { large::free_now(block, device) }?;
+            Ok(Released::ToCuda)
+        }
+        How::Pool => {
+            // SAFETY: the caller's contract: pool memory of ours, ordered after its users.
+            unsafe { crate::pool::free_async(p, block.size, stream) }?;
+            Ok(Released::ToPool)
+        }
+        How::Plain | How::Graph => {
+            // SAFETY: the caller's contract: cudaMalloc memory of ours.
             unsafe { crate::memory::free_device(p) }?;
             Ok(Released::ToCuda)
         }
-    })
+    }
+}
+
+/// Does the frees kept for the legacy stream (`deferred`), with the blocks of graph pools
+/// nobody holds any more; cheap when there are none.
+pub(crate) fn flush_kept() -> Result<()> {
+    for (device, ptr, size) in graph_pool::take_unheld() {
+        let block = Block {
+            ptr,
+            size,
+            raw: true,
+        };
+        deferred::push(device, block, How::Graph);
+    }
+    deferred::flush()
+}
+
+/// Frees the parked large blocks of `device` (current) when its legacy stream may be used; a
+/// block that cannot be freed is kept again.
+fn flush_large(device: i32) -> Result<()> {
+    let Some(_legacy) = crate::legacy::usable(device)? else {
+        return Ok(());
+    };
+    if let Err((back, e)) = large::flush(device) {
+        keep_again(device, back);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Blocks that could not be freed go back to the recycling lists (as pending).
@@ -392,8 +551,8 @@ fn keep_again(device: i32, blocks: Vec<Block>) {
 
 /// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
 /// there already, or pending, whose users the legacy stream's free waits for like any free);
-/// large blocks are parked for cudaFree (`large`). A block that cannot be freed is kept again;
-/// the first failure is returned.
+/// large blocks are parked for cudaFree (`large`). A block that cannot be freed is kept again
+/// (all of them while a capture forbids the legacy stream); the first failure is returned.
 fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     if blocks.is_empty() {
         return Ok(());
@@ -406,6 +565,9 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
         }
     };
     let result = crate::device::with(device, || {
+        let Some(_legacy) = crate::legacy::usable(device)? else {
+            return Ok(());
+        };
         let mut first_err = None;
         while let Some(b) = blocks.pop() {
             if b.raw {
@@ -431,25 +593,39 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
         }
         first_err.map_or(Ok(()), Err)
     });
-    // Not freed because the device could not be made current: kept for a later try.
+    // Not freed (the device could not be made current, or a capture): kept for a later try.
     keep_again(device, blocks);
     result
 }
 
 /// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
-/// that frees queued on it have landed in the pool).
+/// that frees queued on it have landed in the pool). Refused while a capture forbids the legacy
+/// stream of a device that has a pool.
 pub(crate) fn release_cached() -> Result<()> {
-    let mut kept_back = Ok(());
+    let mut kept_back = flush_kept();
     for (device, slot) in POOLS.iter().enumerate() {
         let Some(Some(pool)) = slot.get() else {
             continue;
         };
         let d = device as i32;
-        // A block that cannot be freed stays kept (reported at the end).
-        if let Err(e) = return_to_pool(d, recycle::drain(d)) {
-            kept_back = kept_back.and(Err(e));
-        }
         crate::device::with(d, || {
+            let Some(_legacy) = crate::legacy::usable(d)? else {
+                return Err(Error::capture(
+                    "llaisysNvidiaReleaseCachedMemory",
+                    crate::error::CudaError::STREAM_CAPTURE_IMPLICIT,
+                    format!(
+                        "device {d}: a stream of the device is capturing a graph; releasing \
+                         cached memory waits for the legacy stream (try again once the \
+                         capture has ended)"
+                    ),
+                ));
+            };
+            // A block that cannot be freed stays kept (reported at the end).
+            if let Err(e) = return_to_pool(d, recycle::drain(d)) {
+                if kept_back.is_ok() {
+                    kept_back = Err(e);
+                }
+            }
             // Parked large blocks go to CUDA (a block that cannot be freed is kept again).
             if let Err((back, e)) = large::flush(d) {
                 keep_again(d, back);
@@ -473,7 +649,8 @@ pub(crate) fn stats(device: i32) -> Result<AllocatorStats> {
         let cached = match POOLS[d].get() {
             Some(Some(pool)) => pool.reserved(),
             _ => 0,
-        } + large::held(d);
+        } + large::held(d)
+            + graph_pool::held(d as i32);
         let s = COUNTERS[d].snapshot(0);
         AllocatorStats {
             cached_bytes: cached.saturating_sub(s.in_use_bytes),

@@ -8,6 +8,11 @@
 //! is reusable at once. memcpy_sync needs no note: it returns with the copy done.
 //! destroy_stream records the event before the stream goes away. Use of our pinned memory by the
 //! host's own kernels or copies (not through the table) is not seen: synchronize before freeing.
+//!
+//! An event cannot be recorded on a stream that captures a graph (it would join the capture),
+//! nor on the legacy stream while a blocking stream captures: a block freed then *waits* until
+//! those streams are free again, and is reused only after their events. The cache's own queries
+//! and allocations run in relaxed capture mode, which captures of every mode allow.
 
 use super::{AllocatorStats, Counters};
 use crate::cudart::StreamHandle;
@@ -47,11 +52,21 @@ struct Pending {
     events: Vec<Event>,
 }
 
+/// A freed block some of whose streams captured a graph when it was freed: their events are
+/// recorded once they no longer capture.
+struct Waiting {
+    ptr: usize,
+    class: usize,
+    streams: Vec<Stream>,
+    events: Vec<Event>,
+}
+
 #[derive(Default)]
 struct State {
     live: BTreeMap<usize, Block>,
     ready: HashMap<usize, Vec<usize>>,
     pending: Vec<Pending>,
+    waiting: Vec<Waiting>,
     cached_bytes: usize,
     spare_events: Vec<Event>,
     /// Blocks whose streams could neither be given an event nor synchronized: never reused,
@@ -133,6 +148,9 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     let reused = if cache_on() {
         with_state(|s| {
             s.take_ready(class).or_else(|| {
+                // Queries of our own events: allowed through any capture in relaxed mode.
+                let _relaxed = crate::capture::Relaxed::new();
+                s.retry_waiting();
                 s.collect_completed();
                 s.take_ready(class)
             })
@@ -143,6 +161,7 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     let (p, hit) = match reused {
         Some(p) => (p as *mut c_void, true),
         None => {
+            let _relaxed = crate::capture::Relaxed::new();
             let p = crate::memory::alloc_host(class).map_err(|e| {
                 Error::cuda(
                     e.call(),
@@ -197,7 +216,12 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     let mut events = block.events;
     let mut first_err = None;
     let mut reusable = true;
+    let mut capturing = Vec::new();
     for &stream in &block.streams {
+        if captures(stream) {
+            capturing.push(stream);
+            continue;
+        }
         match record_event(stream) {
             Ok(e) => events.push(e),
             Err(e) => {
@@ -219,7 +243,14 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
             return;
         }
         s.cached_bytes += block.class;
-        if events.is_empty() {
+        if !capturing.is_empty() {
+            s.waiting.push(Waiting {
+                ptr: p as usize,
+                class: block.class,
+                streams: capturing,
+                events,
+            });
+        } else if events.is_empty() {
             s.ready.entry(block.class).or_default().push(p as usize);
         } else {
             s.pending.push(Pending {
@@ -230,6 +261,19 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
         }
     });
     first_err.map_or(Ok(()), Err)
+}
+
+/// True when no event may be recorded on `stream` now: it captures a graph (for NULL: a
+/// blocking stream of its device does). A failed query counts as not capturing (the record that
+/// follows reports the error).
+fn captures((stream, device): Stream) -> bool {
+    let s = stream as StreamHandle;
+    // SAFETY: `s` is NULL or a stream noted while live (see `synchronize`).
+    let ask = || Ok(unsafe { crate::capture::capturing(s) }.unwrap_or(false));
+    if device < 0 {
+        return ask().unwrap_or(false);
+    }
+    crate::device::for_stream(s, device, ask).unwrap_or(false)
 }
 
 /// Waits for `stream` (NULL: the legacy stream of its device).
@@ -301,7 +345,7 @@ pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> 
     if !with_state(|s| s.noted.contains_key(&(stream as usize))) {
         return Ok(());
     }
-    if LIVE_COUNT.load(Relaxed) == 0 {
+    if LIVE_COUNT.load(Relaxed) == 0 && with_state(|s| s.waiting.is_empty()) {
         with_state(|s| s.noted.remove(&(stream as usize)));
         return Ok(());
     }
@@ -324,24 +368,49 @@ pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> 
             None => s.spare_events.push(ev),
         });
     }
+    // Freed blocks waiting for this stream (it no longer captures: a capturing stream is not
+    // destroyed) get their event now too.
+    let waiting = with_state(|s| {
+        s.waiting
+            .iter()
+            .filter(|w| w.streams.iter().any(|&(h, _)| h == stream as usize))
+            .map(|w| w.ptr)
+            .collect::<Vec<_>>()
+    });
+    for p in waiting {
+        let ev = record_event((stream as usize, device))?;
+        with_state(|s| match s.waiting.iter_mut().find(|w| w.ptr == p) {
+            Some(w) => {
+                w.streams.retain(|&(h, _)| h != stream as usize);
+                w.events.push(ev);
+            }
+            None => s.spare_events.push(ev),
+        });
+    }
     with_state(|s| s.noted.remove(&(stream as usize)));
     Ok(())
 }
 
 /// Records an event (taken from the spares of the stream's device, or made) on `stream`.
-fn record_event((stream, noted_device): Stream) -> Result<Event> {
+fn record_event(stream: Stream) -> Result<Event> {
+    let mut spares = with_state(|st| std::mem::take(&mut st.spare_events));
+    let result = record_event_into(stream, &mut spares);
+    with_state(|st| st.spare_events.append(&mut spares));
+    result
+}
+
+/// `record_event` with the spare events at hand (the state's lock held by the caller).
+fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) -> Result<Event> {
     let s = stream as StreamHandle;
     let device = if noted_device >= 0 {
         noted_device
     } else {
         crate::device::current()?
     };
-    let spare = with_state(|st| {
-        st.spare_events
-            .iter()
-            .position(|e| e.device == device)
-            .map(|i| st.spare_events.swap_remove(i))
-    });
+    let spare = spares
+        .iter()
+        .position(|e| e.device == device)
+        .map(|i| spares.swap_remove(i));
     let ev = match spare {
         Some(e) => e,
         None => Event {
@@ -353,13 +422,48 @@ fn record_event((stream, noted_device): Stream) -> Result<Event> {
     // that device.
     let recorded = crate::device::for_stream(s, device, || unsafe { ev.event.record_raw(s) });
     if let Err(e) = recorded {
-        with_state(|st| st.spare_events.push(ev));
+        spares.push(ev);
         return Err(e);
     }
     Ok(ev)
 }
 
 impl State {
+    /// Records the events of waiting blocks on their streams that no longer capture; a block
+    /// with all its events moves to `pending`.
+    fn retry_waiting(&mut self) {
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let w = &mut self.waiting[i];
+            let mut j = 0;
+            while j < w.streams.len() {
+                let stream = w.streams[j];
+                if captures(stream) {
+                    j += 1;
+                    continue;
+                }
+                match record_event_into(stream, &mut self.spare_events) {
+                    Ok(e) => {
+                        w.events.push(e);
+                        w.streams.swap_remove(j);
+                    }
+                    // Kept waiting; tried again later.
+                    Err(_) => j += 1,
+                }
+            }
+            if self.waiting[i].streams.is_empty() {
+                let w = self.waiting.swap_remove(i);
+                self.pending.push(Pending {
+                    ptr: w.ptr,
+                    class: w.class,
+                    events: w.events,
+                });
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     fn take_ready(&mut self, class: usize) -> Option<usize> {
         let p = self.ready.get_mut(&class)?.pop()?;
         self.cached_bytes -= class;
@@ -390,10 +494,13 @@ impl State {
 /// Frees every cached block (waiting for the work pending blocks wait on).
 pub(crate) fn release_cached() -> Result<()> {
     let (ready, pending) = with_state(|s| {
+        let _relaxed = crate::capture::Relaxed::new();
+        s.retry_waiting();
         let mut ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
         ready.append(&mut s.quarantine);
         let pending = std::mem::take(&mut s.pending);
-        s.cached_bytes = 0;
+        // Blocks still waiting for a capture to end stay cached.
+        s.cached_bytes = s.waiting.iter().map(|w| w.class).sum();
         (ready, pending)
     });
     let mut first_err = None;

@@ -13,15 +13,25 @@
 //!   frees and reuse on that device are ordered with them.
 //! - [`in_use`]: which devices are in use (one bit each), for the pools' peer access and for
 //!   `cross`.
+//! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
+//! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
+//! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
 //!
-//! Dependencies inside this layer: `device` -> `cross` -> `in_use`, `device` -> `recycle`;
-//! `host` stands alone.
+//! While a stream captures a graph, the legacy stream may not be used (`crate::legacy`): the
+//! caches then queue nothing there (frees wait, pending or deferred; new memory comes from the
+//! side stream) and never hand out memory freed during the capture before it has ended.
+//!
+//! Dependencies inside this layer: `device` -> `cross` -> `in_use`, `device` -> `recycle`,
+//! `device` -> `deferred` -> {`large`, `graph_pool`}, `large` -> `recycle`; `host` stands
+//! alone.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
 
 pub(crate) mod cross;
+pub(crate) mod deferred;
 pub(crate) mod device;
+pub(crate) mod graph_pool;
 pub(crate) mod host;
 pub(crate) mod in_use;
 pub(crate) mod large;

@@ -15,7 +15,9 @@
 //! go back to the pool (large blocks, from cudaMalloc, are parked for cudaFree: `cache::large`).
 //! Blocks larger than an eighth of the budget bypass it. Used only with one device in use and on
 //! the legacy stream (`cache::device` decides); `drain` empties it for release_cached and
-//! out-of-memory retries.
+//! out-of-memory retries. While a capture forbids the legacy stream (`crate::legacy`), frees
+//! stay pending: nothing freed then is handed out before the capture has ended and a barrier
+//! has been recorded after it.
 
 use crate::error::Result;
 use crate::event::Event;
@@ -106,6 +108,14 @@ impl Lists {
         self.ready_bytes += b.size;
     }
 
+    /// Takes `block` back out of the pending list (it is not kept after all).
+    fn take_back(&mut self, block: Block) {
+        if let Some(i) = self.pending.iter().rposition(|b| *b == block) {
+            self.pending.swap_remove(i);
+            self.pending_bytes -= block.size;
+        }
+    }
+
     /// Takes a ready block to go back to the pool: one of the largest size kept. None only
     /// when no ready block is left.
     fn evict(&mut self) -> Option<Block> {
@@ -127,25 +137,40 @@ impl Lists {
 
 /// Keeps a freed block of `device`, which must be the current device (the barrier is recorded
 /// on its legacy stream). Ok: the block is kept; the blocks returned (ready ones of the largest
-/// sizes, over the budget) go back to the pool. Err: the barrier could not be recorded; the block is not
-/// kept (the caller frees it the ordinary way) and the pending ones wait for the next barrier.
+/// sizes, over the budget) go back to the pool. While a capture forbids the legacy stream
+/// (`crate::legacy`) no barrier is recorded: the blocks stay pending, handed out to no one, until
+/// a later free may record it. Err: the barrier could not be recorded; the block is not kept
+/// (the caller frees it the ordinary way) and the pending ones wait for the next barrier.
 pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     let Some(lists) = lists(device) else {
         return Err(crate::error::Error::internal(format!(
             "device {device} outside 0..{DEVICES}"
         )));
     };
-    let mut l = lock(lists);
-    l.pending.push(block);
-    l.pending_bytes += block.size;
-    if l.pending.len() < BATCH && l.pending_bytes < budget() / 2 {
+    let due = {
+        let mut l = lock(lists);
+        l.pending.push(block);
+        l.pending_bytes += block.size;
+        l.pending.len() >= BATCH || l.pending_bytes >= budget() / 2
+    };
+    if !due {
         return Ok(Vec::new());
     }
+    // Asked without the lists' lock held: the gate is always taken before it.
+    let legacy = match crate::legacy::usable(device) {
+        Ok(Some(permission)) => permission,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) => {
+            lock(lists).take_back(block);
+            return Err(e);
+        }
+    };
+    let mut l = lock(lists);
     if let Err(e) = barrier(&mut l, device) {
-        l.pending.pop();
-        l.pending_bytes -= block.size;
+        l.take_back(block);
         return Err(e);
     }
+    drop(legacy);
     let moved = std::mem::take(&mut l.pending);
     l.pending_bytes = 0;
     for b in moved {

@@ -276,6 +276,10 @@ pub fn complete_on_return() -> bool {
 /// copies between pageable memory and the device take the staged fast path, with the same
 /// guarantees. `complete_on_return` restores waiting for the device. Size 0 does nothing.
 ///
+/// While a stream of the device captures a graph, the legacy stream may not be used: the copy
+/// then runs on the library's side stream and returns complete (destination included), ordered
+/// after nothing else queued on the device (see `side_copy`).
+///
 /// # Safety
 /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
 #[inline]
@@ -289,6 +293,10 @@ pub unsafe fn memcpy_sync(
     if !c.check()? {
         return Ok(());
     }
+    let Some(_legacy) = crate::legacy::usable_current()? else {
+        // SAFETY: the caller's contract.
+        return unsafe { side_copy(&mut c) };
+    };
     // Queued on the legacy stream of the current device: with several devices, frees of the
     // memory on another device must wait for it as for memcpy_async.
     c.order_across_devices(std::ptr::null_mut(), None)?;
@@ -318,6 +326,65 @@ pub unsafe fn memcpy_sync(
     Ok(())
 }
 
+/// memcpy_sync while a capture forbids the legacy stream: the copy is queued on the device's
+/// side stream (a private non-blocking stream), waited for in relaxed capture mode, and returns
+/// complete. Nothing orders it after work queued on other streams: the caller synchronizes the
+/// work that writes its source or reads its destination. Refused on a thread that itself
+/// captures through the library in global or thread-local mode (CUDA forbids a synchronous copy
+/// there), and with several devices in use (their ordering needs the legacy stream).
+///
+/// # Safety
+/// As `memcpy_sync`.
+#[cold]
+#[inline(never)]
+unsafe fn side_copy(c: &mut Copy) -> Result<()> {
+    if let Some(now) = cache::graph_pool::current() {
+        if now.mode != crate::capture::MODE_RELAXED {
+            return Err(Error::capture(
+                "cudaMemcpy",
+                crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
+                format!(
+                    "this thread is capturing a graph (capture {} on device {}) in {} mode, \
+                     which forbids synchronous copies on its own thread; use memcpy_async on \
+                     the capturing stream to make the copy part of the graph",
+                    now.capture,
+                    now.device,
+                    super::capturing::mode_name(now.mode)
+                ),
+            ));
+        }
+    }
+    if cache::cross::active() {
+        return Err(crate::legacy::refused(
+            "cudaMemcpy",
+            "memcpy_sync with several devices in use",
+        ));
+    }
+    let device = crate::device::current()?;
+    let side = crate::legacy::side_stream(device)?;
+    let _relaxed = crate::capture::Relaxed::new();
+    if let Some(direction) = c.staged()? {
+        // SAFETY: the caller's contract; the side stream is live; waits for the copy.
+        return unsafe { c.stage(direction, side, Some(device), true) };
+    }
+    // SAFETY: the caller's contract; the side stream is live.
+    unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, side) }?;
+    // SAFETY: as above.
+    unsafe { crate::stream::synchronize(side) }.map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!(
+                "dst={:p} src={:p} size={} kind={:?} (side stream, during a capture)",
+                c.dst(),
+                c.src(),
+                c.size,
+                c.kind
+            ),
+        )
+    })
+}
+
 /// memcpy_async: queues a copy of `size` bytes on `stream` (NULL: the legacy default stream).
 /// With several devices in use, a stream's first use of another device's memory is ordered
 /// after that device's work; pinned blocks of ours it reads or writes are noted so that they
@@ -340,8 +407,34 @@ pub unsafe fn memcpy_async(
     if !c.check()? {
         return Ok(());
     }
+    let _legacy = if s.is_null() {
+        let permission = crate::legacy::usable_current()?;
+        if permission.is_none() {
+            return Err(crate::legacy::refused(
+                "cudaMemcpyAsync",
+                "memcpy_async on NULL (the legacy stream)",
+            ));
+        }
+        permission
+    } else {
+        None
+    };
     c.order_across_devices(s, stream_device)?;
     if let Some(direction) = c.staged()? {
+        // A staged copy reuses its pinned buffers as soon as its DMAs have run: captured, the
+        // graph would read them long after.
+        // SAFETY: `s` is a live stream of ours (checked) or NULL.
+        if !s.is_null() && unsafe { crate::capture::capturing(s) }.unwrap_or(false) {
+            return Err(Error::capture(
+                "cudaMemcpyAsync",
+                crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
+                format!(
+                    "stream={s:p} is capturing a graph and {direction:?} of {size} bytes copies \
+                     pageable host memory, which a graph cannot replay; copy from or to \
+                     malloc_host memory inside a capture"
+                ),
+            ));
+        }
         // SAFETY: the caller's contract; `s` is NULL or live (checked).
         unsafe { c.stage(direction, s, stream_device, false) }?;
     } else {
@@ -386,6 +479,18 @@ pub unsafe fn memcpy_peer(
     if size == 0 {
         return Ok(());
     }
+    let _legacy = if s.is_null() {
+        let permission = crate::legacy::usable_current()?;
+        if permission.is_none() {
+            return Err(crate::legacy::refused(
+                "cudaMemcpyPeerAsync",
+                "a peer copy on the legacy stream",
+            ));
+        }
+        permission
+    } else {
+        None
+    };
     if dst.is_null() || src.is_null() {
         return Err(Error::invalid_argument(format!(
             "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"

@@ -55,7 +55,8 @@ pub fn init_device(id: i32) -> Result<std::time::Duration> {
     Ok(took)
 }
 
-/// Waits for all work on the current device.
+/// Waits for all work on the current device; refused while a stream of it captures a graph.
 pub fn device_synchronize() -> Result<()> {
+    super::capturing::device_not_capturing()?;
     device::synchronize()
 }

@@ -10,12 +10,25 @@ use crate::memory_kinds as kinds;
 use crate::pointer::{self, MemoryKind};
 use std::os::raw::c_void;
 
-/// Runs an allocation; out of memory releases every cache and tries once more.
+/// Runs an allocation; out of memory releases every cache and tries once more (not while a
+/// capture forbids releasing: the first failure is returned).
 fn retry_oom<T>(note: fn(), alloc: impl Fn() -> Result<T>) -> Result<T> {
     match alloc() {
         Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
             note();
-            release_cached()?;
+            if let Err(r) = release_cached() {
+                if r.kind() == crate::error::ErrorKind::Capture {
+                    return Err(Error::cuda(
+                        e.call(),
+                        e.cuda_error(),
+                        format!(
+                            "{}; cached memory is not released while a stream captures a graph",
+                            e.detail()
+                        ),
+                    ));
+                }
+                return Err(r);
+            }
             alloc().map_err(|e| {
                 Error::cuda(
                     e.call(),
@@ -191,6 +204,19 @@ pub unsafe fn memset(
     if ptr.is_null() && size > 0 {
         return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
     }
+    let on_legacy = stream.is_none_or(|s| s.is_null());
+    let _legacy = if on_legacy && size > 0 {
+        let permission = crate::legacy::usable_current()?;
+        if permission.is_none() {
+            return Err(crate::legacy::refused(
+                "cudaMemset",
+                "a memset on the legacy stream",
+            ));
+        }
+        permission
+    } else {
+        None
+    };
     if let (Some(s), Some(stream_device)) = (stream, stream_device) {
         if size > 0 && cache::cross::active() {
             if let Place::Device(d) = locate(ptr)? {

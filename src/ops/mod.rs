@@ -4,13 +4,15 @@
 //! (`capi::table`) and the status API (`capi::api`) differ only in what they do with an error.
 //!
 //! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `comm` (the
-//! communicator over NCCL); the checks
-//! and handle registries in `validate`. This is also the crate's Rust API for the table's
+//! communicator over NCCL), `graphs` (capture and CUDA graphs); the checks and handle
+//! registries in `validate`; what every operation does while a stream captures in `capturing`. This is also the crate's Rust API for the table's
 //! behaviour (the doctor's smoke test calls it).
 
+pub(crate) mod capturing;
 pub mod comm;
 pub mod copies;
 pub mod device;
+pub mod graphs;
 pub mod memory;
 pub mod streams;
 pub(crate) mod validate;

@@ -2,6 +2,7 @@
 //! API's stream and event functions do. Streams of either face go into one registry, so each
 //! face accepts the other's; events of the status API go into theirs.
 
+use super::capturing::{before_wait, not_capturing};
 use super::validate;
 use crate::cache;
 use crate::cudart::{EventHandle, StreamHandle};
@@ -43,6 +44,15 @@ pub fn destroy_stream(s: *mut c_void) -> Result<()> {
         return Ok(());
     }
     let s: StreamHandle = s.cast();
+    validate::check_stream(s)?;
+    // SAFETY: a live stream of ours (checked). A failed query is left to the destruction.
+    if unsafe { crate::capture::capturing(s) }.unwrap_or(false) {
+        return Err(crate::error::Error::capture(
+            "cudaStreamDestroy",
+            crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
+            format!("stream={s:p} is capturing a graph: end the capture before destroying it"),
+        ));
+    }
     let _no_free_host_meanwhile = cache::host::stream_lifetime_write();
     let device = validate::stream_destroying(s)?;
     let done = cache::host::stream_destroyed(s, device)
@@ -58,25 +68,45 @@ pub fn destroy_stream(s: *mut c_void) -> Result<()> {
     done
 }
 
-/// stream_synchronize: waits for the work on `s` (NULL: the legacy stream).
+/// stream_synchronize: waits for the work on `s` (NULL: the legacy stream). Refused for a stream
+/// that captures, and on a thread capturing in global or thread-local mode (`capturing`).
 #[inline]
 pub fn stream_synchronize(s: *mut c_void) -> Result<()> {
     validate::check_stream(s.cast())?;
+    let _relaxed = before_wait("cudaStreamSynchronize")?;
     // SAFETY: NULL or a live stream of ours (checked).
+    unsafe { not_capturing(s.cast(), "cudaStreamSynchronize") }?;
+    // SAFETY: as above.
     unsafe { stream::synchronize(s.cast()) }
 }
 
-/// True when all work on `s` has completed (NULL: legacy stream).
+/// True when all work on `s` has completed (NULL: legacy stream). Refused as stream_synchronize.
 pub fn stream_query(s: *mut c_void) -> Result<bool> {
     validate::check_stream(s.cast())?;
+    let _relaxed = before_wait("cudaStreamQuery")?;
     // SAFETY: NULL or a live stream of ours (checked).
+    unsafe { not_capturing(s.cast(), "cudaStreamQuery") }?;
+    // SAFETY: as above.
     unsafe { stream::query(s.cast()) }
 }
 
-/// Makes future work on `s` wait until `e` has completed.
+/// Refuses work of the caller's on NULL (the legacy stream) while a capture forbids it.
+fn legacy_allowed(s: *mut c_void, call: &'static str) -> Result<()> {
+    if s.is_null() && crate::legacy::usable_current()?.is_none() {
+        return Err(crate::legacy::refused(
+            call,
+            "work queued on NULL (the legacy stream)",
+        ));
+    }
+    Ok(())
+}
+
+/// Makes future work on `s` wait until `e` has completed (on a capturing stream: a dependency
+/// of the capture on the event).
 pub fn stream_wait_event(s: *mut c_void, e: *mut c_void) -> Result<()> {
     validate::check_stream(s.cast())?;
     validate::check_event(e.cast(), false)?;
+    legacy_allowed(s, "cudaStreamWaitEvent")?;
     // SAFETY: both checked live.
     unsafe { stream::wait_event(s.cast(), e.cast()) }
 }
@@ -109,6 +139,7 @@ fn live_event(e: *mut c_void) -> Result<EventHandle> {
 pub fn event_record(e: *mut c_void, s: *mut c_void) -> Result<()> {
     let e = live_event(e)?;
     validate::check_stream(s.cast())?;
+    legacy_allowed(s, "cudaEventRecord")?;
     // SAFETY: both checked live.
     unsafe { event::record(e, s.cast()) }
 }
@@ -116,6 +147,7 @@ pub fn event_record(e: *mut c_void, s: *mut c_void) -> Result<()> {
 /// True when `e` has completed (or was never recorded).
 pub fn event_query(e: *mut c_void) -> Result<bool> {
     let e = live_event(e)?;
+    let _relaxed = before_wait("cudaEventQuery")?;
     // SAFETY: checked live.
     unsafe { event::query(e) }
 }
@@ -123,6 +155,7 @@ pub fn event_query(e: *mut c_void) -> Result<bool> {
 /// Waits until `e` has completed.
 pub fn event_synchronize(e: *mut c_void) -> Result<()> {
     let e = live_event(e)?;
+    let _relaxed = before_wait("cudaEventSynchronize")?;
     // SAFETY: checked live.
     unsafe { event::synchronize(e) }
 }

@@ -124,30 +124,58 @@ fn unknown_stream(s: StreamHandle) -> Error {
     ))
 }
 
-static EVENTS: Mutex<Option<AddrMap<()>>> = Mutex::new(None);
+/// A registry of handles the library made and handed out (events, graphs, executable graphs),
+/// each with the device it belongs to: a handle not in it is refused instead of reaching CUDA.
+pub(crate) struct Handles {
+    set: Mutex<Option<AddrMap<i32>>>,
+    /// What the handles are, and the function that makes them (for the refusal).
+    what: &'static str,
+    maker: &'static str,
+}
+
+impl Handles {
+    pub(crate) const fn new(what: &'static str, maker: &'static str) -> Handles {
+        Handles {
+            set: Mutex::new(None),
+            what,
+            maker,
+        }
+    }
+
+    /// Records a handle just made on `device`.
+    pub(crate) fn add(&self, h: *mut std::os::raw::c_void, device: i32) {
+        lock(&self.set)
+            .get_or_insert_with(AddrMap::default)
+            .insert(h as usize, device);
+    }
+
+    /// The device of a live handle; with `remove` it is forgotten (about to be destroyed).
+    pub(crate) fn check(&self, h: *mut std::os::raw::c_void, remove: bool) -> Result<i32> {
+        let mut set = lock(&self.set);
+        let found = match set.as_mut() {
+            Some(set) if remove => set.remove(&(h as usize)),
+            Some(set) => set.get(&(h as usize)).copied(),
+            None => None,
+        };
+        found.ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "{}={h:p} was not made by {} or was already destroyed",
+                self.what, self.maker
+            ))
+        })
+    }
+}
+
+static EVENTS: Handles = Handles::new("event", "llaisysNvidiaEventCreate");
 
 /// Records an event made by llaisysNvidiaEventCreate.
 pub(crate) fn event_created(e: EventHandle) {
-    lock(&EVENTS)
-        .get_or_insert_with(AddrMap::default)
-        .insert(e as usize, ());
+    EVENTS.add(e.cast(), -1);
 }
 
 /// `Ok` for a live event of ours; with `remove` it is forgotten (about to be destroyed).
 pub(crate) fn check_event(e: EventHandle, remove: bool) -> Result<()> {
-    let mut set = lock(&EVENTS);
-    let known = match set.as_mut() {
-        Some(set) if remove => set.remove(&(e as usize)).is_some(),
-        Some(set) => set.contains_key(&(e as usize)),
-        None => false,
-    };
-    if known {
-        Ok(())
-    } else {
-        Err(Error::invalid_argument(format!(
-            "event={e:p} was not made by llaisysNvidiaEventCreate or was already destroyed"
-        )))
-    }
+    EVENTS.check(e.cast(), remove).map(|_| ())
 }
 
 /// Sizes beyond `isize::MAX` cannot describe memory in this process.

@@ -3,10 +3,12 @@
 //! failure (code, CUDA error, message) and never calls the error handler. Streams, memory and
 //! copies share the table's machinery (caches, checks), so the two can be mixed.
 //!
-//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `versions`.
+//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `graphs`
+//! (capture and CUDA graphs), `versions`.
 
 pub mod copies;
 pub mod device;
+pub mod graphs;
 pub mod memory;
 pub mod streams;
 pub mod versions;

@@ -50,6 +50,7 @@ pub extern "C" fn llaisysNvidiaStatusName(s: c_int) -> *const c_char {
         5 => b"LLAISYS_NVIDIA_ERROR_NCCL\0",
         6 => b"LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE\0",
         7 => b"LLAISYS_NVIDIA_ERROR_TIMEOUT\0",
+        8 => b"LLAISYS_NVIDIA_ERROR_CAPTURE\0",
         _ => b"unknown status\0",
     };
     name.as_ptr().cast()

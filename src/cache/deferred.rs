@@ -1,0 +1,99 @@
+//! Frees that must wait for the legacy stream.
+//!
+//! Returning a block to its pool is `cudaFreeAsync` on the device's legacy stream, and freeing a
+//! `cudaMalloc` block is `cudaFree`, which waits for the whole device: neither may run while a
+//! stream of the device captures a graph (`crate::legacy`). Such frees are kept here and done by
+//! the first later call that finds the device's legacy stream usable ([`flush`]: free_device,
+//! malloc_device's slow path, the end of a capture through the library, release_cached). The
+//! memory is not handed out meanwhile: it was taken out of every list when it was freed.
+
+use super::{graph_pool, large, recycle::Block};
+use crate::error::Result;
+use crate::sync::lock;
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// How a kept block leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum How {
+    /// `cudaFreeAsync` on the legacy stream, back into the device's pool.
+    Pool,
+    /// `cudaFree` of a large block (`cache::large`, which counts it).
+    Large,
+    /// `cudaFree` of a block from plain `cudaMalloc` (the cache switched off).
+    Plain,
+    /// `cudaFree` of a graph pool's block (`cache::graph_pool`, which counts it).
+    Graph,
+}
+
+struct Kept {
+    device: i32,
+    block: Block,
+    how: How,
+}
+
+static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+/// Set while `KEPT` may hold something.
+static ANY: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the free of `block` of `device` for later.
+pub(crate) fn push(device: i32, block: Block, how: How) {
+    lock(&KEPT).push(Kept { device, block, how });
+    ANY.store(true, Relaxed);
+}
+
+/// True while frees are kept.
+pub(crate) fn any() -> bool {
+    ANY.load(Relaxed)
+}
+
+/// Does the kept frees whose device's legacy stream may be used now; the others stay. The first
+/// failure is returned (that block stays kept).
+pub(crate) fn flush() -> Result<()> {
+    if !any() {
+        return Ok(());
+    }
+    let all = std::mem::take(&mut *lock(&KEPT));
+    let mut left = Vec::new();
+    let mut first_err = None;
+    for k in all {
+        match crate::device::with(k.device, || free_now(&k)) {
+            Ok(true) => {}
+            Ok(false) => left.push(k),
+            Err(e) => {
+                left.push(k);
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    let mut kept = lock(&KEPT);
+    kept.extend(left);
+    ANY.store(!kept.is_empty(), Relaxed);
+    drop(kept);
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Frees `k` on its device (current) if its legacy stream may be used; false when it may not.
+fn free_now(k: &Kept) -> Result<bool> {
+    let Some(_legacy) = crate::legacy::usable(k.device)? else {
+        return Ok(false);
+    };
+    let p = k.block.ptr as *mut c_void;
+    match k.how {
+        // SAFETY: pool memory of ours that nobody holds since its free_device; the free is on the
+        // legacy stream, so after every use queued on the legacy and blocking streams.
+        How::Pool => unsafe { crate::pool::free_async(p, k.block.size, std::ptr::null_mut()) }?,
+        // SAFETY: a large block of ours, freed once; cudaFree waits for the device.
+        How::Large => unsafe { large::free_now(k.block, k.device) }?,
+        // SAFETY: cudaMalloc memory of ours, freed once; cudaFree waits for the device.
+        How::Plain => unsafe { crate::memory::free_device(p) }?,
+        How::Graph => {
+            // SAFETY: a graph pool block nobody holds and no graph can use any more; cudaFree
+            // waits for the device, so for any replay still running.
+            unsafe { crate::memory::free_device(p) }?;
+            graph_pool::note_freed(k.device, k.block.size);
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,353 @@
+//! Device memory of graphs captured through the library (`llaisysNvidiaStreamBeginCapture`):
+//! graph pools, in the manner of torch's `graph_pool_handle`.
+//!
+//! While a thread captures through the library, its malloc_device is served from the capture's
+//! pool, never from the eager cache: a replay of the graph writes that memory long after the
+//! capture, so it must not be handed to anyone else while the graph (or an executable graph made
+//! from it) exists. The rules:
+//! - A pool holds blocks from `cudaMalloc` (made in relaxed capture mode, which a capture of any
+//!   mode allows). A block freed during the capture that made it goes back to the pool when that
+//!   capture ends and serves later captures into the same pool, never the same capture (work
+//!   forked to other streams inside a capture is then safe too). Several graphs may share a pool
+//!   when they are replayed in order, one after the other (as with torch).
+//! - A block freed outside a capture into its pool (an output the host read, then freed) is
+//!   retired: no graph or eager allocation gets it again; it is freed with the pool.
+//! - A pool lives while its handle is held (`llaisysNvidiaGraphPoolCreate` until `Release`; a
+//!   capture given no pool makes one held by that capture) and while any graph captured into it
+//!   exists: each capture attaches a CUDA user object to its graph, whose release (once the graph
+//!   and every executable graph made from it are destroyed) comes back here. Then the pool's
+//!   blocks go to `cudaFree` (which waits for the device, so for every replay), at the next call
+//!   that may use the legacy stream; blocks still handed out are freed by their free_device.
+
+use crate::error::{Error, Result};
+use crate::sync::lock;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Blocks are cut in multiples of this (cudaMalloc's own granularity is coarser).
+const GRAIN: usize = 512;
+
+/// The size a request takes in a pool.
+fn class(size: usize) -> usize {
+    size.div_ceil(GRAIN).saturating_mul(GRAIN)
+}
+
+#[derive(Default)]
+struct Pool {
+    device: i32,
+    /// Holders: the handle (or the capture that made it) and every graph captured into it.
+    refs: usize,
+    /// The handle was released: no new capture may use the pool.
+    handle_released: bool,
+    /// Blocks to hand out to later captures, by class.
+    free: BTreeMap<usize, Vec<usize>>,
+    /// Blocks freed during a capture still in progress: (capture, class, address).
+    freed_during: Vec<(u64, usize, usize)>,
+    /// Blocks freed outside a capture into this pool: freed with the pool.
+    retired: Vec<(usize, usize)>,
+}
+
+/// A capture through the library: its pool, device and capture mode.
+#[derive(Clone, Copy)]
+struct Capture {
+    pool: u64,
+    device: i32,
+    mode: u32,
+}
+
+/// This thread's capture through the library.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Current {
+    /// The library's number of the capture.
+    pub(crate) capture: u64,
+    pub(crate) pool: u64,
+    pub(crate) device: i32,
+    /// Its capture mode (`crate::capture::MODE_*`).
+    pub(crate) mode: u32,
+}
+
+#[derive(Default)]
+struct State {
+    pools: HashMap<u64, Pool>,
+    /// Captures in progress, by the library's capture number.
+    captures: HashMap<u64, Capture>,
+    /// Blocks of pools whose holders are all gone, still to free: (device, address, class).
+    to_free: Vec<(i32, usize, usize)>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// Pool and capture numbers (0 is never used: "no pool" in the C API).
+static NEXT: AtomicU64 = AtomicU64::new(1);
+/// References given up by graphs (user-object releases, on CUDA's threads), not yet counted.
+static RELEASED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// Set when `RELEASED` or `to_free` may hold something: the eager paths look at nothing else.
+static WORK: AtomicBool = AtomicBool::new(false);
+/// Devices with a byte count.
+const DEVICES: usize = 64;
+/// Bytes of pool blocks (handed out or kept) not yet freed, per device.
+static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
+
+fn held_slot(device: i32) -> Option<&'static AtomicU64> {
+    usize::try_from(device).ok().and_then(|d| HELD.get(d))
+}
+
+thread_local! {
+    /// The capture this thread began through the library and has not ended (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
+    f(lock(&STATE).get_or_insert_with(State::default))
+}
+
+/// A new pool of `device`, with one holder (the handle).
+pub(crate) fn create(device: i32) -> u64 {
+    let id = NEXT.fetch_add(1, Relaxed);
+    with_state(|s| {
+        s.pools.insert(
+            id,
+            Pool {
+                device,
+                refs: 1,
+                ..Pool::default()
+            },
+        )
+    });
+    id
+}
+
+/// Gives up the handle of `pool`; its memory goes once no graph holds it.
+pub(crate) fn release_handle(pool: u64) -> Result<()> {
+    let done = with_state(|s| {
+        let p = s.pools.get_mut(&pool).filter(|p| !p.handle_released)?;
+        p.handle_released = true;
+        s.unref(pool);
+        Some(())
+    });
+    done.ok_or_else(|| unknown_pool(pool))
+}
+
+fn unknown_pool(pool: u64) -> Error {
+    Error::invalid_argument(format!(
+        "pool={pool} was not made by llaisysNvidiaGraphPoolCreate or was already released"
+    ))
+}
+
+/// The device of a live pool whose handle is held.
+pub(crate) fn device_of(pool: u64) -> Result<i32> {
+    with_state(|s| {
+        s.pools
+            .get(&pool)
+            .filter(|p| !p.handle_released)
+            .map(|p| p.device)
+    })
+    .ok_or_else(|| unknown_pool(pool))
+}
+
+impl State {
+    /// One holder of `pool` less; the last one sends its blocks to `to_free`.
+    fn unref(&mut self, pool: u64) {
+        let Some(p) = self.pools.get_mut(&pool) else {
+            return;
+        };
+        p.refs = p.refs.saturating_sub(1);
+        if p.refs > 0 {
+            return;
+        }
+        let Some(p) = self.pools.remove(&pool) else {
+            return;
+        };
+        let device = p.device;
+        let kept = p
+            .free
+            .into_iter()
+            .flat_map(|(class, list)| list.into_iter().map(move |b| (device, b, class)));
+        let during = p
+            .freed_during
+            .into_iter()
+            .map(|(_, class, b)| (device, b, class));
+        let retired = p.retired.into_iter().map(|(b, class)| (device, b, class));
+        self.to_free.extend(kept.chain(during).chain(retired));
+        if !self.to_free.is_empty() {
+            WORK.store(true, Relaxed);
+        }
+    }
+}
+
+/// A capture of the library's begins on this thread into `pool` (of `device`) in `mode`: returns
+/// the capture's number. `pool` gains a holder for the capture itself (given up by `end`).
+pub(crate) fn begin(pool: u64, device: i32, mode: u32) -> Result<u64> {
+    let id = NEXT.fetch_add(1, Relaxed);
+    with_state(|s| {
+        let p = s
+            .pools
+            .get_mut(&pool)
+            .filter(|p| !p.handle_released)
+            .ok_or_else(|| unknown_pool(pool))?;
+        p.refs += 1;
+        s.captures.insert(id, Capture { pool, device, mode });
+        Ok::<(), Error>(())
+    })?;
+    CURRENT.with(|c| c.set(id));
+    Ok(id)
+}
+
+/// One more holder of `pool`: a graph captured into it (released by `graph_released`).
+pub(crate) fn hold_for_graph(pool: u64) {
+    with_state(|s| {
+        if let Some(p) = s.pools.get_mut(&pool) {
+            p.refs += 1;
+        }
+    });
+}
+
+/// What a graph's user object calls when the graph and its executable graphs are gone (on a
+/// CUDA thread: no CUDA call, only a note for the next call of the library).
+///
+/// # Safety
+/// `data` came from `graph_token(pool)` and is released once.
+pub(crate) unsafe extern "C" fn graph_released(data: *mut c_void) {
+    // SAFETY: the caller's contract: a Box<u64> made by `graph_token`, given back once.
+    let pool = *unsafe { Box::from_raw(data.cast::<u64>()) };
+    lock(&RELEASED).push(pool);
+    WORK.store(true, Relaxed);
+}
+
+/// The data of a graph's user object for `pool` (given back to `graph_released`).
+pub(crate) fn graph_token(pool: u64) -> *mut c_void {
+    Box::into_raw(Box::new(pool)).cast()
+}
+
+/// The capture `capture` ended (or failed): blocks freed during it join the pool's free lists,
+/// the capture's own hold on the pool goes, and this thread no longer allocates into it.
+pub(crate) fn end(capture: u64) {
+    with_state(|s| {
+        if let Some(c) = s.captures.remove(&capture) {
+            if let Some(p) = s.pools.get_mut(&c.pool) {
+                let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut p.freed_during)
+                    .into_iter()
+                    .partition(|&(k, _, _)| k == capture);
+                p.freed_during = others;
+                for (_, class, b) in mine {
+                    p.free.entry(class).or_default().push(b);
+                }
+            }
+            s.unref(c.pool);
+        }
+    });
+    CURRENT.with(|c| {
+        if c.get() == capture {
+            c.set(0);
+        }
+    });
+}
+
+/// The capture of the library this thread is in; None on every eager path (one thread-local
+/// read). A capture ended by another thread (relaxed mode) is forgotten here.
+pub(crate) fn current() -> Option<Current> {
+    let id = CURRENT.with(Cell::get);
+    if id == 0 {
+        return None;
+    }
+    let found = with_state(|s| s.captures.get(&id).copied());
+    match found {
+        Some(c) => Some(Current {
+            capture: id,
+            pool: c.pool,
+            device: c.device,
+            mode: c.mode,
+        }),
+        None => {
+            CURRENT.with(|c| c.set(0));
+            None
+        }
+    }
+}
+
+/// A block of `size` bytes for capture `capture` into `pool` on `device`: (address, whether the
+/// pool had it). The caller registers it (cache::device).
+pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result<(usize, bool)> {
+    let class = class(size);
+    let reused = with_state(|s| {
+        let p = s.pools.get_mut(&pool)?;
+        let list = p.free.get_mut(&class)?;
+        let b = list.pop();
+        if list.is_empty() {
+            p.free.remove(&class);
+        }
+        b
+    });
+    if let Some(b) = reused {
+        return Ok((b, true));
+    }
+    let p = crate::device::with(device, || {
+        // cudaMalloc is "potentially unsafe" during a capture of global or thread-local mode;
+        // it does not touch captured work, so relaxed mode allows it.
+        let _relaxed = crate::capture::Relaxed::new();
+        crate::memory::alloc_device(class)
+    })
+    .map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!(
+                "{} (for capture {capture} into graph pool {pool})",
+                e.detail()
+            ),
+        )
+    })?;
+    if let Some(h) = held_slot(device) {
+        h.fetch_add(class as u64, Relaxed);
+    }
+    Ok((p as usize, false))
+}
+
+/// A block of `pool` (of `size` bytes asked) freed by free_device: kept for later captures when
+/// freed by the capture into the pool on this thread, else retired; when the pool is gone it
+/// joins the blocks `take_unheld` hands out.
+pub(crate) fn free(pool: u64, device: i32, ptr: usize, size: usize) {
+    let class = class(size);
+    let current = current();
+    with_state(|s| match s.pools.get_mut(&pool) {
+        Some(p) => match current {
+            Some(c) if c.pool == pool => p.freed_during.push((c.capture, class, ptr)),
+            _ => p.retired.push((ptr, class)),
+        },
+        None => {
+            s.to_free.push((device, ptr, class));
+            WORK.store(true, Relaxed);
+        }
+    });
+}
+
+/// Counts the holds graphs gave up, and takes the blocks of pools nobody holds any more:
+/// (device, address, size), for the caller to free (`cache::deferred`, kind `Graph`), then to
+/// report with [`note_freed`]. Cheap when there is nothing to do.
+pub(crate) fn take_unheld() -> Vec<(i32, usize, usize)> {
+    if !WORK.load(Relaxed) {
+        return Vec::new();
+    }
+    let released = std::mem::take(&mut *lock(&RELEASED));
+    with_state(|s| {
+        for pool in released {
+            s.unref(pool);
+        }
+        WORK.store(false, Relaxed);
+        std::mem::take(&mut s.to_free)
+    })
+}
+
+/// A block of `size` bytes (its class) of a pool of `device` was freed to CUDA.
+pub(crate) fn note_freed(device: i32, size: usize) {
+    if let Some(h) = held_slot(device) {
+        h.fetch_sub(size as u64, Relaxed);
+    }
+}
+
+/// Bytes of graph-pool blocks of `device` not yet freed (handed out or kept).
+pub(crate) fn held(device: i32) -> u64 {
+    held_slot(device).map_or(0, |h| h.load(Relaxed))
+}

@@ -1,0 +1,235 @@
+//! CUDA graphs: capture on a stream (with graph pools for the memory malloc_device hands out
+//! during it), capture status, instantiation, upload, launch, update, destruction; and the same
+//! functions as a llaisys-style table (`llaisysNvidiaGetGraphAPI`).
+
+use super::{clear, out, status};
+use crate::capi::policy;
+use crate::ops::graphs as ops;
+use std::os::raw::{c_char, c_int, c_void};
+
+/// `LLAISYS_NVIDIA_CAPTURE_MODE_GLOBAL` (cudaStreamCaptureModeGlobal).
+pub const CAPTURE_MODE_GLOBAL: c_int = crate::capture::MODE_GLOBAL as c_int;
+/// `LLAISYS_NVIDIA_CAPTURE_MODE_THREAD_LOCAL`.
+pub const CAPTURE_MODE_THREAD_LOCAL: c_int = crate::capture::MODE_THREAD_LOCAL as c_int;
+/// `LLAISYS_NVIDIA_CAPTURE_MODE_RELAXED`.
+pub const CAPTURE_MODE_RELAXED: c_int = crate::capture::MODE_RELAXED as c_int;
+/// `LLAISYS_NVIDIA_CAPTURE_STATUS_NONE`.
+pub const CAPTURE_STATUS_NONE: c_int = crate::capture::STATUS_NONE as c_int;
+/// `LLAISYS_NVIDIA_CAPTURE_STATUS_ACTIVE`.
+pub const CAPTURE_STATUS_ACTIVE: c_int = crate::capture::STATUS_ACTIVE as c_int;
+/// `LLAISYS_NVIDIA_CAPTURE_STATUS_INVALIDATED`.
+pub const CAPTURE_STATUS_INVALIDATED: c_int = 2;
+/// `LLAISYS_NVIDIA_ERROR_CAPTURE`: refused because a stream capture is in progress.
+pub const STATUS_CAPTURE: c_int = crate::error::ErrorKind::Capture as c_int;
+
+/// Makes a graph pool on the current device (`*pool` is 0 on failure).
+///
+/// # Safety
+/// `pool` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGraphPoolCreate(pool: *mut u64) -> c_int {
+    // SAFETY: the caller's contract for `pool`.
+    status("llaisysNvidiaGraphPoolCreate", || unsafe {
+        out(pool, "pool", 0)?;
+        out(pool, "pool", ops::graph_pool_create()?)
+    })
+}
+
+/// Gives up a graph pool's handle; its memory goes once no graph captured into it exists.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGraphPoolRelease(pool: u64) -> c_int {
+    status("llaisysNvidiaGraphPoolRelease", || {
+        ops::graph_pool_release(pool)
+    })
+}
+
+/// Begins capturing `stream` in `mode`; malloc_device on this thread allocates from `pool` (0: a
+/// pool of the capture's own) until the capture ends.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaStreamBeginCapture(
+    stream: *mut c_void,
+    mode: c_int,
+    pool: u64,
+) -> c_int {
+    status("llaisysNvidiaStreamBeginCapture", || {
+        ops::begin_capture(stream, mode, pool)
+    })
+}
+
+/// Ends the capture on `stream`: `*graph` is the captured graph (NULL on failure).
+///
+/// # Safety
+/// `graph` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaStreamEndCapture(
+    stream: *mut c_void,
+    graph: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's contract for `graph`.
+    unsafe { clear(graph) };
+    // SAFETY: as above.
+    status("llaisysNvidiaStreamEndCapture", || unsafe {
+        out(graph, "graph", std::ptr::null_mut())?;
+        out(graph, "graph", ops::end_capture(stream)?.cast())
+    })
+}
+
+/// Writes the capture status of `stream` (NULL: the legacy stream) to `*capture_status`
+/// (LLAISYS_NVIDIA_CAPTURE_STATUS_NONE on failure).
+///
+/// # Safety
+/// `capture_status` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaStreamCaptureStatus(
+    stream: *mut c_void,
+    capture_status: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's contract for `capture_status`.
+    status("llaisysNvidiaStreamCaptureStatus", || unsafe {
+        out(capture_status, "capture_status", CAPTURE_STATUS_NONE)?;
+        out(
+            capture_status,
+            "capture_status",
+            ops::capture_status(stream)? as c_int,
+        )
+    })
+}
+
+/// Instantiates `graph`: `*exec` is the executable graph (NULL on failure). `log` (NULL or
+/// `log_size` bytes) receives why instantiation failed, NUL-terminated and truncated to fit (an
+/// empty string on success).
+///
+/// # Safety
+/// `exec` is NULL or valid for writing; `log` is NULL or valid for `log_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGraphInstantiate(
+    exec: *mut *mut c_void,
+    graph: *mut c_void,
+    log: *mut c_char,
+    log_size: usize,
+) -> c_int {
+    // SAFETY: the caller's contract for the outputs.
+    unsafe {
+        clear(exec);
+        policy::copy_out(c"", log, log_size);
+    }
+    // SAFETY: as above.
+    let rc = status("llaisysNvidiaGraphInstantiate", || unsafe {
+        out(exec, "exec", std::ptr::null_mut())?;
+        out(exec, "exec", ops::instantiate(graph)?.cast())
+    });
+    if rc != super::SUCCESS {
+        if let Some(last) = policy::last() {
+            // SAFETY: the caller's contract for `log`.
+            unsafe { policy::copy_out(last.message.as_c_str(), log, log_size) };
+        }
+    }
+    rc
+}
+
+/// Uploads `exec` to the device on `stream` ahead of its first launch.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGraphUpload(exec: *mut c_void, stream: *mut c_void) -> c_int {
+    status("llaisysNvidiaGraphUpload", || ops::upload(exec, stream))
+}
+
+/// Launches `exec` on `stream`.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGraphLaunch(exec: *mut c_void, stream: *mut c_void) -> c_int {
+    status("llaisysNvidiaGraphLaunch", || ops::launch(exec, stream))
+}
+
+/// Updates `*exec` to run `graph`: in place when CUDA can, else by instantiating `graph` and
+/// destroying the old executable graph, whose handle `*exec` then replaces and
+/// `*reinstantiated` (if not NULL) is 1 (0 otherwise and on failure). On failure `*exec` is
+/// unchanged and still usable.
+///
+/// # Safety
+/// `exec` is NULL or valid for reading and writing; `reinstantiated` NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGraphExecUpdate(
+    exec: *mut *mut c_void,
+    graph: *mut c_void,
+    reinstantiated: *mut c_int,
+) -> c_int {
+    if !reinstantiated.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { reinstantiated.write(0) };
+    }
+    // SAFETY: the caller's contract for the pointers.
+    status("llaisysNvidiaGraphExecUpdate", || unsafe {
+        if exec.is_null() {
+            return Err(crate::error::Error::invalid_argument(
+                "exec=NULL: no executable graph to update",
+            ));
+        }
+        let (now, again) = ops::exec_update(exec.read(), graph)?;
+        exec.write(now.cast());
+        if !reinstantiated.is_null() {
+            reinstantiated.write(c_int::from(again));
+        }
+        Ok(())
+    })
+}
+
+/// Destroys an executable graph; NULL does nothing.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGraphExecDestroy(exec: *mut c_void) -> c_int {
+    status("llaisysNvidiaGraphExecDestroy", || ops::exec_destroy(exec))
+}
+
+/// Destroys a graph; NULL does nothing. Executable graphs made from it stay valid.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGraphDestroy(graph: *mut c_void) -> c_int {
+    status("llaisysNvidiaGraphDestroy", || ops::graph_destroy(graph))
+}
+
+/// The graph functions as a table (`LlaisysNvidiaGraphAPI` in the header); the field order is
+/// the ABI.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LlaisysNvidiaGraphAPI {
+    /// `llaisysNvidiaGraphPoolCreate`.
+    pub pool_create: unsafe extern "C" fn(*mut u64) -> c_int,
+    /// `llaisysNvidiaGraphPoolRelease`.
+    pub pool_release: extern "C" fn(u64) -> c_int,
+    /// `llaisysNvidiaStreamBeginCapture`.
+    pub begin_capture: extern "C" fn(*mut c_void, c_int, u64) -> c_int,
+    /// `llaisysNvidiaStreamEndCapture`.
+    pub end_capture: unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> c_int,
+    /// `llaisysNvidiaStreamCaptureStatus`.
+    pub capture_status: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int,
+    /// `llaisysNvidiaGraphInstantiate`.
+    pub instantiate:
+        unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *mut c_char, usize) -> c_int,
+    /// `llaisysNvidiaGraphUpload`.
+    pub upload: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+    /// `llaisysNvidiaGraphLaunch`.
+    pub launch: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+    /// `llaisysNvidiaGraphExecUpdate`.
+    pub exec_update: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *mut c_int) -> c_int,
+    /// `llaisysNvidiaGraphExecDestroy`.
+    pub exec_destroy: extern "C" fn(*mut c_void) -> c_int,
+    /// `llaisysNvidiaGraphDestroy`.
+    pub graph_destroy: extern "C" fn(*mut c_void) -> c_int,
+}
+
+static GRAPH_API: LlaisysNvidiaGraphAPI = LlaisysNvidiaGraphAPI {
+    pool_create: llaisysNvidiaGraphPoolCreate,
+    pool_release: llaisysNvidiaGraphPoolRelease,
+    begin_capture: llaisysNvidiaStreamBeginCapture,
+    end_capture: llaisysNvidiaStreamEndCapture,
+    capture_status: llaisysNvidiaStreamCaptureStatus,
+    instantiate: llaisysNvidiaGraphInstantiate,
+    upload: llaisysNvidiaGraphUpload,
+    launch: llaisysNvidiaGraphLaunch,
+    exec_update: llaisysNvidiaGraphExecUpdate,
+    exec_destroy: llaisysNvidiaGraphExecDestroy,
+    graph_destroy: llaisysNvidiaGraphDestroy,
+};
+
+/// The graph table. Never NULL, never fails.
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaGetGraphAPI() -> *const LlaisysNvidiaGraphAPI {
+    &GRAPH_API
+}

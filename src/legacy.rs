@@ -1,0 +1,169 @@
+//! When the library may queue work of its own on a device's legacy default stream, and where
+//! that work goes when it may not.
+//!
+//! The caches order their work on the legacy stream (a free, a recycling barrier: one action
+//! there is ordered after every blocking stream of the device), and memcpy_sync is cudaMemcpy,
+//! a legacy-stream copy. While a blocking stream of the device captures a graph, any work on
+//! the legacy stream fails and invalidates that capture, whoever queued it. So before each such
+//! use the library asks [`usable`]: the legacy stream is usable when no capture begun through
+//! the library's own API is in progress on the device (counted here, [`Captures`]) and cudart
+//! reports no blocking stream of the device capturing (a capture the host began with
+//! `cudaStreamBeginCapture` directly). When it is not usable the caches keep their work for
+//! later (deferred frees, pending blocks) and copies and allocations go to a private
+//! non-blocking stream of the device ([`side_stream`]), waited for on the host in relaxed
+//! capture mode.
+//!
+//! A capture begun through the library takes the gate for writing while it is counted, and
+//! every use of the legacy stream holds it for reading ([`Usable`]): such a capture never
+//! begins between a check and the use it allowed. A capture the host begins directly cannot be
+//! excluded that way; a table call racing with that `cudaStreamBeginCapture` (within the
+//! fraction of a microsecond between the check and the use) can still invalidate it, as any
+//! legacy-stream call (cudaMemcpy, cudaMalloc's frees) of any library would.
+
+use crate::capture;
+use crate::cudart::StreamHandle;
+use crate::error::{Error, Result};
+use crate::sync::{lock, read, write};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+/// Devices with a count and a side stream.
+const DEVICES: usize = 64;
+
+static GATE: RwLock<()> = RwLock::new(());
+/// Captures begun through the library and not yet ended, per device.
+static COUNT: [AtomicU32; DEVICES] = [const { AtomicU32::new(0) }; DEVICES];
+/// Their sum over all devices: zero on every eager path, read without a lock.
+static ANY: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// How many `Usable` this thread holds: a nested use does not take the gate again (a read
+    /// lock taken twice deadlocks once a writer waits between the two).
+    static HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+fn slot(device: i32) -> Result<usize> {
+    usize::try_from(device)
+        .ok()
+        .filter(|&d| d < DEVICES)
+        .ok_or_else(|| Error::internal(format!("device {device} outside 0..{DEVICES}")))
+}
+
+/// Permission to use the legacy stream of a device: while it lives, no capture through the
+/// library begins.
+pub(crate) struct Usable {
+    _guard: Option<RwLockReadGuard<'static, ()>>,
+}
+
+impl Usable {
+    fn take() -> Usable {
+        let nested = HELD.with(|h| {
+            let n = h.get();
+            h.set(n + 1);
+            n > 0
+        });
+        Usable {
+            _guard: (!nested).then(|| read(&GATE)),
+        }
+    }
+}
+
+impl Drop for Usable {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
+/// Some when the legacy stream of `device`, the current device, may be used now: hold the
+/// permission while queuing the work. None while a capture is in progress on the device.
+pub(crate) fn usable(device: i32) -> Result<Option<Usable>> {
+    let permission = Usable::take();
+    if COUNT[slot(device)?].load(Relaxed) > 0 || capture::legacy_blocked() {
+        return Ok(None);
+    }
+    Ok(Some(permission))
+}
+
+/// As [`usable`] for the current device, asking which device that is only while a capture
+/// through the library is in progress somewhere (the eager path: the gate and one query).
+pub(crate) fn usable_current() -> Result<Option<Usable>> {
+    let permission = Usable::take();
+    if any_capture() && crate::device::current().is_ok_and(capturing) {
+        return Ok(None);
+    }
+    if capture::legacy_blocked() {
+        return Ok(None);
+    }
+    Ok(Some(permission))
+}
+
+/// The refusal of a call that needs the legacy stream of the current device while a capture
+/// forbids it (`call` is the CUDA call it would have made).
+pub(crate) fn refused(call: &'static str, what: &str) -> Error {
+    Error::capture(
+        call,
+        crate::error::CudaError::STREAM_CAPTURE_IMPLICIT,
+        format!(
+            "{what} uses the legacy default stream, which a stream capturing a graph on this \
+             device forbids until the capture ends"
+        ),
+    )
+}
+
+/// True while any capture begun through the library is in progress (on any device): only then
+/// do the eager paths need to look at capture modes.
+#[inline]
+pub(crate) fn any_capture() -> bool {
+    ANY.load(Relaxed) > 0
+}
+
+/// True while a capture begun through the library is in progress on `device`.
+pub(crate) fn capturing(device: i32) -> bool {
+    slot(device).is_ok_and(|d| COUNT[d].load(Relaxed) > 0)
+}
+
+/// Counts a capture through the library on `device` and runs `begin`, which begins it; once
+/// counted, nothing of the library uses the device's legacy stream until [`ended`]. Uses of the
+/// legacy stream already under way finish first. When `begin` fails, nothing is counted.
+pub(crate) fn begin_counted<T>(device: i32, begin: impl FnOnce() -> Result<T>) -> Result<T> {
+    let d = slot(device)?;
+    {
+        let _exclusive = write(&GATE);
+        COUNT[d].fetch_add(1, Relaxed);
+        ANY.fetch_add(1, Relaxed);
+    }
+    let result = begin();
+    if result.is_err() {
+        ended(device);
+    }
+    result
+}
+
+/// Uncounts a capture of `device` counted by [`begin_counted`] (it ended, or failed to begin).
+pub(crate) fn ended(device: i32) {
+    if let Ok(d) = slot(device) {
+        if COUNT[d]
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            ANY.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+/// The side streams, one per device, made on first use and kept for the process.
+static SIDE: Mutex<[usize; DEVICES]> = Mutex::new([0; DEVICES]);
+
+/// The library's private non-blocking stream of `device`, the current device: for work of its
+/// own (and memcpy_sync) while the legacy stream may not be used. Nothing else is queued there,
+/// and it never captures.
+pub(crate) fn side_stream(device: i32) -> Result<StreamHandle> {
+    let d = slot(device)?;
+    let mut side = lock(&SIDE);
+    if side[d] == 0 {
+        let _relaxed = capture::Relaxed::new();
+        side[d] = crate::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
+    }
+    Ok(side[d] as StreamHandle)
+}

@@ -1,0 +1,109 @@
+//! What the other operations do while a stream captures a graph: the checks they make before a
+//! call CUDA forbids during a capture, so that such a call is refused with a capture error
+//! (`LLAISYS_NVIDIA_ERROR_CAPTURE`) instead of invalidating the capture.
+//!
+//! - Waits and queries (stream_synchronize, stream and event queries, event_synchronize) are
+//!   "potentially unsafe" calls. On a thread capturing through the library in global or
+//!   thread-local mode they are refused (CUDA would refuse them and invalidate the capture); on
+//!   other threads, while a capture through the library is in progress, they run in relaxed mode
+//!   ([`before_wait`]), which is safe for streams and events outside the capture.
+//! - Waiting for or querying a stream that captures is refused everywhere ([`not_capturing`]),
+//!   as is device_synchronize while any stream of the device captures.
+//! - Work on the legacy stream (a NULL stream) while a blocking stream of the device captures is
+//!   refused (`crate::legacy::refused`).
+
+use crate::cache::graph_pool;
+use crate::capture::{self, Relaxed};
+use crate::cudart::StreamHandle;
+use crate::error::{CudaError, Error, Result};
+
+/// Before a wait or query named `call`: the refusal on a thread capturing in global or
+/// thread-local mode, else relaxed mode while any capture through the library is in progress.
+#[inline]
+pub(crate) fn before_wait(call: &'static str) -> Result<Option<Relaxed>> {
+    if !crate::legacy::any_capture() {
+        return Ok(None);
+    }
+    before_wait_slow(call)
+}
+
+#[cold]
+#[inline(never)]
+fn before_wait_slow(call: &'static str) -> Result<Option<Relaxed>> {
+    if let Some(c) = graph_pool::current() {
+        if c.mode != capture::MODE_RELAXED {
+            return Err(Error::capture(
+                call,
+                CudaError::STREAM_CAPTURE_UNSUPPORTED,
+                format!(
+                    "this thread is capturing a graph (capture {} on device {}) in {} mode, which \
+                     forbids waits and queries on its own thread; end the capture first, or \
+                     capture in relaxed mode",
+                    c.capture,
+                    c.device,
+                    mode_name(c.mode)
+                ),
+            ));
+        }
+    }
+    Ok(Some(Relaxed::new()))
+}
+
+/// Refuses a wait or query of `s` while it captures (work queued there during a capture does not
+/// run, so waiting for it cannot end; CUDA would refuse and invalidate the capture). NULL: the
+/// legacy stream, refused while a blocking stream of the current device captures.
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Result<()> {
+    if s.is_null() {
+        if crate::legacy::usable_current()?.is_none() {
+            return Err(crate::legacy::refused(
+                call,
+                "waiting for NULL (the legacy stream)",
+            ));
+        }
+        return Ok(());
+    }
+    if !crate::legacy::any_capture() {
+        // A stream captured by the host itself (cudaStreamBeginCapture) is not known here:
+        // CUDA answers for it.
+        return Ok(());
+    }
+    // SAFETY: the caller's contract. A failed query is left to the call that follows.
+    if unsafe { capture::capturing(s) }.unwrap_or(false) {
+        return Err(Error::capture(
+            call,
+            CudaError::STREAM_CAPTURE_UNSUPPORTED,
+            format!(
+                "stream={s:p} is capturing a graph: its work runs only when the graph is launched"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses device_synchronize while a stream of the current device captures.
+pub(crate) fn device_not_capturing() -> Result<()> {
+    let busy = crate::legacy::usable_current()?.is_none() || graph_pool::current().is_some();
+    if busy {
+        return Err(Error::capture(
+            "cudaDeviceSynchronize",
+            CudaError::STREAM_CAPTURE_UNSUPPORTED,
+            "a stream of the current device is capturing a graph: waiting for the whole device \
+             would wait for work that runs only when the graph is launched; synchronize the \
+             streams you need instead, or end the capture first",
+        ));
+    }
+    Ok(())
+}
+
+/// The name of a capture mode.
+pub(crate) fn mode_name(mode: u32) -> &'static str {
+    match mode {
+        capture::MODE_GLOBAL => "global",
+        capture::MODE_THREAD_LOCAL => "thread-local",
+        capture::MODE_RELAXED => "relaxed",
+        _ => "unknown",
+    }
+}
