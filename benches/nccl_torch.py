@@ -1,6 +1,6 @@
 """torch.distributed's all-reduce and all-gather (NCCL backend), one process per GPU, 8 B .. 1 GiB,
 with bus bandwidth as NVIDIA's nccl-tests compute it: the user's alternative to our communicator,
-at the sizes of benches/nccl_bench.cpp (issue 15).
+at the sizes of benches/nccl_bench.cpp.
 
     python3 benches/nccl_torch.py [--max-bytes N] [--budget-s S]
 

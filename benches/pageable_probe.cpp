@@ -1,5 +1,5 @@
 // pageable_probe: what is the floor for copies between pageable host memory and the device on
-// this machine (issue 13)? Raw cudart only (the cudart linked into this program), one device,
+// this machine? Raw cudart only (the cudart linked into this program), one device,
 // nothing of ours. For H2D and D2H at 1, 4, 16, 64 and 256 MiB:
 //   (a) cudaMemcpy from / to pageable memory, as is (what the reference does);
 //   (b) cudaMemcpy from / to pinned memory: the link's limit;

@@ -1,5 +1,5 @@
 // peer_bench: copies between two GPUs, and the cost of llaisys's stream-before-set_device
-// pattern. Needs two devices (kind nvidia-h200-x2); built and run by scripts/gpu-bench.sh --peer.
+// pattern. Needs two devices; built and run by scripts/gpu-bench.sh --peer.
 //
 //   peer_bench <our libllaisys_nvidia.so> <reference libseed_runtime.so>
 //

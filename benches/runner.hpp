@@ -24,7 +24,7 @@ inline const char *backend_name(int i) {
 
 enum class Unit { Latency, Bandwidth };
 
-// A target of the issue, checked for ours in static mode. A row may carry several; each is
+// A target of a row, checked for ours in static mode. A row may carry several; each is
 // checked and printed on its own.
 struct Target {
     enum Kind { Overhead, MaxTime, MinRatio, MinGBs } kind = Overhead;
@@ -112,7 +112,7 @@ struct Options {
     std::string csv_path;
     bool list_only = false;  // print every workload's name instead of measuring (no device touched)
     // Each repetition starts at another column, and the copy rows alternate between two buffer
-    // sets per backend (--no-rotate: neither, the method before the fourth session of 2026-12-01).
+    // sets per backend (--no-rotate: neither, to show what the two correct).
     bool rotate = true;
     bool raw_pool = false;  // --raw-pool: the raw column's device buffers come from its pool
 };

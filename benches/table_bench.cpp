@@ -161,9 +161,9 @@ void endpoints(int v, const Bufs &c, unsigned char *pA, unsigned char *pB, void 
 // "Not below the reference", read as >= 0.98x: the tolerance for noise the other ratio targets use.
 Target not_below() { return Target::min_ratio(0.98, ">= 0.98x ref"); }
 
-// Issue 13's targets for copy rows. Pageable H2D/D2H (sync and async): >= 20 GB/s at 1 MiB,
-// >= 40 at 16 MiB, >= 48 at 64 MiB, and never below the reference at any size; 1 GiB keeps issue
-// 5's >= 2.5x ref. Pinned H2D/D2H and D2D: memcpy_sync never below the reference; memcpy_async
+// The targets of copy rows. Pageable H2D/D2H (sync and async): >= 20 GB/s at 1 MiB,
+// >= 40 at 16 MiB, >= 48 at 64 MiB, and never below the reference at any size; at 1 GiB
+// >= 2.5x ref. Pinned H2D/D2H and D2D: memcpy_sync never below the reference; memcpy_async
 // from 1 MiB (a 4 KiB or 64 KiB async copy is one enqueue plus one wait, the same calls for all).
 std::vector<Target> copy_targets(int v, bool async, size_t size) {
     const bool pinned_or_d2d = v == 0 || v == 2 || v == 4;
@@ -212,8 +212,8 @@ void usage(const char *argv0) {
                  "  --budget-s S       stop starting new workloads after S seconds (default 420)\n"
                  "  --csv FILE         write every sample (seconds per operation) to FILE\n"
                  "  --note TEXT        add a line to the report's header (repeatable)\n"
-                 "  --no-rotate        the earlier method: every repetition in column order, one buffer set per\n"
-                 "                     backend for the copy rows (default: rotated order, two sets below 1 GiB)\n"
+                 "  --no-rotate        every repetition in column order, one buffer set per backend for the copy\n"
+                 "                     rows (default: rotated order, two sets below 1 GiB)\n"
                  "  --raw-pool         the raw column's device buffers come from its memory pool (as ours do from\n"
                  "                     ours), not cudaMalloc: raw vs reference is then what pool memory costs\n"
                  "  --list             print every workload's name and targets, tab-separated (honours --quick,\n"

@@ -5,7 +5,7 @@
 
 - bench_merge.py on synthetic table_bench output (bench.md + samples CSV) and torch CSVs: the
   columns, cells, ratios, notes, and what it does without a torch CSV;
-- bench_merge's number formats against cells table_bench printed (README's table);
+- bench_merge's number formats against cells table_bench printed (docs/benchmark.md's table);
 - torch_bench.py run end to end against a small stand-in for torch (byte buffers, no device): the
   rows it writes, that each is one table_bench also has, and that a copy which loses data is
   caught by its data check;
@@ -50,7 +50,7 @@ torch_bench = load("torch_bench")
 
 BENCH_MD = """## llaisys runtime table benchmark
 
-- 2026-12-02 10:00 UTC, host `vm`
+- 1999-12-31 23:59 UTC, host `vm`
 - method: ...
 
 | workload | ours static | ours dynamic | reference | raw | static vs ref | target (static) | result | spread |
@@ -159,7 +159,7 @@ class Merge(unittest.TestCase):
         # the rest of bench.md is kept, in order, after the paragraph
         self.assertLess(text.index("torch column:"), text.index("Targets (ours static): 5 PASS"))
         self.assertLess(text.index("Targets (ours static)"), text.index("raw (pool): a note."))
-        self.assertTrue(text.startswith("## llaisys runtime table benchmark\n\n- 2026-12-02 10:00 UTC"))
+        self.assertTrue(text.startswith("## llaisys runtime table benchmark\n\n- 1999-12-31 23:59 UTC"))
         # merging twice is refused: the table already has the column
         with open(self.md, "w") as f:
             f.write(text)

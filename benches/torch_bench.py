@@ -13,7 +13,7 @@ Python loops: torch as a Python caller sees it.
 Every copy is checked once per row before it is timed (destination poisoned, then compared byte
 for byte with its source). A mismatch prints DATA CHECK FAILED and the exit code is 1.
 
-Run by scripts/gpu-bench.sh right after table_bench, in the same device call:
+Run by scripts/gpu-bench.sh right after table_bench, in the same run on the GPU machine:
     python3 torch_bench.py --csv torch.csv [--quick] [--only TEXT] [--budget-s S]
 Output: progress on stderr; the CSV (table_bench's sample format, backend "torch", plus '#'
 comment lines: info, skipped rows, failures) written as rows are measured.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The table benchmark (docs/benchmark.md), run ON the GPU machine from the folder that
 # scripts/stage-gpu.sh made, which holds it as gpu-stage/bench.sh:
-#   here:   bash scripts/stage-gpu.sh
-#   device: command "bash gpu-stage/bench.sh", carry ["gpu-stage"]
+#   here:            bash scripts/stage-gpu.sh
+#   on the GPU host: bash gpu-stage/bench.sh   (gpu-stage/ copied there)
 # Extra arguments go to table_bench (e.g. --quick, --only D2D; torch_bench gets --quick and --only).
 # Builds the reference backend (reference/seed_runtime.cu, nvcc -shared) and table_bench
 # (benches/, nvcc), measures static/ and dynamic/libllaisys_nvidia.so, the reference and raw cudart
@@ -12,7 +12,7 @@
 # $OUT/bench-samples.csv (every sample), $OUT/torch.csv and $OUT/bench-progress.log. About 3
 # minutes; table_bench starts no new workload after 270 s (killed at 300 s), torch_bench none
 # after 100 s (killed at 150 s), so the whole script stays under 8 minutes.
-# Other modes, each its own device call:
+# Other modes, each its own run:
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
 #   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
@@ -70,7 +70,7 @@ if [ "${1:-}" = --probe ]; then
 fi
 
 if [ "${1:-}" = --peer ]; then
-  # Two GPUs (kind nvidia-h200-x2): peer copies and llaisys's stream-before-set_device pattern.
+  # Two GPUs: peer copies and llaisys's stream-before-set_device pattern.
   nvcc -O2 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
     -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
   nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -o "$work/peer_bench" "$stage/benches/peer_bench.cpp" -ldl

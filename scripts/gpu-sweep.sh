@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tuning sweep of the pageable fast path, run ON the GPU machine from the staged folder
 # (scripts/stage-gpu.sh stages it as gpu-stage/sweep.sh):
-#   device: command "bash gpu-stage/sweep.sh [--only TEXT]", carry ["gpu-stage"]
+#   bash gpu-stage/sweep.sh [--only TEXT]
 # For each setting below (LLAISYS_NVIDIA_PAGEABLE_* variables, src/pageable/mod.rs), one
 # table_bench process with `--quick --only TEXT` (default "pageable") measures every backend as
 # the benchmark does; the summary prints ours static per row and setting, ours static against

@@ -102,9 +102,10 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md")
+/// docs/lifecycle.md: the lifecycle and process rules, one row per rule.
+fn lifecycle_page() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lifecycle.md"))
+        .expect("docs/lifecycle.md")
 }
 
 fn text(out: &Output) -> String {
@@ -248,15 +249,11 @@ fn longjmp_out_of_a_handler_is_documented_as_unsupported() {
     ] {
         assert!(header.contains(needle), "header lacks {needle:?}");
     }
-    let readme = readme();
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Lifecycle and process rules"))
-        .expect("README section \"Lifecycle and process rules\"");
+    let section = lifecycle_page();
     let section = section.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         section.contains("`longjmp` out of a handler is not supported"),
-        "README lifecycle section does not say longjmp is unsupported"
+        "docs/lifecycle.md does not say longjmp is unsupported"
     );
 }
 
@@ -334,11 +331,7 @@ fn exception_scope_leaves_other_threads_the_default_handler() {
 
 #[test]
 fn readme_lifecycle_rules_name_tests_that_exist() {
-    let readme = readme();
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Lifecycle and process rules"))
-        .expect("README section \"Lifecycle and process rules\"");
+    let section = lifecycle_page();
     let this = std::fs::read_to_string(support::tests_dir().join("lifecycle.rs")).unwrap();
     let mut named = 0;
     for row in section.lines().filter(|l| l.starts_with("| **")) {
@@ -346,13 +339,10 @@ fn readme_lifecycle_rules_name_tests_that_exist() {
         for name in tests.split('`').skip(1).step_by(2) {
             assert!(
                 this.contains(&format!("fn {name}()")),
-                "README names {name}, not a test in tests/lifecycle.rs"
+                "docs/lifecycle.md names {name}, not a test in tests/lifecycle.rs"
             );
             named += 1;
         }
     }
-    assert!(
-        named >= 10,
-        "only {named} tests named in the README section"
-    );
+    assert!(named >= 10, "only {named} tests named in docs/lifecycle.md");
 }
