@@ -1,43 +1,96 @@
-//! Host-only test of the crate's architecture (issue 11): every `crate::`, `super::` and `self::`
-//! path in src/ is resolved to the module it names, and
-//! - no module uses a module of a higher layer (the order in `LAYERS`, as in lib.rs's map);
+//! Host-only test of the architecture of the workspace's two crates, the library (src/) and the
+//! doctor (doctor/src/). Every `crate::`, `super::` and `self::` path is resolved to the module
+//! it names (`super` and `self` inside inline `mod x { }` blocks included), and for each crate
+//! - no module uses a module of a higher layer (the order of its `Layout`, as in its lib.rs's
+//!   module map);
 //! - no modules use each other in a loop, directly or through others (a parent's re-exports of
 //!   its own children do not count as use);
-//! - only `error` and `cudart` touch the raw bindings;
-//! - every module of src/ has a layer (a new one must be placed on purpose).
+//! - every module has a layer (a new one must be placed on purpose).
+//!
+//! Besides: in the library only `error` and `cudart` touch the raw bindings; in the doctor only
+//! `backend` names the library, and no module names an item of the crate root (its lib.rs only
+//! declares the modules, so a module names the module it uses and the check sees it).
+//!
+//! The checks are functions of a set of files, so that tests below run them on small made-up
+//! crates too and show that each one fails where it should.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Top-level modules by layer, lowest first.
-const LAYERS: &[&[&str]] = &[
-    &["raw"],
-    &["error", "cudart", "sync", "env", "hash"],
-    &[
-        "runtime",
-        "device",
-        "stream",
-        "event",
-        "memory",
-        "memory_kinds",
-        "pointer",
-        "pool",
-        "copy",
-        "nccl",
-        "capture",
-        "graph",
+/// Where a crate's modules are and how they are layered.
+struct Layout {
+    /// The folder of its sources, from the workspace root.
+    src: &'static str,
+    /// Top-level modules by layer, lowest first.
+    layers: &'static [&'static [&'static str]],
+    /// Files under `src` that are not modules of the library target (a binary's main.rs).
+    not_modules: &'static [&'static str],
+    /// Whether a module may name an item of the crate root (a re-export there). Where not, a
+    /// path that names no module is a use of the crate root, which is outside every layer.
+    root_items: bool,
+}
+
+/// The library: raw bindings -> safe layer -> resources -> caches and the pageable path ->
+/// operations -> the C ABI.
+const LIBRARY: Layout = Layout {
+    src: "src",
+    layers: &[
+        &["raw"],
+        &["error", "cudart", "sync", "env", "hash"],
+        &[
+            "runtime",
+            "device",
+            "stream",
+            "event",
+            "memory",
+            "memory_kinds",
+            "pointer",
+            "pool",
+            "copy",
+            "nccl",
+            "capture",
+            "graph",
+        ],
+        &["cache", "pageable", "legacy"],
+        &["ops"],
+        &["capi"],
     ],
-    &["cache", "pageable", "legacy"],
-    &["ops"],
-    &["capi"],
-];
+    not_modules: &[],
+    root_items: true,
+};
+
+/// The doctor: data and names -> the door into the library -> gathering -> the probe process
+/// and its watchdog -> the report put together -> evidence -> diagnosis -> printing -> the
+/// command line (doctor/src/lib.rs's module map).
+const DOCTOR: Layout = Layout {
+    src: "doctor/src",
+    layers: &[
+        &["exit", "names", "options", "report"],
+        &["backend"],
+        &[
+            "child", "env", "facts", "loader", "nodes", "smoke", "bench", "protocol",
+        ],
+        &["probes", "watchdog"],
+        &["gather"],
+        &["evidence"],
+        &["diagnose"],
+        &["text", "json", "display"],
+        &["cli"],
+    ],
+    not_modules: &["main.rs"],
+    root_items: false,
+};
 
 /// Modules outside the layering: the crate root (module map and re-exports).
 const OUTSIDE: &[&str] = &[""];
 
-fn layer_of(module: &str) -> Option<usize> {
+fn layer_of(layout: &Layout, module: &str) -> Option<usize> {
     let top = module.split("::").next().unwrap_or("");
-    LAYERS.iter().position(|l| l.contains(&top))
+    layout.layers.iter().position(|l| l.contains(&top))
+}
+
+fn outside(module: &str) -> bool {
+    OUTSIDE.contains(&module.split("::").next().unwrap_or(""))
 }
 
 /// The module path of a source file (`src/cache/device.rs` -> `cache::device`).
@@ -55,22 +108,39 @@ fn module_of(src: &Path, file: &Path) -> String {
     parts.join("::")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+fn rust_files(dir: &Path, skip: &[&str], out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let p = entry.expect("entry").path();
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
         if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == "bin") {
+            if name.as_deref() == Some("bin") {
                 continue;
             }
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
+            rust_files(&p, &[], out);
+        } else if p.extension().is_some_and(|e| e == "rs")
+            && !name.as_deref().is_some_and(|n| skip.contains(&n))
+        {
             out.push(p);
         }
     }
 }
 
-/// The code of a file without comments and string literals (paths in docs or messages are not
-/// uses).
+/// The crate's files as (module, text).
+fn files_of(layout: &Layout) -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(layout.src);
+    let mut files = Vec::new();
+    rust_files(&src, layout.not_modules, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).expect("read");
+            (module_of(&src, f), text)
+        })
+        .collect()
+}
+
+/// The code of a file without comments, string literals and character literals (paths in
+/// docs or messages are not uses; a brace in a literal does not open a block).
 fn code_only(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -84,18 +154,37 @@ fn code_only(text: &str) -> String {
                     }
                 }
             }
-            '"' => {
-                let mut escaped = false;
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
                 for c in chars.by_ref() {
-                    if escaped {
-                        escaped = false;
-                    } else if c == '\\' {
-                        escaped = true;
-                    } else if c == '"' {
+                    if last == '*' && c == '/' {
                         break;
                     }
+                    if c == '\n' {
+                        out.push('\n');
+                    }
+                    last = c;
                 }
+            }
+            '"' => {
+                skip_literal(&mut chars, '"');
                 out.push_str("\"\"");
+            }
+            '\'' => {
+                // A character literal ('x', '\n', '\u{7f}'), or a lifetime ('a), kept.
+                let mut ahead = chars.clone();
+                let literal = match ahead.next() {
+                    Some('\\') => true,
+                    Some(_) => ahead.next() == Some('\''),
+                    None => false,
+                };
+                if literal {
+                    skip_literal(&mut chars, '\'');
+                    out.push_str("' '");
+                } else {
+                    out.push(c);
+                }
             }
             _ => out.push(c),
         }
@@ -103,11 +192,68 @@ fn code_only(text: &str) -> String {
     out
 }
 
+/// Skips the rest of a literal opened by `quote`, through its closing `quote`.
+fn skip_literal(chars: &mut std::iter::Peekable<std::str::Chars>, quote: char) {
+    let mut escaped = false;
+    for c in chars.by_ref() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == quote {
+            break;
+        }
+    }
+}
+
+/// The inline modules of `code` (`mod name { ... }`) as (start, end, name) byte spans.
+fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
+    let bytes = code.as_bytes();
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find("mod ") {
+        let at = from + i;
+        from = at + 4;
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let rest = code[at + 4..].trim_start();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() || !rest[name.len()..].trim_start().starts_with('{') {
+            continue; // `mod name;`: a module of its own file.
+        }
+        let open = at + 4 + (code[at + 4..].len() - rest.len()) + name.len();
+        let open = open + code[open..].find('{').expect("the brace seen above");
+        let mut depth = 0;
+        let mut end = code.len();
+        for (j, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + j;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        spans.push((open, end, name));
+    }
+    spans
+}
+
 /// The paths written after `crate::`, `super::` or `self::`, expanded over `{a, b::c}` groups,
-/// each as the list of its segments (with `super`/`self` resolved against `module`).
+/// each as the list of its segments (with `super`/`self` resolved against `module`, the file's
+/// module, and the inline modules around them).
 fn paths(code: &str, module: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     let bytes = code.as_bytes();
+    let inline = inline_modules(code);
     for start in ["crate::", "super::", "self::"] {
         let mut from = 0;
         while let Some(i) = code[from..].find(start) {
@@ -127,7 +273,14 @@ fn paths(code: &str, module: &str) -> Vec<Vec<String>> {
                         .filter(|s| !s.is_empty())
                         .map(String::from)
                         .collect();
-                    // A file's `super` is its parent module; `self` is itself.
+                    // The inline modules this path is written in, outermost first.
+                    m.extend(
+                        inline
+                            .iter()
+                            .filter(|(s, e, _)| *s < at && at < *e)
+                            .map(|(_, _, n)| n.clone()),
+                    );
+                    // `super` is the parent module; `self` the module itself.
                     if start == "super::" {
                         m.pop();
                     }
@@ -214,80 +367,67 @@ fn target(path: &[String], modules: &BTreeSet<String>) -> Option<String> {
 
 struct Graph {
     modules: BTreeSet<String>,
-    /// module -> (used module, how it was written) for every use.
+    /// module -> (used module, how it was written) for every use; `""` is the crate root.
     uses: BTreeMap<String, Vec<(String, String)>>,
-    raw_users: BTreeSet<String>,
+    /// module -> its code, without comments and literals.
+    code: BTreeMap<String, String>,
 }
 
-fn graph() -> Graph {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files.iter().map(|f| module_of(&src, f)).collect();
+/// The use graph of `files` (module, text) laid out as `layout` says.
+fn graph(layout: &Layout, files: &[(String, String)]) -> Graph {
+    let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut uses = BTreeMap::new();
-    let mut raw_users = BTreeSet::new();
-    for f in &files {
-        let module = module_of(&src, f);
-        let text = std::fs::read_to_string(f).expect("read");
-        let code = code_only(&text);
+    let mut code = BTreeMap::new();
+    for (module, text) in files {
+        let only = code_only(text);
         let mut mine = Vec::new();
-        for p in paths(&code, &module) {
-            if let Some(t) = target(&p, &modules) {
-                if t == "raw" {
-                    raw_users.insert(module.clone());
-                }
-                if t != module {
-                    mine.push((t, p.join("::")));
-                }
+        for p in paths(&only, module) {
+            match target(&p, &modules) {
+                Some(t) if t != *module => mine.push((t, p.join("::"))),
+                Some(_) => {}
+                None if !layout.root_items => mine.push((String::new(), p.join("::"))),
+                None => {}
             }
         }
-        uses.insert(module, mine);
+        uses.insert(module.clone(), mine);
+        code.insert(module.clone(), only);
     }
     Graph {
         modules,
         uses,
-        raw_users,
+        code,
     }
 }
 
-fn outside(module: &str) -> bool {
-    OUTSIDE.contains(&module.split("::").next().unwrap_or(""))
-}
-
-#[test]
-fn every_module_has_a_layer() {
-    let g = graph();
-    let unplaced: Vec<&String> = g
-        .modules
+/// Modules without a layer.
+fn unplaced(layout: &Layout, g: &Graph) -> Vec<String> {
+    g.modules
         .iter()
-        .filter(|m| !outside(m) && layer_of(m).is_none())
-        .collect();
-    assert!(unplaced.is_empty(), "modules without a layer: {unplaced:?}");
-    assert!(g.modules.contains("ops::copies") && g.modules.contains("cache::device"));
+        .filter(|m| !outside(m) && layer_of(layout, m).is_none())
+        .cloned()
+        .collect()
 }
 
-#[test]
-fn no_module_uses_a_higher_layer() {
-    let g = graph();
+/// Uses of a higher layer, or of the crate root.
+fn uses_going_up(layout: &Layout, g: &Graph) -> Vec<String> {
     let mut wrong = Vec::new();
     for (m, used) in &g.uses {
-        let (Some(mine), false) = (layer_of(m), outside(m)) else {
+        let (Some(mine), false) = (layer_of(layout, m), outside(m)) else {
             continue;
         };
         for (t, how) in used {
             if outside(t) {
-                wrong.push(format!("{m} uses {t} ({how})"));
-            } else if layer_of(t).is_some_and(|l| l > mine) {
+                wrong.push(format!("{m} uses the crate root ({how})"));
+            } else if layer_of(layout, t).is_some_and(|l| l > mine) {
                 wrong.push(format!("{m} (layer {mine}) uses {t} ({how})"));
             }
         }
     }
-    assert!(wrong.is_empty(), "uses that go up:\n{}", wrong.join("\n"));
+    wrong
 }
 
-#[test]
-fn no_modules_use_each_other_in_a_loop() {
-    let g = graph();
+/// Modules that use each other in a loop, each loop as `a -> b -> a`.
+fn loops(g: &Graph) -> Vec<String> {
     // Edges between distinct modules, without a parent's uses of its own children (its
     // `pub use child::x` re-exports) and without the modules outside the layering.
     let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -328,29 +468,119 @@ fn no_modules_use_each_other_in_a_loop() {
         state.insert(m, 2);
     }
     let mut state = BTreeMap::new();
-    let mut loops = Vec::new();
+    let mut found = Vec::new();
     let nodes: Vec<&str> = edges.keys().copied().collect();
     for m in nodes {
         if state.get(m).copied().unwrap_or(0) == 0 {
-            visit(m, &edges, &mut state, &mut Vec::new(), &mut loops);
+            visit(m, &edges, &mut state, &mut Vec::new(), &mut found);
         }
     }
-    assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
+    found
+}
+
+/// The modules whose code names the crate `name` (`name::` or `use name as`).
+fn users_of_crate(g: &Graph, name: &str) -> BTreeSet<String> {
+    g.code
+        .iter()
+        .filter(|(_, code)| {
+            [format!("{name}::"), format!("{name} as ")]
+                .iter()
+                .any(|needle| {
+                    code.match_indices(needle.as_str()).any(|(at, _)| {
+                        let before = code[..at].chars().next_back();
+                        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                })
+        })
+        .map(|(m, _)| m.clone())
+        .collect()
+}
+
+fn library() -> Graph {
+    graph(&LIBRARY, &files_of(&LIBRARY))
+}
+
+fn doctor() -> Graph {
+    graph(&DOCTOR, &files_of(&DOCTOR))
+}
+
+#[test]
+fn every_module_has_a_layer() {
+    let g = library();
+    let unplaced = unplaced(&LIBRARY, &g);
+    assert!(unplaced.is_empty(), "modules without a layer: {unplaced:?}");
+    assert!(g.modules.contains("ops::copies") && g.modules.contains("cache::device"));
+}
+
+#[test]
+fn no_module_uses_a_higher_layer() {
+    let wrong = uses_going_up(&LIBRARY, &library());
+    assert!(wrong.is_empty(), "uses that go up:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_modules_use_each_other_in_a_loop() {
+    let found = loops(&library());
+    assert!(found.is_empty(), "import loops:\n{}", found.join("\n"));
 }
 
 #[test]
 fn only_the_thin_layer_touches_the_raw_bindings() {
-    let g = graph();
-    let allowed: BTreeSet<String> = ["error", "cudart", ""].map(String::from).into();
-    let extra: Vec<&String> = g
-        .raw_users
+    let g = library();
+    let raw_users: BTreeSet<&String> = g
+        .uses
         .iter()
-        .filter(|m| !allowed.contains(*m) && !outside(m))
+        .filter(|(_, used)| used.iter().any(|(t, _)| t == "raw"))
+        .map(|(m, _)| m)
+        .collect();
+    let allowed: BTreeSet<String> = ["error", "cudart", ""].map(String::from).into();
+    let extra: Vec<&&String> = raw_users
+        .iter()
+        .filter(|m| !allowed.contains(**m) && !outside(m))
         .collect();
     assert!(extra.is_empty(), "raw bindings used by {extra:?}");
     assert!(
-        g.raw_users.contains("cudart"),
+        raw_users.contains(&"cudart".to_string()),
         "the check sees the thin layer's use"
+    );
+}
+
+#[test]
+fn every_doctor_module_has_a_layer() {
+    let g = doctor();
+    let unplaced = unplaced(&DOCTOR, &g);
+    assert!(unplaced.is_empty(), "modules without a layer: {unplaced:?}");
+    // The check sees the doctor's modules, and not its binary.
+    assert!(g.modules.contains("report") && g.modules.contains("cli"));
+    assert!(!g.modules.contains("main"));
+}
+
+#[test]
+fn no_doctor_module_uses_a_higher_layer_or_the_crate_root() {
+    let g = doctor();
+    let wrong = uses_going_up(&DOCTOR, &g);
+    assert!(wrong.is_empty(), "uses that go up:\n{}", wrong.join("\n"));
+    // The check sees uses: the command line uses most of the crate.
+    let cli: BTreeSet<&str> = g.uses["cli"].iter().map(|(t, _)| t.as_str()).collect();
+    for m in ["gather", "diagnose", "text", "json", "names"] {
+        assert!(cli.contains(m), "cli uses {m}: {cli:?}");
+    }
+}
+
+#[test]
+fn no_doctor_modules_use_each_other_in_a_loop() {
+    let found = loops(&doctor());
+    assert!(found.is_empty(), "import loops:\n{}", found.join("\n"));
+}
+
+#[test]
+fn only_the_doctors_backend_names_the_library() {
+    let g = doctor();
+    let users = users_of_crate(&g, "llaisys_nvidia");
+    assert_eq!(
+        users.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["backend"],
+        "modules that name the library"
     );
 }
 
@@ -371,4 +601,97 @@ fn the_path_reader_resolves_groups_and_super() {
         assert!(got.contains(w), "{w:?} not in {got:?}");
     }
     assert_eq!(code_only("a // crate::x\n\"crate::y\" b"), "a \n\"\" b");
+    assert_eq!(
+        code_only("a /* crate::x */ b '{' c 'l d"),
+        "a  b ' ' c 'l d"
+    );
+    // Inside an inline module, `super` is the file's module.
+    let code = "mod inner {\n    use super::Thing;\n    use super::super::low::X;\n}\n";
+    let want: Vec<Vec<String>> = [&["high", "part", "Thing"][..], &["high", "low", "X"]]
+        .iter()
+        .map(|p| p.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(paths(code, "high::part"), want);
+}
+
+/// A made-up crate of two layers: `low` below `high`.
+const MADE_UP: Layout = Layout {
+    src: "",
+    layers: &[&["low", "other"], &["high"]],
+    not_modules: &[],
+    root_items: false,
+};
+
+fn made_up(files: &[(&str, &str)]) -> Graph {
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(m, t)| (m.to_string(), t.to_string()))
+        .collect();
+    graph(&MADE_UP, &files)
+}
+
+#[test]
+fn the_checks_fail_on_a_crate_that_breaks_them() {
+    let root = (
+        "",
+        "pub mod low;\npub mod other;\npub mod high;\npub use low::Y;\n",
+    );
+    // Sound: the high layer uses the low one.
+    let g = made_up(&[
+        root,
+        ("low", "pub struct Y;\n"),
+        ("other", "use crate::low::Y;\n"),
+        ("high", "use crate::low::Y;\nuse crate::other;\n"),
+    ]);
+    assert!(uses_going_up(&MADE_UP, &g).is_empty());
+    assert!(loops(&g).is_empty());
+    // A low module that uses a higher one: a use going up, and a loop through it.
+    let g = made_up(&[
+        root,
+        ("low", "use crate::high::X;\npub struct Y;\n"),
+        ("other", ""),
+        ("high", "use crate::low::Y;\npub struct X;\n"),
+    ]);
+    assert_eq!(
+        uses_going_up(&MADE_UP, &g),
+        ["low (layer 0) uses high (high::X)"]
+    );
+    assert_eq!(loops(&g), ["high -> low -> high"]);
+    // A loop within one layer, written with `super` in an inline module.
+    let g = made_up(&[
+        root,
+        ("low", "mod inner { use super::super::other::Z; }\n"),
+        (
+            "other",
+            "pub struct Z;\nfn f() -> crate::low::W { todo!() }\n",
+        ),
+        ("high", ""),
+    ]);
+    assert!(uses_going_up(&MADE_UP, &g).is_empty());
+    assert_eq!(loops(&g), ["low -> other -> low"]);
+    // An item of the crate root, where a module must name the module it uses.
+    let g = made_up(&[
+        root,
+        ("low", ""),
+        ("other", "use crate::Y;\n"),
+        ("high", ""),
+    ]);
+    assert_eq!(
+        uses_going_up(&MADE_UP, &g),
+        ["other uses the crate root (Y)"]
+    );
+    // A module without a layer.
+    let g = made_up(&[root, ("stray", "")]);
+    assert_eq!(unplaced(&MADE_UP, &g), ["stray"]);
+    // Naming a crate: `name::` or `use name as`, not a longer name that starts with it.
+    let g = made_up(&[
+        root,
+        ("low", "use llaisys_nvidia as lib;\n"),
+        ("other", "use llaisys_nvidia_doctor::x;\n"),
+        ("high", "fn f() { llaisys_nvidia::ops::x(); }\n"),
+    ]);
+    assert_eq!(
+        users_of_crate(&g, "llaisys_nvidia"),
+        ["high", "low"].map(String::from).into()
+    );
 }

@@ -17,8 +17,6 @@ use std::process::Command;
 const TEMPORARILY_ALLOWED: &[&str] = &[
     "scripts/gpu-run.sh",
     "scripts/stage-gpu.sh",
-    "src/cache/large.rs",
-    "src/pageable/hostcopy.rs",
     "tests/broken_driver.rs",
     "tests/c/lifecycle_fork.c",
     "tests/gpu/nccl/two_gpu.rs",
@@ -26,7 +24,6 @@ const TEMPORARILY_ALLOWED: &[&str] = &[
     "tests/gpu/sync_semantics.rs",
     "tests/gpu_clients/dlclose_cycles.c",
     "tests/hostile.rs",
-    "tests/layers.rs",
     "tests/lifecycle.rs",
     "tests/out_pointers.rs",
 ];

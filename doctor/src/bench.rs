@@ -11,6 +11,7 @@
 //! timed on the host clock (they are host calls), median of several.
 
 use crate::backend::{self, plain, DeviceBuffer, Event, MemcpyKind, PinnedBuffer, Stream};
+use crate::names::BENCH_PREFIX;
 use crate::report::{AllocFigure, AllocKind, Bench, CopyFigure, CopyKind, Failure};
 use std::os::raw::c_void;
 
@@ -78,6 +79,15 @@ pub fn size_text(bytes: usize) -> String {
     }
 }
 
+/// Why the bench cannot run on `device` of `count`.
+pub fn skip_reason(device: i32, count: i32) -> String {
+    if count <= 0 {
+        "no CUDA device".into()
+    } else {
+        format!("device {device} does not exist (CUDA shows {count})")
+    }
+}
+
 /// The whole bench on `device` over `SIZES`; `progress` receives one line per measurement, then
 /// an empty line at the end.
 pub fn run(device: i32, progress: &mut dyn FnMut(&str)) -> Bench {
@@ -121,7 +131,7 @@ fn measure(
             for kind in CopyKind::ALL {
                 done += 1;
                 progress(&format!(
-                    "bench: {} {} ({done}/{total})",
+                    "{BENCH_PREFIX}{} {} ({done}/{total})",
                     kind.title(),
                     size_text(size)
                 ));
@@ -138,7 +148,7 @@ fn measure(
         }
     }
     for &size in ALLOC_SIZES.iter().filter(|&&s| s <= free / 4) {
-        progress(&format!("bench: allocations of {}", size_text(size)));
+        progress(&format!("{BENCH_PREFIX}allocations of {}", size_text(size)));
         allocations(size, &mut bench.allocations)?;
     }
     Ok(())

@@ -2,12 +2,18 @@
 //! report and returns the exit status.
 
 use crate::backend::{build, version_string};
-use crate::probes::{self, Group};
-use crate::{exit, json, run, text, Options, DEFAULT_TIMEOUT_S, TIMEOUT_ENV};
+use crate::diagnose::{diagnose, Diagnosis};
+use crate::display::StderrDisplay;
+use crate::evidence::Evidence;
+use crate::names::Group;
+use crate::options::{Options, DEFAULT_TIMEOUT_S, TIMEOUT_ENV};
+use crate::report::Report;
+use crate::watchdog::Notice;
+use crate::{exit, gather, json, probes, text};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 
 /// What `--help` says after the options.
@@ -20,7 +26,8 @@ table, and a diagnosis with the cause and the fix of what is wrong.
 Every call into the driver or the CUDA runtime runs in a probe process (this program, started
 again) under a watchdog: a probe that does not return within the time limit (--timeout,
 default 20 s) is stopped, a probe that crashes is named with its signal, and the report is
-printed all the same.
+printed all the same. On a terminal, stderr says which probe the doctor is waiting for once one
+has run for a second; nothing of that on a pipe or with --json.
 
 exit status:
   0   healthy
@@ -168,13 +175,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             return exit::HEALTHY;
         }
         Request::Doctor(opts) => {
-            let report = run(&opts, &mut stderr_progress());
+            let mut display = StderrDisplay::new(&opts);
+            let (report, diagnosis) = doctor(&opts, &mut |e| display.show(e));
             let body = if opts.json {
-                json::render(&report)
+                json::render(&report, &diagnosis)
             } else {
-                text::render(&report)
+                text::render(&report, &diagnosis)
             };
-            (body, report.diagnosis.status.exit_code())
+            (body, diagnosis.status.exit_code())
         }
     };
     match write_out(&body) {
@@ -194,22 +202,10 @@ fn write_out(body: &str) -> anyhow::Result<()> {
         .context("cannot write the report")
 }
 
-/// The bench's progress on stderr: one line rewritten in place on a terminal (an empty line
-/// clears it), one line per step otherwise, so that a log shows what ran.
-pub fn stderr_progress() -> impl FnMut(&str) {
-    let tty = std::io::stderr().is_terminal();
-    let mut shown = false;
-    move |line: &str| {
-        let mut err = std::io::stderr().lock();
-        if tty {
-            if line.is_empty() && !shown {
-                return;
-            }
-            let _ = write!(err, "\r\x1b[2K{line}");
-            shown = !line.is_empty();
-        } else if !line.is_empty() {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
-    }
+/// Runs the doctor: gathers the report (`notices` hears the bench's progress and which probe
+/// the watchdog waits for) and diagnoses it.
+pub fn doctor(opts: &Options, notices: &mut dyn FnMut(Notice)) -> (Report, Diagnosis) {
+    let report = gather::report(opts, notices);
+    let diagnosis = diagnose(&Evidence::from_report(&report));
+    (report, diagnosis)
 }

@@ -4,8 +4,13 @@
 
 use crate::backend::version_string;
 use crate::evidence::Evidence;
+use crate::exit;
+use crate::names::{
+    BENCH_PREFIX, CONTEXT_PREFIX, DEVICE_COUNT, DEVICE_PREFIX, DRIVER_VERSION, EXITING, LIBCUDA,
+    PEER_ACCESS, RUNTIME_VERSION, SMOKE_PREFIX, STARTING,
+};
+use crate::options::{seconds, TIMEOUT_ENV};
 use crate::report::{CudaErr, DeviceNode, How, Libcuda, LoaderAnswer, ProbeFailure};
-use crate::watchdog::{EXITING, STARTING};
 
 /// What is wrong (or worth knowing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,11 +140,11 @@ impl Status {
     /// The process exit status (`exit`).
     pub fn exit_code(self) -> i32 {
         match self {
-            Status::Healthy => crate::exit::HEALTHY,
-            Status::ProbeFailed => crate::exit::PROBE_FAILED,
-            Status::NoDriver => crate::exit::NO_DRIVER,
-            Status::NoDevice => crate::exit::NO_DEVICE,
-            Status::CheckFailed => crate::exit::CHECK_FAILED,
+            Status::Healthy => exit::HEALTHY,
+            Status::ProbeFailed => exit::PROBE_FAILED,
+            Status::NoDriver => exit::NO_DRIVER,
+            Status::NoDevice => exit::NO_DEVICE,
+            Status::CheckFailed => exit::CHECK_FAILED,
         }
     }
 
@@ -787,17 +792,17 @@ fn mixed(paths: &[String], what: &str) -> Finding {
 /// What a probe does, for the finding about it.
 fn probe_does(probe: &str) -> &'static str {
     match probe {
-        crate::probes::LIBCUDA => "this program's own dlopen of the driver's library, which runs its initialisers",
-        "cudaRuntimeGetVersion" => "cudart's first call, which needs no driver",
-        "cudaDriverGetVersion" => "cudart loads libcuda.so.1 here and calls the driver's cuInit: the driver's initialisation",
-        "cudaGetDeviceCount" => "counting the devices",
-        "peer access" => "asking which devices can reach each other's memory",
+        LIBCUDA => "this program's own dlopen of the driver's library, which runs its initialisers",
+        RUNTIME_VERSION => "cudart's first call, which needs no driver",
+        DRIVER_VERSION => "cudart loads libcuda.so.1 here and calls the driver's cuInit: the driver's initialisation",
+        DEVICE_COUNT => "counting the devices",
+        PEER_ACCESS => "asking which devices can reach each other's memory",
         STARTING => "the probe process starting, before its first probe (the dynamic loader, library initialisers)",
         EXITING => "the probe process exiting after its last probe (cudart's and the driver's teardown)",
-        p if p.starts_with("context on device") => "creating the device's context",
-        p if p.starts_with("device ") => "reading the device's properties and free memory (which creates its context)",
-        p if p.starts_with("smoke: ") => "a call of the llaisys table in the smoke test",
-        p if p.starts_with("bench: ") => "a measurement of the bench",
+        p if p.starts_with(CONTEXT_PREFIX) => "creating the device's context",
+        p if p.starts_with(DEVICE_PREFIX) => "reading the device's properties and free memory (which creates its context)",
+        p if p.starts_with(SMOKE_PREFIX) => "a call of the llaisys table in the smoke test",
+        p if p.starts_with(BENCH_PREFIX) => "a measurement of the bench",
         _ => "a call into the driver or the runtime",
     }
 }
@@ -805,7 +810,7 @@ fn probe_does(probe: &str) -> &'static str {
 /// Whether a probe is work on a device (after the driver came up) rather than the driver's
 /// loading and initialisation.
 fn device_work(probe: &str) -> bool {
-    probe.starts_with("smoke: ") || probe.starts_with("bench: ") || probe == "peer access"
+    probe.starts_with(SMOKE_PREFIX) || probe.starts_with(BENCH_PREFIX) || probe == PEER_ACCESS
 }
 
 fn stderr_words(ev: &Evidence) -> String {
@@ -837,8 +842,8 @@ fn probe_failure(ev: &Evidence, pf: &ProbeFailure) -> Finding {
                 " A slow first initialisation (many GPUs, persistence mode off) can pass {} s: \
                  enable persistence mode (`sudo nvidia-smi -pm 1`, or the nvidia-persistenced \
                  service), or allow more time with `--timeout SECONDS` (or {}=SECONDS).",
-                crate::seconds(*after_s),
-                crate::TIMEOUT_ENV
+                seconds(*after_s),
+                TIMEOUT_ENV
             );
             let fix = if device_work(probe) {
                 format!(
@@ -855,7 +860,7 @@ fn probe_failure(ev: &Evidence, pf: &ProbeFailure) -> Finding {
                 format!(
                     "probe hung: `{probe}` ({does}) did not return within {} s, so the watchdog \
                      killed the probe process; the probes after it did not run. {setup}{}",
-                    crate::seconds(*after_s),
+                    seconds(*after_s),
                     stderr_words(ev)
                 ),
                 fix,

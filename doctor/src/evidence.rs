@@ -40,7 +40,7 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// Reads the evidence off `report` (its `diagnosis` is not looked at).
+    /// Reads the evidence off `report`.
     pub fn from_report(report: &Report) -> Evidence {
         let m = &report.machine;
         Evidence {

@@ -15,9 +15,9 @@ use serde::Serialize;
 /// The schema's name and version, the document's first member.
 pub const SCHEMA: &str = "llaisys-nvidia-doctor/1";
 
-/// The document as text (two-space indent), with a final newline.
-pub fn render(r: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(&document(r))
+/// The document of `r` and its diagnosis `d` as text (two-space indent), with a final newline.
+pub fn render(r: &Report, d: &Diagnosis) -> String {
+    let mut s = serde_json::to_string_pretty(&document(r, d))
         .unwrap_or_else(|e| format!("{{\"schema\": \"{SCHEMA}\", \"error\": \"{e}\"}}"));
     s.push('\n');
     s
@@ -43,7 +43,7 @@ struct Document<'a> {
 }
 
 /// The whole document, as serde data.
-fn document(r: &Report) -> Document<'_> {
+fn document<'a>(r: &'a Report, d: &'a Diagnosis) -> Document<'a> {
     Document {
         schema: SCHEMA,
         build: build(&r.build),
@@ -53,7 +53,7 @@ fn document(r: &Report) -> Document<'_> {
         peer_access: peer_matrix(r.devices.len(), &r.peer_access),
         smoke: smoke(&r.smoke),
         bench: r.bench.as_ref().map(bench),
-        diagnosis: diagnosis(&r.diagnosis),
+        diagnosis: diagnosis(d),
         watchdog: watchdog(&r.watchdog),
     }
 }

@@ -12,16 +12,21 @@
 //! build (tests, `libllaisys_nvidia.so` users) fails to start where it is not set.
 
 use crate::backend::{self, build};
+use crate::child::{self, Outcome};
 use crate::report::{Libcuda, Libcudart, LoaderAnswer};
 use std::ffi::CStr;
 use std::os::raw::c_void;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Set in the child the loader question starts, so that a loader that ignores
 /// `LD_TRACE_LOADED_OBJECTS` cannot make the doctor start itself over and over.
 pub const PROBE_ENV: &str = "LLAISYS_NVIDIA_DOCTOR_LOADER_PROBE";
+
+/// The time the loader's answer may take, output included.
+const LOADER_LIMIT: Duration = Duration::from_secs(10);
 
 /// Loads `libcuda.so.1` as cudart does and says from where. The handle is kept: cudart loads
 /// the same library, and unloading a driver library is never worth the risk. Loading runs the
@@ -187,30 +192,19 @@ pub fn loader_answer_without_ld_library_path() -> LoaderAnswer {
         Ok(c) => c,
         Err(e) => return LoaderAnswer::NotChecked(format!("cannot start {}: {e}", exe.display())),
     };
-    match wait_output(child, Duration::from_secs(10)) {
-        Some(out) => parse_trace(&out, "libcudart"),
-        None => LoaderAnswer::NotChecked("the loader did not answer within 10 s".into()),
-    }
-}
-
-/// Waits up to `limit` for the child's stdout; kills it past that.
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Option<String> {
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
+    match child::output_within(child, LOADER_LIMIT) {
+        Outcome::Ended { status, stdout } if status.signal().is_none() => {
+            parse_trace(&String::from_utf8_lossy(&stdout), "libcudart")
         }
+        Outcome::Ended { status, .. } => LoaderAnswer::NotChecked(format!(
+            "the loader, asked about this program, {}",
+            child::ended_words(status)
+        )),
+        Outcome::TimedOut { .. } => LoaderAnswer::NotChecked(format!(
+            "the loader did not answer within {} s",
+            LOADER_LIMIT.as_secs()
+        )),
     }
-    let mut text = String::new();
-    use std::io::Read;
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 /// Reads the loader's trace (`\tlibcudart.so.13 => /x/libcudart.so.13 (0x...)` or

@@ -9,39 +9,18 @@
 //! versions, the device count, the context, the devices, peers, the smoke test, the bench), so
 //! that the first CUDA calls of the `cuda` process are the real first calls, timed.
 
+use crate::names::{self, Group};
 use crate::protocol::{send, Msg, Part};
 use crate::report::Bench;
 use crate::{backend, bench, facts, loader, smoke};
 use std::io::Write;
-
-/// Which probes a probe process runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Group {
-    /// `dlopen("libcuda.so.1")` and where it came from.
-    Libcuda,
-    /// Every cudart call of the report.
-    Cuda,
-}
-
-impl Group {
-    /// The value of `--probe-process`.
-    pub fn arg(self) -> &'static str {
-        match self {
-            Group::Libcuda => "libcuda",
-            Group::Cuda => "cuda",
-        }
-    }
-}
-
-/// The name of the probe that loads libcuda.so.1.
-pub const LIBCUDA: &str = "dlopen libcuda.so.1";
 
 /// Runs the probes of `group` for `device` (the bench too with `bench`), writing messages to
 /// `out`.
 pub fn run(group: Group, device: i32, bench: bool, out: &mut dyn Write) {
     match group {
         Group::Libcuda => {
-            start(out, LIBCUDA);
+            start(out, names::LIBCUDA);
             send(out, &Msg::Part(Part::Libcuda(loader::probe_libcuda())));
         }
         Group::Cuda => cuda(device, bench, out),
@@ -60,34 +39,34 @@ fn start(out: &mut dyn Write, probe: &str) {
 }
 
 fn cuda(device: i32, with_bench: bool, out: &mut dyn Write) {
-    start(out, "cudaRuntimeGetVersion");
+    start(out, names::RUNTIME_VERSION);
     let (result, ms) = facts::timed(backend::runtime_version);
     send(out, &Msg::Part(Part::RuntimeVersion { result, ms }));
-    start(out, "cudaDriverGetVersion");
+    start(out, names::DRIVER_VERSION);
     let (result, ms) = facts::timed(backend::driver_version);
     send(out, &Msg::Part(Part::DriverVersion { result, ms }));
-    start(out, "cudaGetDeviceCount");
+    start(out, names::DEVICE_COUNT);
     let (result, ms) = facts::timed(backend::device_count);
     let count = *result.as_ref().unwrap_or(&0);
     send(out, &Msg::Part(Part::DeviceCount { result, ms }));
     let usable = device >= 0 && device < count;
     // Context creation first, so that its time is the real first-context cost.
     let context = usable.then(|| {
-        start(out, &format!("context on device {device}"));
+        start(out, &names::context(device));
         let c = backend::device::init(device);
         send(out, &Msg::Part(Part::Context(c.clone())));
         c
     });
     for id in 0..count {
-        start(out, &format!("device {id}"));
+        start(out, &names::device(id));
         send(out, &Msg::Part(Part::Device(facts::device(id))));
     }
     if count > 1 {
-        start(out, "peer access");
+        start(out, names::PEER_ACCESS);
         send(out, &Msg::Part(Part::Peers(facts::peers(count))));
     }
     let s = smoke::run(device, count, context, &mut |step| {
-        start(out, &format!("smoke: {step}"))
+        start(out, &names::smoke(step))
     });
     send(out, &Msg::Part(Part::Smoke(s)));
     if with_bench {
@@ -104,7 +83,7 @@ fn cuda(device: i32, with_bench: bool, out: &mut dyn Write) {
                 );
             })
         } else {
-            Bench::skipped(device, crate::bench_skip_reason(device, count))
+            Bench::skipped(device, bench::skip_reason(device, count))
         };
         send(out, &Msg::Part(Part::Bench(b)));
     }

@@ -1,10 +1,10 @@
-//! The doctor's report as plain data: what was found, measured and concluded. Gathering fills it
-//! (`facts`, `loader`, `nodes`, `env` here; `probes` in the probe process, `smoke`, `bench`),
-//! `diagnose` reads it, `text` and `json` print it. The parts the probe process measures travel
-//! to the doctor as serde data (`protocol`), so they are the doctor's own types, not the
-//! library's.
+//! The doctor's report as plain data: what was found and measured. The lowest layer of the
+//! doctor: it names no other module. Gathering fills it (`facts`, `loader`, `nodes`, `env` in
+//! the doctor's process; `probes`, `smoke`, `bench` in the probe process), `evidence` reads it
+//! for `diagnose`, `text` and `json` print it with the diagnosis. The parts the probe process
+//! measures travel to the doctor as serde data (`protocol`), so they are the doctor's own
+//! types, not the library's.
 
-use crate::diagnose::Diagnosis;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -26,11 +26,6 @@ impl CudaErr {
     pub const STUB_LIBRARY: i32 = 34;
     /// `cudaErrorNoDevice`.
     pub const NO_DEVICE: i32 = 100;
-
-    /// `code` with cudart's name and description (a table lookup in cudart).
-    pub fn from_code(code: i32) -> CudaErr {
-        crate::backend::cuda_error(code)
-    }
 }
 
 impl fmt::Display for CudaErr {
@@ -126,8 +121,6 @@ pub struct Report {
     /// How the probes that call into the driver and the runtime went (they run in a child
     /// process under a watchdog).
     pub watchdog: Watchdog,
-    /// The conclusion.
-    pub diagnosis: Diagnosis,
 }
 
 /// The facts build.rs recorded (the library's `runtime::build`).
@@ -336,6 +329,24 @@ pub struct Smoke {
     pub bytes: usize,
     /// Each step, in order.
     pub steps: Vec<Step>,
+}
+
+impl Smoke {
+    /// A smoke test that did not run, and why.
+    pub fn skipped(
+        device: i32,
+        why: impl Into<String>,
+        context: Option<Result<f64, Failure>>,
+    ) -> Smoke {
+        Smoke {
+            device,
+            status: SmokeStatus::Skipped(why.into()),
+            first_calls: Vec::new(),
+            context_ms: context,
+            bytes: 0,
+            steps: Vec::new(),
+        }
+    }
 }
 
 /// One smoke step.

@@ -122,24 +122,6 @@ pub fn run(
     }
 }
 
-impl Smoke {
-    /// A smoke test that did not run, and why.
-    pub fn skipped(
-        device: i32,
-        why: impl Into<String>,
-        context: Option<Result<f64, Failure>>,
-    ) -> Smoke {
-        Smoke {
-            device,
-            status: SmokeStatus::Skipped(why.into()),
-            first_calls: Vec::new(),
-            context_ms: context,
-            bytes: 0,
-            steps: Vec::new(),
-        }
-    }
-}
-
 /// Table resources held, freed through the table in reverse order whatever happened.
 #[derive(Default)]
 struct Held {

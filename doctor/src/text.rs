@@ -3,7 +3,7 @@
 
 use crate::backend::version_string;
 use crate::bench::size_text;
-use crate::diagnose::Severity;
+use crate::diagnose::{Diagnosis, Severity};
 use crate::report::{
     AllocKind, Bench, CopyKind, DeviceReport, Libcuda, LoaderAnswer, Machine, Report, Smoke,
     SmokeStatus,
@@ -27,8 +27,8 @@ const WIDTH: usize = 100;
 const NOT_FINISHED: &str = "unknown: its probe did not finish (see Diagnosis)";
 const KEY: usize = 22;
 
-/// The whole report.
-pub fn render(r: &Report) -> String {
+/// The whole report `r`, its diagnosis `d` last.
+pub fn render(r: &Report, d: &Diagnosis) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "llaisys-nvidia doctor {}", r.build.crate_version);
     build(r, &mut o);
@@ -40,7 +40,7 @@ pub fn render(r: &Report) -> String {
     if let Some(b) = &r.bench {
         bench(b, &mut o);
     }
-    diagnosis(r, &mut o);
+    diagnosis(d, &mut o);
     o
 }
 
@@ -396,9 +396,8 @@ fn bench(b: &Bench, o: &mut String) {
     }
 }
 
-fn diagnosis(r: &Report, o: &mut String) {
+fn diagnosis(d: &Diagnosis, o: &mut String) {
     section(o, "Diagnosis");
-    let d = &r.diagnosis;
     if d.findings.is_empty() {
         let _ = writeln!(o, "  nothing wrong found");
     }

@@ -4,31 +4,53 @@
 //! each probe reports (`protocol`). Every probe gets the time limit anew when it starts; a
 //! probe past the limit gets the process killed, a process that dies is reported with its
 //! signal, and either way the doctor still prints its whole report, naming the probe.
+//!
+//! The process's exit is watched on its own, apart from its stdout (`child`): a probe process
+//! that crashed is reported as crashed even when a process it started keeps its stdout open.
+//! While a probe runs past [`WAITING_AFTER`], the watchdog says so once a second
+//! ([`Notice::Waiting`]); the command line shows that on a terminal.
 
-use crate::probes::Group;
+use crate::child::{self, ExitWatch, Gathered, Line, POLL};
+use crate::names::{self, Group, EXITING, STARTING};
+use crate::options::Options;
 use crate::protocol::{parse, Msg, Part};
 use crate::report::{How, Probe, ProbeFailure, ProbeStatus};
-use crate::Options;
 use anyhow::Context;
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-/// The name of the moment before the first probe announced itself (the process starting: the
-/// dynamic loader, libraries' initialisers).
-pub const STARTING: &str = "start of the probe process";
-/// The name of the moment after the last probe (exit handlers: cudart's and the driver's
-/// teardown).
-pub const EXITING: &str = "exit of the probe process";
-
-/// How long a killed process may take to go before the doctor stops waiting for it (a process
-/// stuck inside the kernel, state D, cannot die until the driver lets go).
-const REAP_LIMIT: Duration = Duration::from_secs(2);
+/// How long a probe runs before the watchdog says it is waiting for it ([`Notice::Waiting`],
+/// then once a second).
+pub const WAITING_AFTER: Duration = Duration::from_secs(1);
 /// The most of the probe processes' stderr kept.
 const STDERR_KEEP: usize = 4096;
+/// The most of a probe process's stderr gathered while it runs.
+const STDERR_GATHER: usize = 65536;
+/// How long the stderr of a probe process that has gone is still read (a grandchild may hold
+/// the pipe).
+const STDERR_GRACE: Duration = Duration::from_millis(200);
+
+/// What the watchdog tells the one who runs it while it watches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Notice<'a> {
+    /// A line of the bench's progress.
+    Progress(&'a str),
+    /// The probe (or phase) `probe` has not answered for `waited` (whole seconds, from
+    /// [`WAITING_AFTER`] on, once a second); `limit` is the time it has, None: no limit.
+    Waiting {
+        /// The probe's name (or the phase's: [`STARTING`], [`EXITING`]).
+        probe: &'a str,
+        /// How long it has run.
+        waited: Duration,
+        /// Its time limit.
+        limit: Option<Duration>,
+    },
+    /// What was shown for the last `Progress` or `Waiting` is over (the probe answered, the
+    /// bench or the probe process ended).
+    Clear,
+}
 
 /// What one probe process produced.
 #[derive(Debug, Default)]
@@ -43,16 +65,11 @@ pub struct Run {
     pub stderr: String,
 }
 
-enum Line {
-    Text(String),
-    Eof,
-}
-
-/// Starts the probe process for `group` and watches it; `progress` hears the bench's lines.
-pub fn run(group: Group, opts: &Options, progress: &mut dyn FnMut(&str)) -> Run {
+/// Starts the probe process for `group` and watches it; `notices` hears the bench's progress
+/// and which probe it is waiting for.
+pub fn run(group: Group, opts: &Options, notices: &mut dyn FnMut(Notice)) -> Run {
     let mut run = Run::default();
-    let child = spawn(group, opts);
-    let mut child = match child {
+    let mut child = match spawn(group, opts) {
         Ok(c) => c,
         Err(e) => {
             run.failure = Some(ProbeFailure {
@@ -64,88 +81,147 @@ pub fn run(group: Group, opts: &Options, progress: &mut dyn FnMut(&str)) -> Run 
             return run;
         }
     };
-    let lines = read_lines(&mut child);
-    let (stderr, stderr_done) = collect_stderr(&mut child);
-    let limit = opts.timeout;
-    let mut current = (STARTING.to_string(), Instant::now());
-    let mut ended = false;
+    let stderr = Gathered::start(child.stderr.take(), STDERR_GATHER);
     let mut stray = String::new();
-    let hung = loop {
-        let got = match limit {
-            Some(l) => lines.recv_timeout(l.saturating_sub(current.1.elapsed())),
-            None => lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match got {
-            Ok(Line::Text(text)) => match parse(&text) {
-                Some(Msg::Start { probe }) => {
-                    close(&mut run, &current, ProbeStatus::Ok);
-                    current = (probe, Instant::now());
-                }
-                Some(Msg::Progress { line }) => progress(&line),
-                Some(Msg::Part(p)) => run.parts.push(p),
-                Some(Msg::End) => {
-                    close(&mut run, &current, ProbeStatus::Ok);
-                    ended = true;
-                    current = (EXITING.to_string(), Instant::now());
-                }
-                None => {
-                    stray.push_str(&text);
-                    stray.push('\n');
-                }
-            },
-            Ok(Line::Eof) | Err(RecvTimeoutError::Disconnected) => break false,
-            Err(RecvTimeoutError::Timeout) => break true,
-        }
+    let mut watch = Watch {
+        run: &mut run,
+        current: (STARTING.to_string(), Instant::now()),
+        ended: false,
+        shown: None,
+        notices,
+        stray: &mut stray,
     };
-    // Stdout is closed: the process is exiting (or has closed it and hangs on).
-    let status = if hung {
-        None
-    } else {
-        wait_within(
-            &mut child,
-            limit.map(|l| l.saturating_sub(current.1.elapsed())),
-        )
-    };
-    progress("");
-    let failure = match status {
+    let exited = watch.watch(&mut child, opts.timeout);
+    let (current, ended) = (watch.current, watch.ended);
+    notices(Notice::Clear);
+    let failure = match exited {
         None => {
-            let _ = child.kill();
-            let gone = wait_within(&mut child, Some(REAP_LIMIT)).is_some();
-            let after_s = limit.map_or(0.0, |l| l.as_secs_f64());
+            let gone = child::kill(&mut child);
             close(&mut run, &current, ProbeStatus::Hung);
             if !gone {
                 stray.push_str(&format!(
                     "(the probe process did not go within {} s of SIGKILL: it is stuck inside \
                      the kernel, in the driver)\n",
-                    REAP_LIMIT.as_secs()
+                    child::REAP_LIMIT.as_secs()
                 ));
             }
+            let after_s = opts.timeout.map_or(0.0, |l| l.as_secs_f64());
             Some(How::Hung { after_s })
         }
-        Some(s) => match died(s, ended) {
-            Some(how) => {
+        Some(status) => {
+            let how = died(status, ended);
+            if how.is_some() {
                 close(&mut run, &current, ProbeStatus::Crashed);
-                Some(how)
             }
-            None => None,
-        },
+            how
+        }
     };
     run.failure = failure.map(|how| ProbeFailure {
         probe: current.0.clone(),
         how,
     });
-    // What the process wrote last; a process that did not go keeps its pipe open: not waited for.
-    let _ = stderr_done.recv_timeout(Duration::from_millis(200));
-    let mut text =
-        String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    // What the process wrote last; a pipe a grandchild holds open is not waited for.
+    let mut text = String::from_utf8_lossy(&stderr.take_within(STDERR_GRACE)).into_owned();
     text.push_str(&stray);
     run.stderr = tail(&text, STDERR_KEEP);
     run
 }
 
+/// The watch over one probe process: its messages, its probes' clocks, its exit.
+struct Watch<'r, 'e> {
+    run: &'r mut Run,
+    /// The probe (or phase) running, and since when.
+    current: (String, Instant),
+    /// `End` came: every probe asked for has run.
+    ended: bool,
+    /// The whole seconds of the last `Waiting` told for the current probe.
+    shown: Option<u64>,
+    notices: &'e mut dyn FnMut(Notice),
+    /// Stdout lines that were not messages.
+    stray: &'r mut String,
+}
+
+impl Watch<'_, '_> {
+    /// Reads the messages until the process has exited and its stdout is read (to its end,
+    /// or for [`child::EXIT_GRACE`] when a grandchild keeps it open): its exit status. None:
+    /// the current probe passed `limit` (the process still runs).
+    fn watch(&mut self, child: &mut Child, limit: Option<Duration>) -> Option<ExitStatus> {
+        let lines = child::lines(child.stdout.take());
+        let mut eof = false;
+        let mut exit = ExitWatch::default();
+        loop {
+            if let Some(status) = exit.done(child, eof) {
+                return Some(status);
+            }
+            if !exit.seen() {
+                let waited = self.current.1.elapsed();
+                if limit.is_some_and(|l| waited >= l) {
+                    return None;
+                }
+                self.tell_waiting(waited, limit);
+            }
+            if eof {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            let wait = limit.map_or(POLL, |l| {
+                l.saturating_sub(self.current.1.elapsed()).min(POLL)
+            });
+            match lines.recv_timeout(wait) {
+                Ok(Line::Text(text)) => self.message(text),
+                Ok(Line::Eof) | Err(RecvTimeoutError::Disconnected) => eof = true,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Tells that the current probe has not answered, from [`WAITING_AFTER`] on, once a second.
+    fn tell_waiting(&mut self, waited: Duration, limit: Option<Duration>) {
+        let secs = waited.as_secs();
+        if waited < WAITING_AFTER || self.shown == Some(secs) {
+            return;
+        }
+        self.shown = Some(secs);
+        (self.notices)(Notice::Waiting {
+            probe: &self.current.0,
+            waited: Duration::from_secs(secs),
+            limit,
+        });
+    }
+
+    /// The current probe is over: the next begins (`next`).
+    fn next(&mut self, next: String) {
+        self.current = (next, Instant::now());
+        if self.shown.take().is_some() {
+            (self.notices)(Notice::Clear);
+        }
+    }
+
+    fn message(&mut self, text: String) {
+        match parse(&text) {
+            Some(Msg::Start { probe }) => {
+                close(self.run, &self.current, ProbeStatus::Ok);
+                self.next(probe);
+            }
+            Some(Msg::Progress { line }) if line.is_empty() => (self.notices)(Notice::Clear),
+            Some(Msg::Progress { line }) => (self.notices)(Notice::Progress(&line)),
+            Some(Msg::Part(p)) => self.run.parts.push(p),
+            Some(Msg::End) => {
+                close(self.run, &self.current, ProbeStatus::Ok);
+                self.ended = true;
+                self.next(EXITING.to_string());
+            }
+            None => {
+                self.stray.push_str(&text);
+                self.stray.push('\n');
+            }
+        }
+    }
+}
+
 /// Records the probe that just ended (the start and exit phases only when they failed).
 fn close(run: &mut Run, current: &(String, Instant), status: ProbeStatus) {
-    if status == ProbeStatus::Ok && (current.0 == STARTING || current.0 == EXITING) {
+    if status == ProbeStatus::Ok && names::is_phase(&current.0) {
         return;
     }
     run.probes.push(Probe {
@@ -161,8 +237,8 @@ fn died(status: ExitStatus, ended: bool) -> Option<How> {
     if let Some(sig) = status.signal() {
         return Some(How::Signal {
             number: sig,
-            name: signal_name(sig),
-            words: signal_words(sig).into(),
+            name: child::signal_name(sig),
+            words: child::signal_words(sig).into(),
         });
     }
     let code = status.code().unwrap_or(-1);
@@ -187,76 +263,6 @@ fn spawn(group: Group, opts: &Options) -> anyhow::Result<Child> {
         .with_context(|| format!("cannot start the probe process {}", exe.display()))
 }
 
-/// The child's stdout, line by line, on a channel; `Eof` when it closes.
-fn read_lines(child: &mut Child) -> mpsc::Receiver<Line> {
-    let (tx, rx) = mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(out);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match r.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let text = String::from_utf8_lossy(&buf).trim_end().to_string();
-                        if tx.send(Line::Text(text)).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(Line::Eof);
-        });
-    } else {
-        let _ = tx.send(Line::Eof);
-    }
-    rx
-}
-
-/// The child's stderr, gathered in the background (the last 64 KiB), and a channel that says
-/// when it closed.
-fn collect_stderr(child: &mut Child) -> (Arc<Mutex<Vec<u8>>>, mpsc::Receiver<()>) {
-    let kept = Arc::new(Mutex::new(Vec::new()));
-    let (done, closed) = mpsc::channel();
-    if let Some(mut err) = child.stderr.take() {
-        let into = kept.clone();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = err.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                let mut k = into.lock().unwrap_or_else(|p| p.into_inner());
-                k.extend_from_slice(&chunk[..n]);
-                if k.len() > 65536 {
-                    let cut = k.len() - 65536;
-                    k.drain(..cut);
-                }
-            }
-            let _ = done.send(());
-        });
-    } else {
-        let _ = done.send(());
-    }
-    (kept, closed)
-}
-
-/// Waits for the child to exit, at most `limit` (None: as long as it takes).
-fn wait_within(child: &mut Child, limit: Option<Duration>) -> Option<ExitStatus> {
-    let Some(limit) = limit else {
-        return child.wait().ok();
-    };
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
-            _ => return None,
-        }
-    }
-}
-
 /// The last `keep` bytes of `text`, at a character boundary, trimmed.
 fn tail(text: &str, keep: usize) -> String {
     let text = text.trim();
@@ -268,46 +274,4 @@ fn tail(text: &str, keep: usize) -> String {
         start += 1;
     }
     format!("...{}", &text[start..])
-}
-
-/// `SIGSEGV` for 11; `signal N` for one without a name here.
-pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {sig}"),
-    };
-    name.to_string()
-}
-
-/// What a signal usually means for a process that got it.
-pub fn signal_words(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGSEGV => "segmentation fault: an invalid memory access",
-        libc::SIGBUS => "bus error: an access to memory that is not there (a mapping gone)",
-        libc::SIGABRT => "aborted (an assertion or abort() in a library)",
-        libc::SIGILL => "illegal instruction (code built for another CPU, or corrupted)",
-        libc::SIGFPE => "arithmetic exception",
-        libc::SIGKILL => "killed from outside (the out-of-memory killer, or a person)",
-        libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT => "stopped from outside",
-        libc::SIGPIPE => "wrote to a closed pipe",
-        libc::SIGSYS => "a system call refused (seccomp)",
-        _ => "killed by a signal",
-    }
 }

@@ -3,7 +3,8 @@
 //! diagnosis fed with made-up evidence so that every cause is covered without a GPU. The
 //! watchdog's tests with fake drivers are in fake_driver.rs.
 
-use llaisys_nvidia_doctor::backend::build;
+use llaisys_nvidia_doctor::backend::{self, build};
+use llaisys_nvidia_doctor::child::{self, Outcome};
 use llaisys_nvidia_doctor::diagnose::{
     diagnose, explain_visible_devices, Cause, Finding, Severity, Status,
 };
@@ -11,9 +12,11 @@ use llaisys_nvidia_doctor::evidence::Evidence;
 use llaisys_nvidia_doctor::report::{
     CudaErr, DeviceNode, How, Libcuda, Libcudart, LoaderAnswer, ProbeFailure, SmokeStatus, Step,
 };
-use llaisys_nvidia_doctor::{env, exit, loader, nodes, smoke, text};
+use llaisys_nvidia_doctor::{display, env, exit, loader, nodes, smoke, text};
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
 
@@ -176,7 +179,10 @@ fn json_parses_and_holds_the_build_facts_and_the_environment() {
     let vars = [
         ("CUDA_VISIBLE_DEVICES", "7"),
         ("CUDA_LAUNCH_BLOCKING", "1"),
-        ("CUDA_CACHE_PATH", "/tmp/with \"quotes\" and \\ and \t tab"),
+        (
+            "CUDA_CACHE_PATH",
+            "/var/cache/with \"quotes\" and \\ and \t tab",
+        ),
     ];
     let o = doctor(&["--json"], &vars);
     let out = stdout(&o);
@@ -210,7 +216,7 @@ fn json_parses_and_holds_the_build_facts_and_the_environment() {
     assert_eq!(lines[5], build::LIB_NAME);
     assert_eq!(
         lines[6],
-        r#"{"CUDA_VISIBLE_DEVICES": "7", "CUDA_LAUNCH_BLOCKING": "1", "CUDA_CACHE_PATH": "/tmp/with \"quotes\" and \\ and \t tab"}"#
+        r#"{"CUDA_VISIBLE_DEVICES": "7", "CUDA_LAUNCH_BLOCKING": "1", "CUDA_CACHE_PATH": "/var/cache/with \"quotes\" and \\ and \t tab"}"#
     );
     assert_eq!(
         lines[7],
@@ -497,7 +503,7 @@ fn healthy() -> Evidence {
 
 /// cudaGetDeviceCount's answer `code`.
 fn count_error(code: i32) -> Option<Result<i32, CudaErr>> {
-    Some(Err(CudaErr::from_code(code)))
+    Some(Err(backend::cuda_error(code)))
 }
 
 /// The only error finding, checked to be of `cause`.
@@ -1113,4 +1119,92 @@ fn the_binary_finds_libcudart_through_its_rpath() {
     // It starts with no LD_LIBRARY_PATH (`doctor` clears the environment).
     let o = doctor(&["--version"], &[]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+/// `sh -c script` with stdout on a pipe, through the bounded read with `limit`; how long it
+/// took.
+fn sh_within(script: &str, limit: Duration) -> (Outcome, Duration) {
+    let t = Instant::now();
+    let c = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sh runs");
+    (child::output_within(c, limit), t.elapsed())
+}
+
+#[test]
+fn a_child_whose_grandchild_keeps_stdout_open_is_read_within_the_bound() {
+    // The child exits at once; the background `sleep` inherited its stdout and keeps it open
+    // for 60 s.
+    let (out, took) = sh_within("sleep 60 & echo \"holder $!\"", Duration::from_secs(30));
+    let Outcome::Ended { status, stdout } = out else {
+        panic!("{out:?}");
+    };
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(status.code(), Some(0));
+    let text = String::from_utf8_lossy(&stdout).into_owned();
+    let pid: i32 = text
+        .trim()
+        .strip_prefix("holder ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{text:?}"));
+    // SAFETY: kill takes a pid and a signal; the result is checked.
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGKILL) },
+        0,
+        "the sleep had gone"
+    );
+}
+
+#[test]
+fn a_child_that_crashes_is_told_from_one_that_does_not_answer() {
+    let (out, _) = sh_within("echo partial; kill -SEGV $$", Duration::from_secs(30));
+    let Outcome::Ended { status, stdout } = out else {
+        panic!("{out:?}");
+    };
+    assert_eq!(status.signal(), Some(libc::SIGSEGV));
+    assert_eq!(stdout, b"partial\n");
+    assert_eq!(
+        child::ended_words(status),
+        "died of SIGSEGV (segmentation fault: an invalid memory access)"
+    );
+    let (out, took) = sh_within("echo started; exec sleep 60", Duration::from_millis(300));
+    let Outcome::TimedOut { stdout } = out else {
+        panic!("{out:?}");
+    };
+    assert_eq!(stdout, b"started\n");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let (out, _) = sh_within("echo done; exit 3", Duration::from_secs(30));
+    let Outcome::Ended { status, stdout } = out else {
+        panic!("{out:?}");
+    };
+    assert_eq!(
+        (status.code(), stdout.as_slice()),
+        (Some(3), &b"done\n"[..])
+    );
+    assert_eq!(child::ended_words(status), "exited with status 3");
+}
+
+#[test]
+fn the_waiting_line_names_the_probe_and_its_time() {
+    let s = Duration::from_secs;
+    assert_eq!(
+        display::waiting_line("cudaDriverGetVersion", s(3), Some(s(20))),
+        "llaisys-nvidia: waiting for `cudaDriverGetVersion` (3 s of 20 s)..."
+    );
+    assert_eq!(
+        display::waiting_line(
+            "exit of the probe process",
+            s(1),
+            Some(Duration::from_millis(2500))
+        ),
+        "llaisys-nvidia: waiting for the exit of the probe process (1 s of 2.5 s)..."
+    );
+    assert_eq!(
+        display::waiting_line("smoke: malloc_host", s(7), None),
+        "llaisys-nvidia: waiting for `smoke: malloc_host` (7 s, no time limit)..."
+    );
 }

@@ -1,15 +1,22 @@
 //! Host-only tests of the doctor's watchdog and driver-version diagnosis with fake drivers: a
 //! `libcuda.so.1` written in C (fake_libcuda.c), compiled here with `cc` into a temporary folder
-//! put first on LD_LIBRARY_PATH, whose cuInit hangs, crashes, or fails, or whose
-//! cuDriverGetVersion reports an old driver. cudart really loads each and calls into it (the C
-//! file says how). Each test checks what the doctor concludes: which probe, what to check, the
-//! exit status.
+//! put first on LD_LIBRARY_PATH, whose cuInit hangs, crashes, or fails (or first starts a
+//! helper process that keeps the probe process's output open), or whose cuDriverGetVersion
+//! reports an old driver. cudart really loads each and calls into it (the C file says how).
+//! Each test checks what the doctor concludes: which probe, what to check, the exit status; and
+//! what it shows on stderr while it waits for a hanging probe, on a pseudo-terminal and on a
+//! pipe.
 
 use llaisys_nvidia_doctor::backend::build;
 use llaisys_nvidia_doctor::exit;
 use serde_json::Value;
+use std::ffi::CStr;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
@@ -39,8 +46,9 @@ fn fake(name: &str, defines: &[&str]) -> PathBuf {
     dir
 }
 
-/// The doctor with a clean environment (PATH), the fake first on LD_LIBRARY_PATH, `vars`.
-fn doctor(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> (Output, Duration) {
+/// The doctor's command with a clean environment (PATH), the fake first on LD_LIBRARY_PATH,
+/// `vars`.
+fn command(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
     let mut c = Command::new(BIN);
     c.args(args).env_clear();
     if let Some(path) = std::env::var_os("PATH") {
@@ -50,9 +58,85 @@ fn doctor(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> (Output, Duratio
     for (k, v) in vars {
         c.env(k, v);
     }
+    c
+}
+
+/// The doctor run as `command` says, its stdout and stderr on pipes.
+fn doctor(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> (Output, Duration) {
     let t = Instant::now();
-    let o = c.output().expect("the llaisys-nvidia binary runs");
+    let o = command(fake, args, vars)
+        .output()
+        .expect("the llaisys-nvidia binary runs");
     (o, t.elapsed())
+}
+
+/// A new pseudo-terminal: (master, slave), both closed on exec.
+fn pty() -> (File, File) {
+    // SAFETY: posix_openpt takes flags only; the result is checked below.
+    let m = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    assert!(m >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+    // SAFETY: `m` is an open descriptor that nothing else owns; the File closes it.
+    let master = unsafe { File::from_raw_fd(m) };
+    // SAFETY: `m` is an open pseudo-terminal master (above).
+    assert_eq!(unsafe { libc::grantpt(m) }, 0, "grantpt");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::unlockpt(m) }, 0, "unlockpt");
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: `name` is writable for its whole length, which is passed.
+    let r = unsafe { libc::ptsname_r(m, name.as_mut_ptr(), name.len()) };
+    assert_eq!(r, 0, "ptsname_r");
+    // SAFETY: ptsname_r wrote a NUL-terminated name into `name` (it returned 0).
+    let path = unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_str()
+        .expect("a UTF-8 terminal name")
+        .to_string();
+    let slave = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    (master, slave)
+}
+
+/// The doctor with its stderr on a pseudo-terminal (stdout on a pipe): its output, and every
+/// byte it wrote on the terminal.
+fn doctor_on_a_terminal(fake: &Path, args: &[&str]) -> (Output, Vec<u8>) {
+    let (mut master, slave) = pty();
+    let mut c = command(fake, args, &[]);
+    c.stdout(Stdio::piped()).stderr(Stdio::from(slave));
+    let child = c.spawn().expect("the llaisys-nvidia binary runs");
+    // This process's copy of the slave closes with the command: when the doctor has gone, the
+    // master reads the end (EIO).
+    drop(c);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = master.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got
+    });
+    let o = child.wait_with_output().expect("the doctor finishes");
+    (o, reader.join().expect("the terminal reader"))
+}
+
+/// Ends the helper process that the fake's `FAKE_HOLDER` started, named on the probe process's
+/// stderr (`holder PID keeps stdout open`); its pid, which must have been alive.
+fn end_holder(watchdog_stderr: &str) -> i32 {
+    let pid: i32 = watchdog_stderr
+        .split("holder ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no holder pid in {watchdog_stderr:?}"));
+    // SAFETY: kill takes a pid and a signal; a pid that is gone gives an error, checked.
+    let r = unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(r, 0, "the holder {pid} had gone already");
+    pid
 }
 
 /// The JSON report.
@@ -409,4 +493,83 @@ fn a_cuda12_driver_runs_the_cuda12_build_through_minor_version_compatibility() {
             .as_str()
             .is_some_and(|f| f.contains("575 or newer")));
     }
+}
+
+#[test]
+fn a_hanging_probe_is_named_on_a_terminal_while_the_doctor_waits() {
+    let dir = fake("hang-tty", &["-DFAKE_HANG"]);
+    let (o, tty) = doctor_on_a_terminal(&dir, &["--timeout", "2"]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{}", text(&o));
+    let tty = String::from_utf8_lossy(&tty).into_owned();
+    // Rewritten in place once a second, from the first second on, then cleared.
+    assert!(
+        tty.contains("\r\x1b[2Kllaisys-nvidia: waiting for `cudaDriverGetVersion` (1 s of 2 s)..."),
+        "{tty:?}"
+    );
+    assert!(tty.ends_with("\r\x1b[2K"), "{tty:?}");
+    assert!(!tty.contains('\n'), "{tty:?}");
+    // The report itself is the same as on a pipe.
+    let t = text(&o);
+    assert!(
+        t.contains("error: probe hung: `cudaDriverGetVersion`"),
+        "{t}"
+    );
+    assert!(!t.contains("waiting for"), "{t}");
+}
+
+#[test]
+fn nothing_is_said_while_waiting_with_json_on_a_terminal() {
+    let dir = fake("hang-tty-json", &["-DFAKE_HANG"]);
+    let (o, tty) = doctor_on_a_terminal(&dir, &["--json", "--timeout", "2"]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{}", text(&o));
+    assert_eq!(json(&o)["watchdog"]["status"], "hung");
+    assert_eq!(String::from_utf8_lossy(&tty), "");
+}
+
+#[test]
+fn nothing_is_said_while_waiting_on_a_pipe() {
+    let dir = fake("hang-pipe", &["-DFAKE_HANG"]);
+    let (o, took) = doctor(&dir, &["--timeout", "2"], &[]);
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{}", text(&o));
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+}
+
+/// The helper keeps the probe process's stdout open for 30 s after the probe process has
+/// gone: the doctor must still finish at once, and name a crash a crash.
+#[test]
+fn a_probe_process_that_crashes_while_its_helper_keeps_stdout_open_is_reported_as_crashed() {
+    let dir = fake("holder-crash", &["-DFAKE_HOLDER=30", "-DFAKE_CRASH"]);
+    let (o, took) = doctor(&dir, &["--json", "--timeout", "20"], &[]);
+    let d = json(&o);
+    let w = &d["watchdog"];
+    end_holder(w["stderr"].as_str().unwrap_or(""));
+    assert_eq!(o.status.code(), Some(exit::PROBE_FAILED), "{w}");
+    assert_eq!(w["status"], "crashed", "{w}");
+    assert_eq!(w["signal"], "SIGSEGV", "{w}");
+    assert_eq!(w["probe"], "cudaDriverGetVersion", "{w}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let (cause, summary, _) = first_finding(&d);
+    assert_eq!(cause, "probe_crashed", "{summary}");
+    assert!(summary.contains("died of SIGSEGV"), "{summary}");
+}
+
+#[test]
+fn a_probe_process_whose_helper_keeps_stdout_open_does_not_hold_the_doctor() {
+    let dir = fake("holder-ok", &["-DFAKE_HOLDER=30"]);
+    // No time limit: only the exit of the probe process ends the wait.
+    let (o, took) = doctor(&dir, &["--json", "--timeout", "0"], &[]);
+    let d = json(&o);
+    let w = &d["watchdog"];
+    end_holder(w["stderr"].as_str().unwrap_or(""));
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert_eq!(w["status"], "ok", "{w}");
+    let names: Vec<&str> = w["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"cudaGetDeviceCount"), "{names:?}");
+    assert!(!names.contains(&"exit of the probe process"), "{names:?}");
 }

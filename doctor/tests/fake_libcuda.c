@@ -14,11 +14,26 @@
  *   - when the driver's initialisation fails (any of the above), cudart unloads libcuda.so.1
  *     again inside cudaDriverGetVersion: the library's teardown runs there.
  * Built with at most one of -DFAKE_HANG, -DFAKE_CRASH, -DFAKE_INIT_RESULT=N,
- * -DFAKE_HANG_ON_LOAD, -DFAKE_CRASH_AT_EXIT, and -DFAKE_DRIVER_VERSION=N (default 13000). */
+ * -DFAKE_HANG_ON_LOAD, -DFAKE_CRASH_AT_EXIT, and -DFAKE_DRIVER_VERSION=N (default 13000);
+ * -DFAKE_HOLDER=SECONDS adds a helper process that cuInit starts first, as a driver library
+ * may: it inherits the caller's stdout and stderr and keeps them open for SECONDS (its pid is
+ * written on stderr, `holder PID keeps stdout open`, so that a test can end it). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#if defined(FAKE_HOLDER)
+static void start_holder(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls after fork in a possibly threaded process. */
+        sleep(FAKE_HOLDER);
+        _exit(0);
+    }
+    fprintf(stderr, "fake libcuda.so.1: holder %d keeps stdout open\n", (int)pid);
+}
+#endif
 
 typedef int CUresult;
 #define CUDA_SUCCESS 0
@@ -38,6 +53,9 @@ CUresult cuDriverGetVersion(int *version) {
 
 CUresult cuInit(unsigned int flags) {
     (void)flags;
+#if defined(FAKE_HOLDER)
+    start_holder();
+#endif
 #if defined(FAKE_HANG)
     fprintf(stderr, "fake libcuda.so.1: cuInit hangs now\n");
     for (;;)

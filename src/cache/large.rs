@@ -1,7 +1,7 @@
 //! Large device blocks from cudaMalloc instead of the pool.
 //!
-//! Measured on one H200 (docs/benchmark.md, tenth and twelfth sessions): a 16 MiB D2D copy
-//! between pool blocks runs 1-3% slower than between cudaMalloc blocks, whoever makes the calls
+//! On one H200 (docs/benchmark.md, the D2D rows) a 16 MiB D2D copy between pool blocks runs
+//! 1-3% slower than between cudaMalloc blocks, whoever makes the calls
 //! (raw cudart from its own pool shows the same). So blocks from `LLAISYS_NVIDIA_DEVICE_LARGE_BYTES`
 //! up (default 16 MiB; 0: every block from the pool) that `recycle` can keep come from cudaMalloc,
 //! as PyTorch's caching allocator takes all its memory. Only on the legacy stream with one device
