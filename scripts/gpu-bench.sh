@@ -15,6 +15,10 @@
 # Other modes, each its own run:
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
+#   bench.sh --graphs benches/graph_bench.cu (the decode step, K = 50, 200, 800: eager through ours and
+#                     the reference, graph replay through ours) and benches/graph_torch.py (the same
+#                     step under torch, eager and torch.cuda.graph); $OUT/graphs.md. Extra arguments
+#                     go to both (--steps, --reps, --only K). About a minute.
 #   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
 #                     copies; extra arguments go to it; `--parts dl --library
 #                     gpu-stage/static/libllaisys_nvidia.so` sets our library beside its pipeline,
@@ -66,6 +70,21 @@ if [ "${1:-}" = --probe ]; then
     1) echo "bench: a probe data check failed (see DATA CHECK FAILED above)" >&2 ;;
     *) echo "bench: pageable_probe exited with $rc" >&2 ;;
   esac
+  exit "$rc"
+fi
+
+if [ "${1:-}" = --graphs ]; then
+  shift
+  nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
+    -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
+  nvcc -O2 -std=c++17 -arch=native -Xcompiler -Wall,-Wextra -I"$stage/csrc" -I"$stage/benches" \
+    -o "$work/graph_bench" "$stage/benches/graph_bench.cu" -ldl
+  rc=0
+  timeout -k 10 300 "$work/graph_bench" "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
+    --csv "$work/graphs.csv" "$@" | tee "$work/graphs.md" || rc=$?
+  timeout -k 5 200 "${PYTHON:-python3}" "$stage/benches/graph_torch.py" "$@" | tee -a "$work/graphs.md" ||
+    echo "bench: graph_torch.py failed or found no torch" >&2
+  if [ -n "$out" ]; then mkdir -p "$out"; cp "$work/graphs.md" "$work/graphs.csv" "$out/" 2>/dev/null || true; fi
   exit "$rc"
 fi
 

@@ -24,7 +24,7 @@ use crate::sync::lock;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Blocks are cut in multiples of this (cudaMalloc's own granularity is coarser).
@@ -93,6 +93,10 @@ static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
 fn held_slot(device: i32) -> Option<&'static AtomicU64> {
     usize::try_from(device).ok().and_then(|d| HELD.get(d))
 }
+
+/// Captures through the library in progress, on all threads: while none is, no thread has a
+/// capture and `current` reads no thread-local (a call through `__tls_get_addr` in the cdylib).
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// The capture this thread began through the library and has not ended (0: none).
@@ -189,6 +193,7 @@ pub(crate) fn begin(pool: u64, device: i32, mode: u32) -> Result<u64> {
             .ok_or_else(|| unknown_pool(pool))?;
         p.refs += 1;
         s.captures.insert(id, Capture { pool, device, mode });
+        ACTIVE.fetch_add(1, Relaxed);
         Ok::<(), Error>(())
     })?;
     CURRENT.with(|c| c.set(id));
@@ -226,6 +231,7 @@ pub(crate) fn graph_token(pool: u64) -> *mut c_void {
 pub(crate) fn end(capture: u64) {
     with_state(|s| {
         if let Some(c) = s.captures.remove(&capture) {
+            ACTIVE.fetch_sub(1, Relaxed);
             if let Some(p) = s.pools.get_mut(&c.pool) {
                 let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut p.freed_during)
                     .into_iter()
@@ -247,7 +253,17 @@ pub(crate) fn end(capture: u64) {
 
 /// The capture of the library this thread is in; None on every eager path (one thread-local
 /// read). A capture ended by another thread (relaxed mode) is forgotten here.
+#[inline]
 pub(crate) fn current() -> Option<Current> {
+    if ACTIVE.load(Relaxed) == 0 {
+        return None;
+    }
+    current_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn current_slow() -> Option<Current> {
     let id = CURRENT.with(Cell::get);
     if id == 0 {
         return None;

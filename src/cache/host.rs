@@ -209,6 +209,8 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     EPOCH.fetch_add(1, Relaxed);
     COUNTERS.freed(block.requested);
     if !cache_on() {
+        // cudaFreeHost is "potentially unsafe" during a capture; it touches no captured work.
+        let _relaxed = crate::capture::Relaxed::new();
         // SAFETY: a live block of ours (just taken out of the table); no copy of the table
         // uses it (the caches are off, so the caller's contract covers its own copies).
         return unsafe { crate::memory::free_host(p) };

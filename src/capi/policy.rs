@@ -185,6 +185,9 @@ pub fn catch_panic<T>(
     body: impl FnOnce() -> crate::Result<T>,
 ) -> crate::Result<T> {
     fork::enter()?;
+    // During a capture through the library, another thread's call runs in relaxed capture mode:
+    // nothing it does touches the capture (`ops::capturing`).
+    let _relaxed = crate::ops::capturing::relaxed_for_other_threads();
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()

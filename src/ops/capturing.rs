@@ -11,11 +11,24 @@
 //!   as is device_synchronize while any stream of the device captures.
 //! - Work on the legacy stream (a NULL stream) while a blocking stream of the device captures is
 //!   refused (`crate::legacy::refused`).
+//! - While a capture through the library is in progress, every call of another thread runs in
+//!   relaxed mode ([`relaxed_for_other_threads`]): a global capture would otherwise forbid its
+//!   allocations, waits and stream calls, none of which touches the capture.
 
 use crate::cache::graph_pool;
 use crate::capture::{self, Relaxed};
 use crate::cudart::StreamHandle;
 use crate::error::{CudaError, Error, Result};
+
+/// Relaxed capture mode for the calling thread while a capture through the library is in
+/// progress and this thread is not the one capturing (one relaxed load otherwise).
+#[inline]
+pub(crate) fn relaxed_for_other_threads() -> Option<Relaxed> {
+    if !crate::legacy::any_capture() || graph_pool::current().is_some() {
+        return None;
+    }
+    Some(Relaxed::new())
+}
 
 /// Before a wait or query named `call`: the refusal on a thread capturing in global or
 /// thread-local mode, else relaxed mode while any capture through the library is in progress.

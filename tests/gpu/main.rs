@@ -5,6 +5,7 @@
 mod api;
 mod caching;
 mod common;
+mod graphs;
 mod hostile;
 mod leaks;
 mod multi;
