@@ -49,7 +49,7 @@ pub(crate) fn legacy_blocked() -> bool {
 /// # Safety
 /// `s` is a live stream.
 pub(crate) unsafe fn graph_of(s: StreamHandle) -> Result<GraphHandle> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract).
     let (status, _, graph) =
         unsafe { cudart::stream_get_capture_info(s) }.detail(|| format!("stream={s:p}"))?;
     if status != STATUS_ACTIVE || graph.is_null() {
@@ -75,7 +75,7 @@ pub(crate) unsafe fn status(s: StreamHandle) -> Result<u32> {
             STATUS_NONE
         });
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream: not NULL (handled above), so live (this function's contract).
     unsafe { cudart::stream_is_capturing(s) }.detail(|| format!("stream={s:p}"))
 }
 
@@ -85,7 +85,7 @@ pub(crate) unsafe fn status(s: StreamHandle) -> Result<u32> {
 /// # Safety
 /// `s` is NULL or a live stream.
 pub(crate) unsafe fn capturing(s: StreamHandle) -> Result<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
     Ok(unsafe { status(s) }? != STATUS_NONE)
 }
 
@@ -94,7 +94,7 @@ pub(crate) unsafe fn capturing(s: StreamHandle) -> Result<bool> {
 /// # Safety
 /// `s` is a live stream.
 pub(crate) unsafe fn begin(s: StreamHandle, mode: u32) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract).
     unsafe { cudart::stream_begin_capture(s, mode) }.detail(|| format!("stream={s:p} mode={mode}"))
 }
 
@@ -105,7 +105,7 @@ pub(crate) unsafe fn begin(s: StreamHandle, mode: u32) -> Result<()> {
 /// # Safety
 /// `s` is a live stream.
 pub(crate) unsafe fn end(s: StreamHandle) -> Result<GraphHandle> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract).
     let (graph, rc) = unsafe { cudart::stream_end_capture(s) };
     match rc {
         Ok(()) if !graph.is_null() => Ok(graph),

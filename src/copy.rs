@@ -48,7 +48,8 @@ pub unsafe fn memcpy(
     size: usize,
     kind: MemcpyKind,
 ) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
+    // function's contract).
     unsafe { cudart::memcpy(dst, src, size, kind.to_cuda()) }
         .detail(|| format!("dst={dst:p} src={src:p} size={size} kind={kind:?}"))
 }
@@ -64,7 +65,8 @@ pub unsafe fn memcpy_async(
     kind: MemcpyKind,
     stream: StreamHandle,
 ) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: as for `memcpy`, until the copy has run; `stream` is NULL or a live stream (this
+    // function's contract).
     unsafe { cudart::memcpy_async(dst, src, size, kind.to_cuda(), stream) }
         .detail(|| format!("dst={dst:p} src={src:p} size={size} kind={kind:?} stream={stream:p}"))
 }
@@ -83,7 +85,8 @@ pub unsafe fn memcpy_peer_async(
     size: usize,
     stream: StreamHandle,
 ) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: device memory of those devices valid for `size` bytes until the copy has run;
+    // `stream` is NULL or a live stream (this function's contract).
     unsafe { cudart::memcpy_peer_async(dst, dst_device, src, src_device, size, stream) }.detail(
         || {
             format!(

@@ -103,7 +103,8 @@ unsafe fn static_str(p: *const std::os::raw::c_char) -> &'static str {
     if p.is_null() {
         return "unrecognized error code";
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is not NULL (handled above), so a static NUL-terminated string (this
+    // function's contract).
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .unwrap_or("(non-UTF-8 error text)")

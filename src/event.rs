@@ -54,7 +54,8 @@ impl Event {
     /// # Safety
     /// `s` is NULL or a live stream of the event's device.
     pub(crate) unsafe fn record_raw(&self, s: StreamHandle) -> Result<()> {
-        // SAFETY: a live event of ours; the caller's contract for `s`.
+        // SAFETY: a live event of ours; `s` is NULL or a live stream of its device (this
+        // function's contract).
         unsafe { cudart::event_record(self.0, s) }
             .detail(|| format!("event={:p} stream={s:p}", self.0))
     }
@@ -118,7 +119,7 @@ impl Drop for Event {
 /// # Safety
 /// `e` is a live event.
 pub(crate) unsafe fn query(e: EventHandle) -> Result<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event (this function's contract).
     unsafe { cudart::event_query(e) }.detail(|| format!("event={e:p}"))
 }
 
@@ -127,7 +128,7 @@ pub(crate) unsafe fn query(e: EventHandle) -> Result<bool> {
 /// # Safety
 /// `e` is a live event.
 pub(crate) unsafe fn synchronize(e: EventHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event (this function's contract).
     unsafe { cudart::event_synchronize(e) }.detail(|| format!("event={e:p}"))
 }
 
@@ -136,7 +137,7 @@ pub(crate) unsafe fn synchronize(e: EventHandle) -> Result<()> {
 /// # Safety
 /// Both are live events.
 pub(crate) unsafe fn elapsed_ms(start: EventHandle, end: EventHandle) -> Result<f32> {
-    // SAFETY: the caller's contract.
+    // SAFETY: both are live events (this function's contract).
     unsafe { cudart::event_elapsed_time(start, end) }
         .detail(|| format!("start={start:p} end={end:p}"))
 }
@@ -146,6 +147,7 @@ pub(crate) unsafe fn elapsed_ms(start: EventHandle, end: EventHandle) -> Result<
 /// # Safety
 /// `e` is a live event, `s` NULL or a live stream of the same device.
 pub(crate) unsafe fn record(e: EventHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event, `s` NULL or a live stream of its device (this function's
+    // contract).
     unsafe { cudart::event_record(e, s) }.detail(|| format!("event={e:p} stream={s:p}"))
 }

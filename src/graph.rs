@@ -56,7 +56,7 @@ fn node_type_name(t: i32) -> &'static str {
 /// # Safety
 /// `graph` is a live graph.
 pub(crate) unsafe fn instantiate(graph: GraphHandle) -> Result<GraphExecHandle> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `graph` is a live graph (this function's contract).
     unsafe { cudart::graph_instantiate(graph) }.map_err(|(f, result, node)| {
         let at = if node >= 0 {
             format!("; the failing node is a {} node", node_type_name(node))
@@ -76,7 +76,8 @@ pub(crate) unsafe fn instantiate(graph: GraphHandle) -> Result<GraphExecHandle> 
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn upload(exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
+    // contract).
     unsafe { cudart::graph_upload(exec, s) }.detail(|| format!("exec={exec:p} stream={s:p}"))
 }
 
@@ -85,7 +86,8 @@ pub(crate) unsafe fn upload(exec: GraphExecHandle, s: StreamHandle) -> Result<()
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn launch(exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
+    // contract).
     unsafe { cudart::graph_launch(exec, s) }.detail(|| format!("exec={exec:p} stream={s:p}"))
 }
 
@@ -110,7 +112,8 @@ fn update_reason(result: u32) -> &'static str {
 /// # Safety
 /// `exec` is a live executable graph, `graph` a live graph.
 pub(crate) unsafe fn exec_update(exec: GraphExecHandle, graph: GraphHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, `graph` a live graph (this function's
+    // contract).
     unsafe { cudart::graph_exec_update(exec, graph) }.map_err(|(f, result)| {
         // cudart keeps a refused update as the thread's last error.
         cudart::get_last_error();
@@ -127,7 +130,8 @@ pub(crate) unsafe fn exec_update(exec: GraphExecHandle, graph: GraphHandle) -> R
 /// # Safety
 /// `exec` is a live executable graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn exec_destroy(exec: GraphExecHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, destroyed once here and not used afterwards
+    // (this function's contract).
     unsafe { cudart::graph_exec_destroy(exec) }.detail(|| format!("exec={exec:p}"))
 }
 
@@ -136,7 +140,8 @@ pub(crate) unsafe fn exec_destroy(exec: GraphExecHandle) -> Result<()> {
 /// # Safety
 /// `graph` is a live graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn destroy(graph: GraphHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `graph` is a live graph, destroyed once here and not used afterwards (this
+    // function's contract).
     unsafe { cudart::graph_destroy(graph) }.detail(|| format!("graph={graph:p}"))
 }
 
@@ -153,16 +158,19 @@ pub(crate) unsafe fn hold_until_released(
     data: *mut c_void,
     on_release: HostFn,
 ) -> Result<()> {
-    // SAFETY: the caller's contract for `on_release(data)`.
+    // SAFETY: `on_release(data)` is sound to call once, from any thread, at any later time
+    // (this function's contract).
     let obj = match unsafe { cudart::user_object_create(data, on_release) } {
         Ok(obj) => obj,
         Err(f) => {
-            // SAFETY: the caller's contract: sound to call once, now.
+            // SAFETY: `on_release(data)` is sound to call once, now (this function's contract);
+            // CUDA made no user object, so nothing else calls it.
             unsafe { on_release(data) };
             return Err(Error::cuda(f.call, f.code, format!("graph={graph:p}")));
         }
     };
-    // SAFETY: a live graph (the caller's contract); our one reference moves into it.
+    // SAFETY: `graph` is a live graph (this function's contract); our one reference of `obj`
+    // moves into it.
     if let Err(f) = unsafe { cudart::graph_retain_user_object_move(graph, obj) } {
         // Still ours: giving it up runs `on_release(data)`.
         // SAFETY: we own the one reference of `obj`.

@@ -17,12 +17,13 @@ pub fn alloc_device(size: usize) -> Result<*mut c_void> {
 /// Frees memory from `alloc_device`; NULL does nothing.
 ///
 /// # Safety
-/// `p` is NULL or came from `alloc_device` and was not freed.
+/// `p` is NULL or came from `alloc_device` (or `memory_kinds::alloc_managed`) and was not freed.
 pub unsafe fn free_device(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is cudaMalloc or cudaMallocManaged memory not yet freed (this function's
+    // contract); cudaFree waits for the device, so for the work that used it.
     unsafe { cudart::free(p) }.detail(|| format!("ptr={p:p}"))
 }
 
@@ -37,12 +38,14 @@ pub fn alloc_host(size: usize) -> Result<*mut c_void> {
 /// Frees memory from `alloc_host`; NULL does nothing.
 ///
 /// # Safety
-/// `p` is NULL or came from `alloc_host` and was not freed.
+/// `p` is NULL or came from `alloc_host`, `alloc_host_portable` or `memory_kinds::alloc_mapped`
+/// (its host pointer) and was not freed; no queued work uses it any more.
 pub unsafe fn free_host(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is cudaMallocHost or cudaHostAlloc memory not yet freed, used by no queued
+    // work (this function's contract).
     unsafe { cudart::free_host(p) }.detail(|| format!("ptr={p:p}"))
 }
 
@@ -98,7 +101,8 @@ macro_rules! owned_buffer {
 
         impl Drop for $t {
             fn drop(&mut self) {
-                // SAFETY: we own the allocation. Failures have nowhere to go in drop.
+                // SAFETY: our own allocation of `$alloc`, freed once here; work queued on it has
+                // run, as the unsafe call that queued it promised. Failures have nowhere to go.
                 let _ = unsafe { $free(self.ptr) };
             }
         }

@@ -28,7 +28,8 @@ pub fn alloc_managed(size: usize) -> Result<*mut c_void> {
 /// # Safety
 /// `p` came from `alloc_managed` and was not freed.
 pub unsafe fn free_managed(p: *mut c_void) -> Result<()> {
-    // SAFETY: the caller's contract: managed memory frees like device memory.
+    // SAFETY: `p` is NULL or memory of `alloc_managed` not yet freed (this function's
+    // contract), which `free_device` takes as it takes cudaMalloc memory.
     unsafe { crate::memory::free_device(p) }
 }
 
@@ -37,7 +38,8 @@ pub unsafe fn free_managed(p: *mut c_void) -> Result<()> {
 /// # Safety
 /// `p` is managed memory valid for `size` bytes; `s` NULL or a live stream.
 pub unsafe fn prefetch(p: *const c_void, size: usize, device: i32, s: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is managed memory valid for `size` bytes, `s` NULL or a live stream (this
+    // function's contract).
     unsafe { cudart::mem_prefetch_async(p, size, device, s) }
         .detail(|| format!("ptr={p:p} size={size} device={device}"))
 }
@@ -48,7 +50,7 @@ pub unsafe fn prefetch(p: *const c_void, size: usize, device: i32, s: StreamHand
 /// # Safety
 /// `p` is managed memory valid for `size` bytes.
 pub unsafe fn advise(p: *const c_void, size: usize, advice: u32, device: i32) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is managed memory valid for `size` bytes (this function's contract).
     unsafe { cudart::mem_advise(p, size, advice, device) }
         .detail(|| format!("ptr={p:p} size={size} advice={advice} device={device}"))
 }
@@ -67,7 +69,7 @@ pub fn alloc_mapped(size: usize) -> Result<(*mut c_void, *mut c_void)> {
     match unsafe { cudart::host_get_device_pointer(h) }.detail(|| format!("ptr={h:p}")) {
         Ok(d) => Ok((h, d)),
         Err(e) => {
-            // SAFETY: just allocated, not handed out.
+            // SAFETY: pinned memory just allocated, not handed out, used by no work.
             let _ = unsafe { cudart::free_host(h) };
             Err(e)
         }
@@ -77,9 +79,10 @@ pub fn alloc_mapped(size: usize) -> Result<(*mut c_void, *mut c_void)> {
 /// Frees memory from `alloc_mapped` (`cudaFreeHost`, as pinned memory).
 ///
 /// # Safety
-/// `h` is the host pointer from `alloc_mapped`, not freed.
+/// `h` is the host pointer from `alloc_mapped`, not freed, which no queued work uses any more.
 pub unsafe fn free_mapped(h: *mut c_void) -> Result<()> {
-    // SAFETY: the caller's contract: mapped memory frees like pinned memory.
+    // SAFETY: `h` is NULL or the host pointer of `alloc_mapped` (cudaHostAlloc), not yet freed,
+    // used by no queued work (this function's contract), which `free_host` takes.
     unsafe { crate::memory::free_host(h) }
 }
 
@@ -88,16 +91,17 @@ pub unsafe fn free_mapped(h: *mut c_void) -> Result<()> {
 /// # Safety
 /// `p` is valid for `size` bytes until `unregister`.
 pub unsafe fn register(p: *mut c_void, size: usize) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is valid for `size` bytes until `unregister` (this function's contract).
     unsafe { cudart::host_register(p, size) }.detail(|| format!("ptr={p:p} size={size}"))
 }
 
 /// Undoes `register`.
 ///
 /// # Safety
-/// `p` was registered with `register`.
+/// `p` was registered with `register`, and no queued work uses the range any more.
 pub unsafe fn unregister(p: *mut c_void) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: no queued work uses the registered range (this function's contract); cudart
+    // refuses a pointer that is not registered.
     unsafe { cudart::host_unregister(p) }.detail(|| format!("ptr={p:p}"))
 }
 
@@ -105,7 +109,8 @@ pub unsafe fn unregister(p: *mut c_void) -> Result<()> {
 /// (waits on the legacy stream), with Some it is queued there.
 ///
 /// # Safety
-/// `p` is device-accessible memory valid for `size` bytes; the stream is NULL or live.
+/// `p` is device-accessible memory valid for `size` bytes (with a stream: until the memset has
+/// run); the stream is NULL or live.
 pub unsafe fn memset(
     p: *mut c_void,
     value: u8,
@@ -117,14 +122,16 @@ pub unsafe fn memset(
     }
     match stream {
         None => {
-            // SAFETY: the caller's contract.
+            // SAFETY: `p` is device-accessible memory valid for `size` bytes (this function's
+            // contract).
             unsafe { cudart::memset(p, value, size) }
                 .detail(|| format!("ptr={p:p} size={size} value={value}"))?;
             // SAFETY: NULL is the legacy stream.
             unsafe { cudart::stream_synchronize(std::ptr::null_mut()) }
                 .detail(|| format!("after cudaMemset ptr={p:p}"))
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `p` as above until the memset has run; `s` is NULL or a live stream (this
+        // function's contract).
         Some(s) => unsafe { cudart::memset_async(p, value, size, s) }
             .detail(|| format!("ptr={p:p} size={size} value={value} stream={s:p}")),
     }

@@ -25,26 +25,27 @@ impl Pool {
 
     /// Destroys a pool nothing was allocated from.
     pub(crate) fn destroy(self) {
-        // SAFETY: the caller's contract: unused, destroyed once.
+        // SAFETY: a live pool nothing was allocated from, destroyed once and not used
+        // afterwards: what callers of `destroy` promise (see its doc).
         let _ = unsafe { cudart::mem_pool_destroy(self.0) };
     }
 
     /// Bytes the pool holds from the device (0 when it cannot be read).
     pub(crate) fn reserved(self) -> u64 {
-        // SAFETY: a live pool.
+        // SAFETY: a live pool (a pool in use is never destroyed).
         unsafe { cudart::mem_pool_reserved(self.0) }.unwrap_or(0)
     }
 
     /// Lets device `peer` read and write the pool's memory.
     pub(crate) fn grant(self, owner: i32, peer: i32) -> Result<()> {
-        // SAFETY: a live pool.
+        // SAFETY: a live pool (as in `reserved`).
         unsafe { cudart::mem_pool_grant(self.0, peer) }
             .detail(|| format!("pool of device {owner}, access for device {peer}"))
     }
 
     /// Returns the pool's unused memory to the device.
     pub(crate) fn trim(self, device: i32) -> Result<()> {
-        // SAFETY: a live pool.
+        // SAFETY: a live pool (as in `reserved`).
         unsafe { cudart::mem_pool_trim(self.0) }.detail(|| format!("device={device}"))
     }
 
@@ -53,7 +54,8 @@ impl Pool {
     /// # Safety
     /// `stream` is NULL or a live stream.
     pub(crate) unsafe fn alloc(self, size: usize, stream: StreamHandle) -> Result<*mut c_void> {
-        // SAFETY: a live pool; the caller's contract for the stream.
+        // SAFETY: a live pool (as in `reserved`); `stream` is NULL or a live stream (this
+        // function's contract).
         unsafe { cudart::malloc_from_pool_async(size, self.0, stream) }
             .detail(|| format!("size={size} stream={stream:p}"))
     }
@@ -65,7 +67,8 @@ impl Pool {
 /// `p` is pool memory not yet freed, which work queued on `stream` after this does not use;
 /// `stream` is NULL or a live stream.
 pub(crate) unsafe fn free_async(p: *mut c_void, size: usize, stream: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is pool memory not yet freed, unused by work queued on `stream` after this;
+    // `stream` is NULL or a live stream (this function's contract).
     unsafe { cudart::free_async(p, stream) }
         .detail(|| format!("ptr={p:p} size={size} stream={stream:p}"))
 }

@@ -87,7 +87,7 @@ pub fn priority_range() -> Result<(i32, i32)> {
 /// # Safety
 /// `s` is NULL or a live stream.
 pub unsafe fn query(s: StreamHandle) -> Result<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
     unsafe { cudart::stream_query(s) }.detail(|| format!("stream={s:p}"))
 }
 
@@ -96,7 +96,7 @@ pub unsafe fn query(s: StreamHandle) -> Result<bool> {
 /// # Safety
 /// `s` is NULL or a live stream; `event` is a live event.
 pub unsafe fn wait_event(s: StreamHandle, event: EventHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream, `event` a live event (this function's contract).
     unsafe { cudart::stream_wait_event(s, event) }
         .detail(|| format!("stream={s:p} event={event:p}"))
 }
@@ -106,7 +106,7 @@ pub unsafe fn wait_event(s: StreamHandle, event: EventHandle) -> Result<()> {
 /// # Safety
 /// `s` is NULL or a live stream.
 pub unsafe fn synchronize(s: StreamHandle) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
     unsafe { cudart::stream_synchronize(s) }.detail(|| format!("stream={s:p}"))
 }
 
@@ -115,7 +115,7 @@ pub unsafe fn synchronize(s: StreamHandle) -> Result<()> {
 /// # Safety
 /// `s` is a live stream.
 pub unsafe fn device_of(s: StreamHandle) -> Result<i32> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract).
     unsafe { cudart::stream_get_device(s) }.detail(|| format!("stream={s:p}"))
 }
 
@@ -124,7 +124,7 @@ pub unsafe fn device_of(s: StreamHandle) -> Result<i32> {
 /// # Safety
 /// `s` is a live stream.
 pub unsafe fn is_non_blocking(s: StreamHandle) -> Result<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract).
     let flags = unsafe { cudart::stream_get_flags(s) }.detail(|| format!("stream={s:p}"))?;
     Ok(flags & cudart::STREAM_NON_BLOCKING != 0)
 }

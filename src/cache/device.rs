@@ -171,7 +171,7 @@ unsafe fn try_alloc(
 ) -> Result<(*mut c_void, bool)> {
     match pool {
         Some(pool) => {
-            // SAFETY: the caller's contract.
+            // SAFETY: `stream` is NULL or a live stream (this function's contract).
             let p = unsafe { pool.alloc(size, stream) }?;
             let d = device_index(device)?;
             let covered = FREED_EST[d]
@@ -223,7 +223,8 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     let (p, hit, raw) = match recycled {
         Some(b) => (b.ptr as *mut c_void, true, b.raw),
         None => {
-            // SAFETY: the caller's contract: NULL or a live stream of `device`.
+            // SAFETY: `stream` is NULL or a live stream of the current device, `device` (this
+            // function's contract).
             let (p, hit, raw) = unsafe { alloc_new(size, device, pool, stream, kept_here) }?;
             (p, hit, raw)
         }
@@ -283,7 +284,7 @@ unsafe fn alloc_new(
         None
     };
     if !stream.is_null() || legacy.is_some() || pool.is_none() {
-        // SAFETY: the caller's contract.
+        // SAFETY: `stream` is NULL or a live stream of `device` (this function's contract).
         let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
         return Ok((p, hit, false));
     }
@@ -386,8 +387,8 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
         COUNTERS[device_index(live.device)?].freed(live.size);
         return Ok(());
     }
-    // SAFETY: a live allocation of ours (just taken out of the table); the caller's contract
-    // for the stream.
+    // SAFETY: a live allocation of ours (just taken out of the table), freed once; `stream` is
+    // NULL or a live stream (this function's contract).
     let result = unsafe { release(p, live, stream) };
     let d = device_index(live.device)?;
     match result {
@@ -470,17 +471,20 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
                 return Ok(Released::Deferred);
             };
             cross::order_before_free(live.device)?;
-            // SAFETY: a live allocation of ours (the caller's contract), ordered after its users
-            // on the legacy stream (or freed with cudaFree, which waits for the device).
+            // SAFETY: a live allocation of ours freed once (this function's contract), ordered
+            // after its users on the legacy stream (or freed with cudaFree, which waits for the
+            // device); `stream` is NULL.
             unsafe { free_block(block, live.device, how, stream) }
         } else {
             if how != How::Pool {
                 // cudaFree below waits for the block's device only; `stream` may be another
                 // device's (a runtime stream made while another device was current).
-                // SAFETY: the caller's contract: a live stream.
+                // SAFETY: `stream` is not NULL here, so a live stream (this function's
+                // contract).
                 unsafe { crate::stream::synchronize(stream) }?;
             }
-            // SAFETY: as above, ordered after its users on `stream`.
+            // SAFETY: a live allocation of ours freed once, on a live stream (as above),
+            // ordered after its users on `stream`.
             unsafe { free_block(block, live.device, how, stream) }
         }
     })
@@ -490,7 +494,8 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
 ///
 /// # Safety
 /// A live allocation of ours of that kind, freed once, whose users are ordered before the free
-/// on `stream` (pool memory) or are on the device (cudaFree waits for it).
+/// on `stream` (pool memory) or are on the device (cudaFree waits for it); `stream` is NULL or a
+/// live stream.
 unsafe fn free_block(
     block: Block,
     device: i32,
@@ -500,17 +505,20 @@ unsafe fn free_block(
     let p = block.ptr as *mut c_void;
     match how {
         How::Large => {
-            // SAFETY: the caller's contract: a large block of ours on its device.
+            // SAFETY: a block of ours from `memory::alloc_device` (`large`) on the current
+            // device, freed once (this function's contract).
             unsafe { large::free_now(block, device) }?;
             Ok(Released::ToCuda)
         }
         How::Pool => {
-            // SAFETY: the caller's contract: pool memory of ours, ordered after its users.
+            // SAFETY: pool memory of ours freed once, its users ordered before the free on
+            // `stream`, which is NULL or live (this function's contract).
             unsafe { crate::pool::free_async(p, block.size, stream) }?;
             Ok(Released::ToPool)
         }
         How::Plain | How::Graph => {
-            // SAFETY: the caller's contract: cudaMalloc memory of ours.
+            // SAFETY: memory of ours from `memory::alloc_device` (plain, or a graph pool's
+            // block), freed once (this function's contract).
             unsafe { crate::memory::free_device(p) }?;
             Ok(Released::ToCuda)
         }

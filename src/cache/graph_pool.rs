@@ -215,7 +215,8 @@ pub(crate) fn hold_for_graph(pool: u64) {
 /// # Safety
 /// `data` came from `graph_token(pool)` and is released once.
 pub(crate) unsafe extern "C" fn graph_released(data: *mut c_void) {
-    // SAFETY: the caller's contract: a Box<u64> made by `graph_token`, given back once.
+    // SAFETY: `data` is the Box<u64> made by `graph_token`, given back once (this function's
+    // contract).
     let pool = *unsafe { Box::from_raw(data.cast::<u64>()) };
     lock(&RELEASED).push(pool);
     WORK.store(true, Relaxed);

@@ -211,8 +211,8 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     if !cache_on() {
         // cudaFreeHost is "potentially unsafe" during a capture; it touches no captured work.
         let _relaxed = crate::capture::Relaxed::new();
-        // SAFETY: a live block of ours (just taken out of the table); no copy of the table
-        // uses it (the caches are off, so the caller's contract covers its own copies).
+        // SAFETY: a live block of ours (just taken out of the table), freed once. With the
+        // cache off no copy is noted: as with plain cudaFreeHost, the host has finished its work.
         return unsafe { crate::memory::free_host(p) };
     }
     let mut events = block.events;

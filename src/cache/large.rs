@@ -67,7 +67,8 @@ pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
 /// # Safety
 /// `b` is a cudaMalloc block of ours on the current device, `device`, freed once.
 pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `b` is a block of ours from `memory::alloc_device`, not yet freed, freed once here
+    // (this function's contract).
     unsafe { crate::memory::free_device(b.ptr as *mut c_void) }?;
     if let Some(d) = slot(device) {
         HELD[d].fetch_sub(b.size as u64, Relaxed);

@@ -83,7 +83,8 @@ pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Resul
         // CUDA answers for it.
         return Ok(());
     }
-    // SAFETY: the caller's contract. A failed query is left to the call that follows.
+    // SAFETY: `s` is not NULL (handled above), so a live stream (this function's contract).
+    // A failed query is left to the call that follows.
     if unsafe { capture::capturing(s) }.unwrap_or(false) {
         return Err(Error::capture(
             call,

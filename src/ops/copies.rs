@@ -219,7 +219,8 @@ impl Copy {
     /// Runs the staged copy in `direction` on `stream`.
     ///
     /// # Safety
-    /// The copy's pointers are valid for its size; `stream` is NULL or a live stream.
+    /// The copy's pointers are valid for its size, of the memory its kind says (the device side
+    /// device memory); `stream` is NULL or a live stream.
     unsafe fn stage(
         &self,
         direction: Direction,
@@ -231,7 +232,8 @@ impl Copy {
             Direction::HostToDevice => (self.dst(), self.src().cast_mut()),
             Direction::DeviceToHost => (self.src().cast_mut(), self.dst()),
         };
-        // SAFETY: the caller's contract.
+        // SAFETY: `host` and `device` are valid for the size, `device` device memory; `stream` is
+        // NULL or a live stream (this function's contract).
         unsafe {
             pageable::copy(
                 direction,
@@ -249,11 +251,12 @@ impl Copy {
     /// no device no asynchronous work can touch the buffers.
     ///
     /// # Safety
-    /// The copy's pointers are valid host memory for its size.
+    /// When the copy's kind is H2H, its pointers are valid host memory for its size.
     unsafe fn host_copy_without_gpu(&self, failed: &Error) -> bool {
         if self.kind == MemcpyKind::H2H && no_usable_gpu(failed) {
             crate::runtime::take_last_cuda_error();
-            // SAFETY: the caller's contract; `std::ptr::copy` allows overlap, as cudaMemcpy.
+            // SAFETY: H2H, so both are host memory valid for the size (this function's
+            // contract); `std::ptr::copy` allows overlap, as cudaMemcpy.
             unsafe { std::ptr::copy(self.src().cast::<u8>(), self.dst().cast::<u8>(), self.size) };
             return true;
         }
@@ -294,7 +297,8 @@ pub unsafe fn memcpy_sync(
         return Ok(());
     }
     let Some(_legacy) = crate::legacy::usable_current()? else {
-        // SAFETY: the caller's contract.
+        // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
+        // function's contract).
         return unsafe { side_copy(&mut c) };
     };
     // Queued on the legacy stream of the current device: with several devices, frees of the
@@ -302,12 +306,13 @@ pub unsafe fn memcpy_sync(
     c.order_across_devices(std::ptr::null_mut(), None)?;
     let complete = complete_on_return();
     if let Some(direction) = c.staged()? {
-        // SAFETY: the caller's contract; NULL is the legacy stream.
+        // SAFETY: the pointers as above (this function's contract); NULL is the legacy stream.
         return unsafe { c.stage(direction, std::ptr::null_mut(), None, complete) };
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: the pointers as above (this function's contract).
     if let Err(e) = unsafe { copy::memcpy(c.dst(), c.src(), c.size, c.kind) } {
-        // SAFETY: the caller's contract (H2H: host memory).
+        // SAFETY: for H2H both pointers are host memory valid for `size` bytes (this function's
+        // contract).
         if unsafe { c.host_copy_without_gpu(&e) } {
             return Ok(());
         }
@@ -364,10 +369,11 @@ unsafe fn side_copy(c: &mut Copy) -> Result<()> {
     let side = crate::legacy::side_stream(device)?;
     let _relaxed = crate::capture::Relaxed::new();
     if let Some(direction) = c.staged()? {
-        // SAFETY: the caller's contract; the side stream is live; waits for the copy.
+        // SAFETY: the pointers are valid for the size as the kind says (this function's
+        // contract); the side stream is live; waits for the copy.
         return unsafe { c.stage(direction, side, Some(device), true) };
     }
-    // SAFETY: the caller's contract; the side stream is live.
+    // SAFETY: the pointers as above (this function's contract); the side stream is live.
     unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, side) }?;
     // SAFETY: as above.
     unsafe { crate::stream::synchronize(side) }.map_err(|e| {
@@ -435,13 +441,15 @@ pub unsafe fn memcpy_async(
                 ),
             ));
         }
-        // SAFETY: the caller's contract; `s` is NULL or live (checked).
+        // SAFETY: the pointers are valid for `size` bytes as `kind` says until the copy has run
+        // (this function's contract); `s` is NULL or a live stream of ours (checked).
         unsafe { c.stage(direction, s, stream_device, false) }?;
     } else {
-        // SAFETY: the caller's contract; `s` is NULL or live (checked).
+        // SAFETY: as above.
         if let Err(e) = unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, s) } {
-            // SAFETY: the caller's contract (H2H: host memory). Only on the legacy stream: a
-            // stream of ours cannot exist without a GPU.
+            // SAFETY: for H2H both pointers are host memory valid for `size` bytes (this
+            // function's contract). Only on the legacy stream: a stream of ours cannot exist
+            // without a GPU.
             if !(s.is_null() && unsafe { c.host_copy_without_gpu(&e) }) {
                 return Err(e);
             }
@@ -503,7 +511,8 @@ pub unsafe fn memcpy_peer(
             }
         }
     }
-    // SAFETY: the caller's contract; `s` is NULL or live (checked).
+    // SAFETY: the pointers are device memory of those devices valid for `size` bytes until the
+    // copy has run (this function's contract); `s` is NULL or a live stream of ours (checked).
     unsafe { copy::memcpy_peer_async(dst, dst_device, src, src_device, size, s) }?;
     if stream.is_none() {
         // SAFETY: NULL is the legacy stream.

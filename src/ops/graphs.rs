@@ -135,7 +135,8 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
 /// Makes the graph being captured on `s` hold `pool` until it and every executable graph made
 /// from it are destroyed.
 fn hold_pool_for_graph(s: StreamHandle, pool: u64) -> Result<()> {
-    // SAFETY: a live stream of ours, capturing.
+    // SAFETY: `s` is a live stream of ours, capturing (checked and begun by `begin_capture`,
+    // the one caller).
     let graph = unsafe { capture::graph_of(s) }?;
     graph_pool::hold_for_graph(pool);
     // SAFETY: the graph being captured is live; `graph_released` takes back the token once
@@ -151,9 +152,9 @@ fn hold_pool_for_graph(s: StreamHandle, pool: u64) -> Result<()> {
 
 /// Ends a capture that cannot go on (its graph is destroyed) and uncounts it.
 fn abort(s: StreamHandle, device: i32, number: u64) {
-    // SAFETY: a live stream of ours, capturing.
+    // SAFETY: `s` is a live stream of ours, capturing (as in `hold_pool_for_graph`).
     if let Ok(g) = unsafe { capture::end(s) } {
-        // SAFETY: a graph nobody else knows of.
+        // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
         let _ = unsafe { crate::graph::destroy(g) };
     }
     crate::legacy::ended(device);
@@ -167,7 +168,7 @@ pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
     let (s, device) = capture_stream(stream)?;
     let ours = begun(|b| b.remove(&(s as usize)));
     let ended = crate::device::with(device, || {
-        // SAFETY: a live stream of ours.
+        // SAFETY: `s` is a live stream of ours (checked by `capture_stream`).
         unsafe { capture::end(s) }
     });
     // SAFETY: as above.

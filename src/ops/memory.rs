@@ -126,7 +126,8 @@ pub unsafe fn mem_prefetch(
 ) -> Result<()> {
     validate::check_stream(stream.cast())?;
     expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-    // SAFETY: managed memory (checked), a checked stream; the caller's contract for the range.
+    // SAFETY: managed memory (checked) valid for `size` bytes (this function's contract);
+    // `stream` is NULL or a live stream of ours (checked).
     unsafe { kinds::prefetch(ptr, size, device, stream.cast()) }
 }
 
@@ -136,7 +137,7 @@ pub unsafe fn mem_prefetch(
 /// As `mem_prefetch`.
 pub unsafe fn mem_advise(ptr: *const c_void, size: usize, advice: u32, device: i32) -> Result<()> {
     expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-    // SAFETY: managed memory (checked); the caller's contract for the range.
+    // SAFETY: managed memory (checked) valid for `size` bytes (this function's contract).
     unsafe { kinds::advise(ptr, size, advice, device) }
 }
 
@@ -155,7 +156,8 @@ pub fn free_mapped(host: *mut c_void) -> Result<()> {
         return Ok(());
     }
     expect_kind(host, MemoryKind::Host, "llaisysNvidiaMallocMapped")?;
-    // SAFETY: pinned host memory not of our cache (checked).
+    // SAFETY: pinned host memory not of our cache (checked; cudaFreeHost refuses memory it
+    // does not know); as with cudaFreeHost, the host has finished the work that uses it.
     unsafe { kinds::free_mapped(host) }
 }
 
@@ -170,7 +172,7 @@ pub unsafe fn host_register(ptr: *mut c_void, size: usize) -> Result<()> {
             "ptr={ptr:p} size={size}: nothing to register"
         )));
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `ptr` is valid for `size` bytes until `host_unregister` (this function's contract).
     unsafe { kinds::register(ptr, size) }
 }
 
@@ -182,7 +184,8 @@ pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
     if ptr.is_null() {
         return Err(Error::invalid_argument("ptr=NULL: nothing to unregister"));
     }
-    // SAFETY: the caller's contract; CUDA refuses pointers it did not register.
+    // SAFETY: no queued work uses the range (this function's contract); CUDA refuses pointers
+    // it did not register.
     unsafe { kinds::unregister(ptr) }
 }
 
@@ -224,7 +227,8 @@ pub unsafe fn memset(
             }
         }
     }
-    // SAFETY: the caller's contract; the stream is NULL or checked live.
+    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes until the memset has
+    // run (this function's contract); the stream is NULL or a live stream of ours (checked).
     unsafe { kinds::memset(ptr, value, size, stream.map(|s| s.cast())) }
 }
 
