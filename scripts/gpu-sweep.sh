@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Tuning sweep of the pageable fast path, run ON the GPU machine from the staged folder
-# (scripts/stage-gpu.sh stages it as gpu-stage/sweep.sh):
+# Developer tool: the pageable fast path under each of its run-time settings, side by side. Run
+# ON the GPU machine from the staged folder (scripts/stage-gpu.sh stages it as
+# gpu-stage/sweep.sh):
 #   bash gpu-stage/sweep.sh [--only TEXT]
-# For each setting below (LLAISYS_NVIDIA_PAGEABLE_* variables, src/pageable/mod.rs), one
+# For each setting below (the LLAISYS_NVIDIA_PAGEABLE_* variables of docs/variables.md), one
 # table_bench process with `--quick --only TEXT` (default "pageable") measures every backend as
 # the benchmark does; the summary prints ours static per row and setting, ours static against
-# the reference of the same run, and the geometric mean over the rows. $OUT/sweep.md when OUT is set. About 10-15 s per setting.
+# the reference of the same run, and the geometric mean over the rows; $OUT/sweep.md when OUT
+# is set. About 10-15 s per setting. The shape of a staged copy (chunks, pieces, staging
+# buffers, stores) is fixed in src/pageable; benches/pageable_probe.cpp sweeps those
+# (docs/benchmark.md).
 #   SWEEP_EXTRA="VAR=V ..."        adds one setting to the list below
 #   SWEEP_SETTINGS="A;B;default;A" replaces the list (';' between settings; repeat them to
 #                                  interleave rounds)
@@ -28,16 +32,14 @@ nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
   -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
 nvcc -O2 -std=c++17 -I"$stage/csrc" -o "$work/table_bench" "$stage/benches/table_bench.cpp" -ldl
 P=LLAISYS_NVIDIA_PAGEABLE
+# The default; fewer and more host threads than the default's at most 12; the staged path off
+# (the driver's own pageable copies); the default again (the run-to-run spread).
 settings=(
   "default"
-  "${P}_PIPELINE=0"
-  "${P}_STREAMING=0"
-  "${P}_STREAMING=1"
-  "${P}_STREAMING=2"
-  "${P}_FIRST_CHUNK=262144"
-  "${P}_SLOTS=8"
-  "${P}_CHUNK=2097152"
+  "${P}_THREADS=4"
+  "${P}_THREADS=8"
   "${P}_THREADS=16"
+  "${P}_FAST=0"
   "default"
   ${SWEEP_EXTRA:+"$SWEEP_EXTRA"}
 )

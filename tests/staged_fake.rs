@@ -2,10 +2,10 @@
 //! runs with benches/overhead/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, a
 //! stand-in whose GPU thread runs queued copies in order after pseudo-random delays and whose
 //! events complete only when the work before them has run. A staging buffer overwritten before
-//! its DMA read it, or a chunk copied out before it landed, gives wrong data here. Both engines
-//! (pipelined and chunk by chunk), with 1-12 host threads, a first copy that is a D2H with more
-//! chunks than staging buffers, two threads copying at once, failing chunks and event queries,
-//! and the trace.
+//! its DMA read it, or a chunk copied out before it landed, gives wrong data here. Both
+//! directions at every size, with 1-12 host threads and the default, a first copy that is a D2H
+//! with more chunks than staging buffers, two threads copying at once, a D2H that wakes sleeping
+//! helpers early, failing chunks and event queries, and the trace.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -99,13 +99,19 @@ unsafe fn fill_unstaged(dev: *mut c_void, data: &[u8]) {
     }
 }
 
-/// A staged copy made to fail (`how`: `h2d` or `d2h`, the parent makes the fake's third
-/// cudaMemcpyAsync fail; `query`, a D2H whose second cudaEventQuery fails): a clear error.
+/// A staged copy made to fail (`how`: `h2d` or `d2h`, the parent makes one of the fake's
+/// cudaMemcpyAsync fail, `FAKE_FAIL_COPY`; `query`, a D2H whose second cudaEventQuery fails): a
+/// clear error. The D2H has more chunks than staging buffers, so that its fifth DMA is queued
+/// only once its first chunk has been copied out.
 ///
 /// # Safety
 /// Only in the child, with the fake on the loader path.
 unsafe fn failing_copy(how: &str) {
-    let n = (3 << 20) + 4097;
+    let n = if how == "d2h" {
+        40 << 20
+    } else {
+        (3 << 20) + 4097
+    };
     let src = pattern(n, 1);
     let mut back = vec![0u8; n];
     // SAFETY: the table's functions with buffers of `n` bytes.
@@ -184,8 +190,9 @@ fn child_staged_copies() {
             let want = pattern(n, 200 + k);
             let dev = (TABLE.malloc_device)(n);
             fill_unstaged(dev, &want);
-            // Longer than the stand-in's longest op (2 ms) and the helpers' spin (250 us).
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            // Far longer than the stand-in's longest op (2 ms) and the helpers' spin (250 us),
+            // so that they sleep even on a loaded machine.
+            std::thread::sleep(std::time::Duration::from_millis(50));
             let mut back = vec![0u8; n];
             (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
             assert!(back == want, "D2H {n} B after an idle while: wrong data");
@@ -198,26 +205,22 @@ fn child_staged_copies() {
 
 /// The children's settings, one run each: `NAME=VALUE` words, where `fail=WHAT` is the failing
 /// copy the child makes first (`failing_copy`), a `FAKE_` name is the stand-in's own variable,
-/// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. Both engines, 1-12 threads, 2 slots,
-/// tiny pieces, failing copies and queries, the trace; H2D copies from 8 MiB (17 MiB here) adapt
-/// their threads unless `H2D_THREADS` fixes them.
-const RUNS: [&str; 16] = [
+/// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. The default threads, 1-12 threads,
+/// failing copies (a DMA queued up front, one queued once a chunk was copied out) and queries,
+/// the trace (with every copy traced, D2H copies after the idle while show the early wake).
+const RUNS: [&str; 12] = [
+    "",
     "THREADS=4",
     "THREADS=1",
-    "THREADS=4 PIPELINE=0",
-    "THREADS=1 PIPELINE=0",
-    "THREADS=3 SLOTS=2 FIRST_CHUNK=65536 PIECE=4096",
-    "THREADS=4 SLOTS=2 PIPELINE=0",
-    "THREADS=4 FAKE_FAIL_COPY=3 fail=h2d",
-    "THREADS=4 PIPELINE=0 FAKE_FAIL_COPY=3 fail=h2d",
-    "THREADS=4 SLOTS=2 FAKE_FAIL_COPY=3 fail=d2h",
-    "THREADS=4 PIPELINE=0 FAKE_FAIL_COPY=3 fail=d2h",
-    "THREADS=4 FAKE_FAIL_QUERY=2 fail=query",
     "THREADS=2",
+    "THREADS=3",
     "THREADS=12",
+    "THREADS=4 FAKE_FAIL_COPY=3 fail=h2d",
+    "THREADS=4 FAKE_FAIL_COPY=3 fail=d2h",
+    "THREADS=4 FAKE_FAIL_COPY=5 fail=d2h",
+    "THREADS=4 FAKE_FAIL_QUERY=2 fail=query",
     "THREADS=4 TRACE=7",
-    "THREADS=4 H2D_THREADS=2",
-    "THREADS=6 SPIN_US=0 TRACE=1",
+    "THREADS=6 TRACE=1",
 ];
 
 /// The environment of one of `RUNS`.
@@ -243,7 +246,7 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
         let (passed, text) = support::run_child("child_staged_copies", CHILD, &dir, &envs);
         assert!(
             passed && text.contains("staged-fake child: ok"),
-            "{run}:\n{text}"
+            "run {run:?}:\n{text}"
         );
         if envs.iter().any(|(k, _)| k.ends_with("_TRACE")) {
             assert!(
@@ -252,11 +255,9 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
                 "the trace writes its lines:\n{text}"
             );
         }
-        if envs
-            .iter()
-            .any(|(k, v)| k.ends_with("_SPIN_US") && v == "0")
-        {
-            // The helpers sleep after every job: D2H copies on the idle stream wake them early.
+        if envs.iter().any(|(k, v)| k.ends_with("_TRACE") && v == "1") {
+            // After the idle while the helpers sleep: D2H copies on the idle stream wake them
+            // early.
             assert!(
                 text.lines()
                     .any(|l| l.contains("DeviceToHost") && l.contains("woken_early")),

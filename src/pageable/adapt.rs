@@ -1,13 +1,10 @@
-//! The host threads of large H2D staged copies, adapted copy by copy (unless
-//! `LLAISYS_NVIDIA_PAGEABLE_H2D_THREADS` fixes them).
+//! The host threads of large H2D staged copies, adapted copy by copy.
 //!
 //! An H2D copy's host side writes the staging buffers with non-temporal stores while the copy
 //! engine reads the buffers filled before: both use the host's memory. On a machine whose host
-//! copy is much faster than the link, every thread copying at once slows the DMA down (on the
-//! H200 machine, `pageable_probe` part g: 12 threads copy 64 MiB at 122 GB/s and the DMA beside
-//! them falls from 54.7 to 35.4 GB/s; with 8 threads 87.5 and 49.6, with 6 threads 68.0 and
-//! 52.1), so fewer threads finish the copy sooner. On a machine whose host copy is the limit
-//! (other runs: 12 threads at 42-49 GB/s) every thread is needed.
+//! copy is much faster than the link, every thread copying at once slows the DMA down, so fewer
+//! threads finish the copy sooner; on a machine whose host copy is the limit every thread is
+//! needed (`pageable_probe` part g measures both, docs/benchmark.md).
 //!
 //! Which of the two a copy met shows when its last chunk is queued: if every staging buffer
 //! still waits for its DMA, the host was a whole ring ahead of the link (one thread fewer next

@@ -1,10 +1,9 @@
-//! The pipelined engine of a staged copy (`LLAISYS_NVIDIA_PAGEABLE_PIPELINE`, on by default):
-//! the host threads work through the whole copy's pieces in order, not one chunk at a time with
-//! a wait for every thread at each chunk's end. Only the calling thread talks to CUDA: it queues
-//! each chunk's DMA and event and polls the events to publish how far the threads may go; the
-//! pool's threads claim pieces one after another and copy each one as soon as its chunk is
-//! ready, so that copying out one chunk overlaps the DMA of the next and a chunk that lands is
-//! copied by every thread that is free.
+//! The pipeline of a staged copy: the host threads work through the whole copy's pieces in
+//! order, so that no thread waits for the others at a chunk's end. Only the calling thread talks
+//! to CUDA: it queues each chunk's DMA and event and polls the events to publish how far the
+//! threads may go; the pool's threads claim pieces one after another and copy each one as soon
+//! as its chunk is ready, so that copying out one chunk overlaps the DMA of the next and a chunk
+//! that lands is copied by every thread that is free.
 //!
 //! - D2H: chunk k is ready once its DMA into slot k mod K has landed (the slot's event); the DMA
 //!   of chunk k+K is queued once every piece of chunk k has been copied out.
@@ -22,10 +21,10 @@ use super::hostcopy::{copy, Stores};
 use super::staging::{Set, Slot};
 use super::trace::{Phase, Trace};
 use super::workers::{self, Task};
-use super::{chunk_copy, Direction};
-use crate::copy::MemcpyKind;
+use super::Direction;
+use crate::copy::{self as cuda_copy, MemcpyKind};
 use crate::cudart::StreamHandle;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,19 +34,20 @@ const SPIN: Duration = Duration::from_micros(250);
 /// One nap while a chunk is not ready.
 const NAP: Duration = Duration::from_micros(20);
 
-/// The smallest piece unless `LLAISYS_NVIDIA_PAGEABLE_PIECE` sets a smaller largest one (below
-/// it a piece's claim and fence are no longer small beside its copy).
+/// The smallest piece: below it a piece's claim and fence are no longer small beside its copy.
 const MIN_PIECE: usize = 16 << 10;
+/// The largest piece: small enough that a chunk that lands is shared by many threads, large
+/// enough that fewer threads are woken per chunk than with smaller ones (docs/caches.md).
+const MAX_PIECE: usize = 64 << 10;
 
 /// The pieces of a chunk of `len` bytes copied by `threads`: about one per thread, 4 KiB
-/// aligned, from `MIN_PIECE` up to `max`. A small chunk (an H2D copy's first, 256 KiB) is split
-/// among every thread: in 64 KiB pieces only 4 of 12 threads copied it, 13-21 us with the
-/// 3-5 GB/s a thread reached on the H200 machine beside the copy engine (traces,
-/// docs/benchmark.md), while the DMA waited for it.
-fn piece_for(len: usize, threads: usize, max: usize) -> usize {
+/// aligned, from `MIN_PIECE` up to `MAX_PIECE`. A small chunk (an H2D copy's first, 256 KiB) is
+/// thus split among every thread instead of a few `MAX_PIECE` ones: one thread beside the copy
+/// engine copies far slower than the link, and the chunk's DMA waits for its last piece.
+fn piece_for(len: usize, threads: usize) -> usize {
     (len / threads.max(1))
         .next_multiple_of(4096)
-        .clamp(MIN_PIECE.min(max), max)
+        .clamp(MIN_PIECE, MAX_PIECE)
 }
 
 /// A piece: `len` bytes at `off` of the copy, in chunk `chunk`.
@@ -95,13 +95,11 @@ struct Job {
 }
 
 impl Job {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         direction: Direction,
         host: *mut u8,
         bufs: Vec<usize>,
         chunks: Vec<(usize, usize)>,
-        max_piece: usize,
         threads: usize,
         stores: Stores,
         clock: Option<Instant>,
@@ -110,7 +108,7 @@ impl Job {
         let mut per_chunk = Vec::with_capacity(chunks.len());
         for (c, &(off, len)) in chunks.iter().enumerate() {
             let before = pieces.len();
-            let piece = piece_for(len, threads, max_piece);
+            let piece = piece_for(len, threads);
             let mut at = 0;
             while at < len {
                 let n = piece.min(len - at);
@@ -200,10 +198,10 @@ impl Job {
                 Direction::HostToDevice => (staged, host),
                 Direction::DeviceToHost => (host, staged),
             };
-            // SAFETY: `run`'s caller keeps the pageable buffer valid for the whole copy and the
-            // staging buffers hold CHUNK_MAX >= every chunk's bytes; the chunk is ready (its
-            // DMA has landed, D2H, or no DMA reads its slot any more, H2D), and no other piece
-            // covers these bytes.
+            // SAFETY: `run`'s caller keeps the pageable buffer valid for every chunk's bytes
+            // until the copy has run, and the staging buffers hold CHUNK_MAX >= every chunk's
+            // bytes; the chunk is ready (its DMA has landed, D2H, or no DMA reads its slot any
+            // more, H2D), and no other piece covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
             if let Some(at) = traced {
                 let ns = at.elapsed().as_nanos() as u64;
@@ -269,8 +267,6 @@ pub(super) struct Request<'a> {
     pub(super) stream: StreamHandle,
     /// Host threads, the caller included.
     pub(super) threads: usize,
-    /// The most bytes of one piece (a chunk's pieces: `piece_for`).
-    pub(super) piece: usize,
     pub(super) stores: Stores,
     /// Whether an H2D copy counts its chunks still in flight at the end (`run`).
     pub(super) count_in_flight: bool,
@@ -299,7 +295,6 @@ pub(super) unsafe fn run(
         c.host,
         bufs,
         chunks,
-        c.piece,
         c.threads,
         c.stores,
         tr.clock(),
@@ -312,7 +307,9 @@ pub(super) unsafe fn run(
         started: false,
     };
     let finish = Finish(&job);
-    // SAFETY: the caller's contract.
+    // SAFETY: `dev` and `host` are valid for the chunks' bytes until the copy has run and
+    // `stream` is NULL or a live stream of `device` (this function's contract); `bufs` are the
+    // set's staging buffers, this copy's alone.
     let result = unsafe { drive(&c, &job, &mut helpers, tr) };
     let helped = helpers.running.is_some();
     drop(finish);
@@ -395,11 +392,11 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
     let (mut queued, mut ready) = (0, 0);
     let publish = |ready: usize| job.ready.store(ready, Ordering::Release);
     // A D2H copy whose helpers sleep, on an idle stream: they are woken as soon as its first
-    // DMAs are queued, not once the first chunk has landed. Waking takes longer (15-39 us on
-    // the H200 machine, `workers::set_spin`) than a chunk takes to land on an idle stream
-    // (10-25 us), so they now join about when it lands, and the calling thread copies out
-    // until they do. Behind work on the stream they would only spin for it: woken on landing,
-    // as before. A failed query counts as busy (the copy's own calls report any error).
+    // DMAs are queued, not once the first chunk has landed. Waking takes longer than a chunk
+    // takes to land on an idle stream (`pageable_probe` part e, docs/benchmark.md), so they
+    // join about when it lands, and the calling thread copies out until they do. Behind work
+    // on the stream they would only spin for it: they are woken when the first chunk lands. A
+    // failed query counts as busy (the copy's own calls report any error).
     let mut wake_early = c.direction == Direction::DeviceToHost
         && helpers.asleep()
         // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
@@ -424,9 +421,10 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                         slot.order_before_dma(c.stream, c.device)
                     })?;
                     slot.prepare(c.device)?;
-                    // SAFETY: the caller's contract for `dev`; the slot's last use is complete
-                    // (its chunk of this copy was copied out) or ordered before this DMA on
-                    // the stream (`order_before_dma`).
+                    // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
+                    // contract); the slot's last use is complete (its chunk of this copy was
+                    // copied out) or ordered before this DMA on the stream
+                    // (`order_before_dma`).
                     unsafe { queue(c, job, queued, &mut slot, tr) }?;
                     queued += 1;
                     progressed = true;
@@ -483,8 +481,8 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 }
                 while queued < ready && job.chunk_done(queued) {
                     let mut slot = c.set.slot(queued);
-                    // SAFETY: the caller's contract for `dev`; every piece of the chunk is in
-                    // the slot's buffer.
+                    // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
+                    // contract); every piece of the chunk is in the slot's buffer.
                     unsafe { queue(c, job, queued, &mut slot, tr) }?;
                     queued += 1;
                     progressed = true;
@@ -528,18 +526,28 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
 unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
-    // SAFETY: the caller's contract: `dev` is valid for the chunk's bytes.
+    // SAFETY: `dev` is valid for every chunk's bytes (the caller's contract), so `off` lies in
+    // it.
     let dev = unsafe { c.dev.add(off) };
     let (dst, src, kind) = match c.direction {
         Direction::HostToDevice => (dev, staged.cast_const(), MemcpyKind::H2D),
         Direction::DeviceToHost => (staged, dev.cast_const(), MemcpyKind::D2H),
     };
     // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len) and stay
-    // valid until the DMA has run (the slot's event, recorded next, says when).
+    // valid until the DMA has run (the slot's event, recorded next, says when); `stream` is
+    // NULL or a live stream (the caller's contract).
     tr.time(Phase::Enqueue, || unsafe {
-        chunk_copy(dst, src, len, kind, c.stream, off)
+        cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream)
+    })
+    .map_err(|e| {
+        Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!("{} (chunk at {off})", e.detail()),
+        )
     })?;
-    // SAFETY: `stream` is NULL or a live stream of the slot's device (the caller's contract).
+    // SAFETY: `stream` is NULL or a live stream of the device the slot was prepared for
+    // (`c.device`, the caller's contract).
     tr.time(Phase::Record, || unsafe { slot.record(c.stream) })?;
     tr.mark("queued", k);
     Ok(())
@@ -557,7 +565,6 @@ mod tests {
             std::ptr::null_mut(),
             vec![0, 0],
             chunks.clone(),
-            64 << 10,
             1,
             Stores::Cached,
             None,
@@ -575,13 +582,11 @@ mod tests {
 
     #[test]
     fn a_small_chunk_is_split_among_every_thread_a_large_one_in_pieces_of_at_most_the_max() {
-        assert_eq!(piece_for(256 << 10, 12, 64 << 10), 24 << 10);
-        assert_eq!(piece_for(8 << 20, 12, 64 << 10), 64 << 10);
-        assert_eq!(piece_for(1 << 20, 12, 1 << 20), 88 << 10);
-        assert_eq!(piece_for(4096, 12, 64 << 10), MIN_PIECE);
-        assert_eq!(piece_for(256 << 10, 0, 64 << 10), 64 << 10);
-        // A largest piece set below MIN_PIECE (`_PIECE`, from 4 KiB) is kept.
-        assert_eq!(piece_for(8 << 20, 12, 4096), 4096);
+        assert_eq!(piece_for(256 << 10, 12), 24 << 10);
+        assert_eq!(piece_for(8 << 20, 12), MAX_PIECE);
+        assert_eq!(piece_for(1 << 20, 12), MAX_PIECE);
+        assert_eq!(piece_for(4096, 12), MIN_PIECE);
+        assert_eq!(piece_for(256 << 10, 0), MAX_PIECE);
         // Each chunk gets its own pieces: the first (256 KiB) in 11 for 12 threads, the next
         // (1 MiB) in 16 of the most, 64 KiB.
         let job = Job::new(
@@ -589,7 +594,6 @@ mod tests {
             std::ptr::null_mut(),
             vec![0, 0],
             vec![(0, 256 << 10), (256 << 10, 1 << 20)],
-            64 << 10,
             12,
             Stores::Cached,
             None,
@@ -610,8 +614,7 @@ mod tests {
             host.as_mut_ptr(),
             vec![staging.as_ptr() as usize],
             vec![(0, 1 << 15), (1 << 15, 1 << 15)],
-            1 << 14,
-            1,
+            2,
             Stores::Cached,
             None,
         );

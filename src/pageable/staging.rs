@@ -1,7 +1,7 @@
-//! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight, each slot
-//! a pinned buffer (made on first use) and the event of its last use. A slot is used by one
-//! thread at a time (its lock) and overwritten only once its event has completed. Sets are kept
-//! for reuse, at most `MAX_SETS` idle.
+//! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight (`SLOTS`),
+//! each slot a pinned buffer (made on first use) and the event of its last use. A slot is used
+//! by one thread at a time (its lock) and overwritten only once its event has completed. Sets
+//! are kept for reuse, at most `MAX_SETS` idle.
 
 use super::CHUNK_MAX;
 use crate::cudart::StreamHandle;
@@ -10,6 +10,8 @@ use crate::event::Event;
 use crate::sync::lock;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Staging buffers per copy: chunks in flight at once (more were no faster: docs/caches.md).
+const SLOTS: usize = 4;
 /// Idle sets kept for reuse.
 const MAX_SETS: usize = 2;
 
@@ -22,7 +24,8 @@ pub(super) struct Slot {
     busy: bool,
 }
 
-// SAFETY: the buffer is pinned memory owned by the slot, used under the slot's lock only.
+// SAFETY: the raw pointer is the only field that is not Send: it is pinned host memory that the
+// slot owns (no other thread holds it outside the slot's lock), valid on any thread.
 unsafe impl Send for Slot {}
 
 impl Slot {
@@ -55,7 +58,8 @@ impl Slot {
     /// `stream` is NULL or a live stream of that device.
     pub(super) unsafe fn record(&mut self, stream: StreamHandle) -> Result<()> {
         if let Some(e) = &self.event {
-            // SAFETY: the caller's contract.
+            // SAFETY: `stream` is NULL or a live stream of the device the event was made on
+            // (this function's contract; `prepare` made the event on that device).
             unsafe { e.record_raw(stream) }?;
             self.busy = true;
         }
@@ -77,7 +81,8 @@ impl Slot {
         if self.busy {
             match &self.event {
                 Some(e) if self.device == device => {
-                    // SAFETY: the caller's contract; the event is the slot's own, live.
+                    // SAFETY: `stream` is NULL or a live stream of `device` (this function's
+                    // contract), the event's device; the event is the slot's own, live.
                     unsafe { crate::stream::wait_event(stream, e.as_raw()) }?;
                     self.busy = false;
                 }
@@ -128,9 +133,9 @@ pub(super) struct Set {
 static SETS: Mutex<Vec<Arc<Set>>> = Mutex::new(Vec::new());
 
 impl Set {
-    fn new(slots: usize) -> Set {
+    fn new() -> Set {
         Set {
-            slots: (0..slots)
+            slots: (0..SLOTS)
                 .map(|_| {
                     Mutex::new(Slot {
                         buf: std::ptr::null_mut(),
@@ -169,7 +174,9 @@ impl Set {
             let mut s = lock(s);
             s.event = None;
             if !s.buf.is_null() {
-                // SAFETY: our staging buffer, idle (no copy in flight reads or writes it).
+                // SAFETY: a buffer from `alloc_host_portable`, freed once (set to NULL next);
+                // the set is idle (`free`'s callers: `idle` or `wait_all` said so), so no copy
+                // in flight reads or writes it.
                 if let Err(e) = unsafe { crate::memory::free_host(s.buf.cast()) } {
                     first_err.get_or_insert(e);
                 }
@@ -180,18 +187,18 @@ impl Set {
     }
 }
 
-/// A set of `slots` slots for one copy: one known to be idle; else, of several free sets, one
-/// whose events have completed (asked of CUDA: a set last used on a stream behind long work
-/// must not hold up a copy on another stream); else the one given back longest ago, whose slots
-/// may still wait on earlier asynchronous copies (an H2D copy polls or waits for each slot
-/// before writing it, a D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its last chunks in flight, and the next copy must not pay
-/// for new pinned buffers); else a new one (only while other copies hold every kept set). The
-/// common case, one copy after another, finds one free set and asks CUDA nothing: asking each
-/// slot's event there cost an H2D copy after an H2D copy a query per slot (1.6 us each on the
-/// H200 machine) before its first chunk could start.
-pub(super) fn take(slots: usize) -> Arc<Set> {
+/// A set for one copy: one known to be idle; else, of several free sets, one whose events have
+/// completed (asked of CUDA: a set last used on a stream behind long work must not hold up a
+/// copy on another stream); else the one given back longest ago, whose slots may still wait on
+/// earlier asynchronous copies (an H2D copy polls or waits for each slot before writing it, a
+/// D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its
+/// last chunks in flight, and the next copy must not pay for new pinned buffers); else a new
+/// one (only while other copies hold every kept set). The common case, one copy after another,
+/// finds one free set and asks CUDA nothing: a query of each slot's event would delay the first
+/// chunk of an H2D copy that follows an H2D copy.
+pub(super) fn take() -> Arc<Set> {
     let mut sets = lock(&SETS);
-    let free = |s: &Arc<Set>| s.slots.len() == slots && Arc::strong_count(s) == 1;
+    let free = |s: &Arc<Set>| Arc::strong_count(s) == 1;
     let several = sets.iter().filter(|s| free(s)).count() > 1;
     let pick = sets
         .iter()
@@ -207,7 +214,7 @@ pub(super) fn take(slots: usize) -> Arc<Set> {
         return sets.remove(i);
     }
     drop(sets);
-    Arc::new(Set::new(slots))
+    Arc::new(Set::new())
 }
 
 /// Returns a set for reuse; idle sets beyond `MAX_SETS` are freed.

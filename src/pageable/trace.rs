@@ -1,6 +1,7 @@
-//! `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`: every N-th staged copy writes one line to stderr with the
-//! time spent in each phase (waiting for a staging slot, host copying, queuing DMAs, recording
-//! events), to find where a copy's time goes. Off (no clock read) when unset or 0.
+//! A developer tool, `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`: every N-th staged copy writes one line
+//! to stderr with the time spent in each phase (waiting for a staging slot, host copying,
+//! queuing DMAs, recording events) and the moments of its steps, to find where a copy's time
+//! goes (docs/variables.md). Off (no clock read) when unset or 0.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};

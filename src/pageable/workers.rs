@@ -46,30 +46,22 @@ static THREADS: [OnceLock<std::thread::Thread>; MAX_HELPERS] =
 /// Whether each thread of the pool sleeps (has spun its while without a job).
 static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; MAX_HELPERS];
 
-/// Nanoseconds a thread spins for the next job before it sleeps (`set_spin`).
-static SPIN_NS: AtomicU64 = AtomicU64::new(250_000);
-
-/// Sets how long the pool's threads spin for the next job before they sleep (read by each
-/// thread at the end of every job: a thread already spinning or asleep keeps the value it read
-/// until its next job). Waking a sleeping thread takes far longer than a handoff to
-/// a spinning one (`pageable_probe` part e on the H200 machine: 15 us until the first of them
-/// runs, 22-39 us until the last of 4-12, against 1-2 us for spinning ones).
-pub(crate) fn set_spin(spin: Duration) {
-    SPIN_NS.store(
-        spin.as_nanos().min(u64::MAX as u128) as u64,
-        Ordering::Relaxed,
-    );
-}
+/// How long a thread spins for the next job before it sleeps. Waking a sleeping thread takes
+/// far longer than a handoff to a spinning one (`pageable_probe` part e, docs/benchmark.md), and
+/// the chunks of a copy, and copies, come in bursts; a spin this short costs an idle process
+/// nothing noticeable.
+const SPIN: Duration = Duration::from_micros(250);
 
 /// Keeps the object holding this code mapped for the rest of the process: the threads run its
 /// code, so a `dlclose` of the cdylib (or of a library it is linked into) must not unmap it.
 /// `RTLD_NOLOAD | RTLD_NODELETE` on ourselves only marks the loaded object; for the staticlib in
 /// an executable it names the program itself, which is never unloaded.
 fn pin_this_library() {
-    // SAFETY: plain data, filled by dladdr.
+    // SAFETY: `Dl_info` is plain data (pointers and integers), for which all zeros is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let here = pin_this_library as *const libc::c_void;
-    // SAFETY: dladdr only reads the loader's tables about an address of our own code.
+    // SAFETY: `info` is a writable `Dl_info`; dladdr only reads the loader's tables about
+    // `here`, an address of our own code.
     if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
         return;
     }
@@ -114,14 +106,13 @@ fn grow(helpers: usize) -> usize {
 fn worker_loop(index: usize, mut seen: u64) {
     loop {
         let idle_since = Instant::now();
-        let spin = Duration::from_nanos(SPIN_NS.load(Ordering::Relaxed));
         loop {
             let g = POOL.generation.load(Ordering::Acquire);
             if g != seen {
                 seen = g;
                 break;
             }
-            if idle_since.elapsed() < spin {
+            if idle_since.elapsed() < SPIN {
                 std::hint::spin_loop();
             } else {
                 // A job published after the check above unparks us: park returns at once.
@@ -140,7 +131,7 @@ fn worker_loop(index: usize, mut seen: u64) {
 }
 
 /// How many of the first `helpers` threads of the pool have spun their while and sleep now (a
-/// job handed to them must wake them, which takes far longer than a handoff: `set_spin`).
+/// job handed to them must wake them, which takes far longer than a handoff: `SPIN`).
 pub(crate) fn asleep(helpers: usize) -> usize {
     SLEEPING[..helpers.min(MAX_HELPERS)]
         .iter()
@@ -199,27 +190,25 @@ pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
     })
 }
 
-/// Runs `task` on the calling thread and `helpers` of the pool's threads (as `start`), and
-/// returns once it has finished.
-pub(crate) fn run(task: Arc<dyn Task>, helpers: usize) {
-    let running = start(task.clone(), helpers);
-    task.work();
-    if running.is_none() {
-        while !task.finished() {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// Serializes this crate's unit tests that use the pool (a test that needs it free must not find
-/// another's job holding it).
-#[cfg(test)]
-pub(crate) static TEST_POOL: Mutex<()> = Mutex::new(());
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sync::lock;
+
+    /// Serializes the tests that use the pool (a test that needs it free must not find
+    /// another's job holding it).
+    static TEST_POOL: Mutex<()> = Mutex::new(());
+
+    /// Runs `task` on the calling thread and `helpers` of the pool's threads (as `start`), and
+    /// returns once it has finished.
+    fn run(task: Arc<dyn Task>, helpers: usize) {
+        let running = start(task.clone(), helpers);
+        task.work();
+        drop(running);
+        while !task.finished() {
+            std::thread::yield_now();
+        }
+    }
 
     /// Copies `src` into `dst` in pieces of `piece` bytes.
     struct Copy {
@@ -375,27 +364,17 @@ mod tests {
                 }
             }
         };
-        // The spin before the test comes back even if an assertion below fails.
-        struct Restore(u64);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                SPIN_NS.store(self.0, Ordering::Relaxed);
-            }
-        }
-        let _restore = Restore(SPIN_NS.load(Ordering::Relaxed));
-        // No spin: the threads sleep at once (with the default 250 us they would still spin).
-        set_spin(Duration::ZERO);
-        let slept = asleep(3, Duration::from_micros(100));
-        // A spin of 300 ms: 20 ms after a job none sleeps (with the default, all would).
-        set_spin(Duration::from_millis(300));
-        let awake = asleep(0, Duration::from_millis(20));
+        // 20 ms after a job, far beyond their spin, the 3 helpers sleep; right after one, they
+        // still spin.
+        let slept = asleep(3, Duration::from_millis(20));
+        let awake = asleep(0, Duration::ZERO);
         assert_eq!(
             slept, 3,
-            "with no spin, the 3 helpers slept before the next job"
+            "20 ms after a job (spin {SPIN:?}), the 3 helpers slept before the next job"
         );
         assert_eq!(
             awake, 0,
-            "spinning 300 ms after a job, a helper slept within 20 ms"
+            "right after a job (spin {SPIN:?}), a helper slept before the next job"
         );
     }
 }
