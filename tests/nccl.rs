@@ -497,6 +497,16 @@ fn child_search() {
                 ],
             );
         }
+        "crashed" => {
+            expect(
+                s,
+                6,
+                &[
+                    "the PyPI wheels of the active Python: ",
+                    "crashed: killed by signal 6 (SIGABRT)",
+                ],
+            );
+        }
         "wheel" => {
             expect(s, 0, &[]);
             // SAFETY: a buffer of 4096 bytes.
@@ -543,10 +553,25 @@ fn nccl_search_order() {
         &remove,
     );
     let dir = support::scratch("nccl-fake-python");
+    // A Python that crashes is reported as crashed, with its signal.
+    let crashing = dir.join("python3-crashes");
+    std::fs::write(&crashing, "#!/bin/sh\nkill -ABRT $$\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&crashing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    in_child(
+        "child_search",
+        &[
+            ("LLAISYS_NVIDIA_PYTHON", crashing.to_str().unwrap()),
+            (
+                "LLAISYS_NCCL_TEST_EXPECT",
+                if system { "system" } else { "crashed" },
+            ),
+        ],
+        &remove,
+    );
     let python = dir.join("python3");
     let site = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
     std::fs::write(&python, format!("#!/bin/sh\necho {}\n", site.display())).unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     in_child(
         "child_search",
@@ -856,6 +881,97 @@ fn nccl_too_old_serves_what_it_has() {
         ],
         &[],
     );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
+fn child_bad_version() {
+    require_child("child_bad_version");
+    let lib = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
+    let reported = std::env::var("LLAISYS_NCCL_TEST_VERSION").unwrap();
+    let mut v = 7;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(
+        s,
+        6,
+        &[
+            &lib,
+            &format!("ncclGetVersion reports {reported},"),
+            "not a version code of NCCL 2",
+            "accepted: codes 2000-2899 and 20900-29999, NCCL 2.0.0 to 2.99.99",
+            "nothing else is searched",
+        ],
+    );
+    assert_eq!(v, 0, "the out-value of a refused library");
+    // Every later call gets the same answer; the file was closed again.
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaCommGetUniqueId(&mut some_id()) };
+    expect(s, 6, &[&format!("reports {reported},")]);
+    let name = Path::new(&lib)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(!maps.contains(&name), "{name} is still mapped");
+}
+
+/// A library whose ncclGetVersion reports a code that is not an NCCL 2 release (-1, INT_MAX,
+/// NCCL 3, a 2.x code in the encoding 2.9 dropped, 0) is refused with status 6 naming the
+/// file and the code; codes at both ends of NCCL 2 are accepted.
+#[test]
+fn nccl_outside_the_built_major_is_refused() {
+    for (tag, code) in [
+        ("minus_one", "-1"),
+        ("int_max", "2147483647"),
+        ("three", "30000"),
+        ("old_encoding_of_2_9", "2900"),
+        ("new_encoding_of_2_8", "20800"),
+        ("zero", "0"),
+    ] {
+        let lib = fake_library(
+            &format!("version_{tag}"),
+            &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n"),
+        );
+        in_child(
+            "child_bad_version",
+            &[
+                ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
+                ("LLAISYS_NCCL_TEST_VERSION", code),
+            ],
+            &[],
+        );
+    }
+    for (tag, code) in [("first", "2000"), ("last", "29999")] {
+        let lib = fake_library(
+            &format!("version_{tag}"),
+            &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n"),
+        );
+        in_child(
+            "child_good_version",
+            &[
+                ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
+                ("LLAISYS_NCCL_TEST_VERSION", code),
+            ],
+            &[],
+        );
+    }
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
+fn child_good_version() {
+    require_child("child_good_version");
+    let reported: c_int = std::env::var("LLAISYS_NCCL_TEST_VERSION")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut v = 7;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(s, 0, &[]);
+    assert_eq!(v, reported);
 }
 
 #[test]
