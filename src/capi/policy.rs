@@ -7,14 +7,15 @@
 //!
 //! What the policy keeps works at any point of a thread's or the process's life, and in a
 //! forked child (README "Lifecycle and process rules"):
-//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors,
-//!   `atexit` handlers, C++ static and `thread_local` destructors, where a Rust `thread_local!`
-//!   with a destructor is already gone);
+//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors of
+//!   every round but the last, `atexit` handlers, C++ static and `thread_local` destructors,
+//!   where a Rust `thread_local!` with a destructor is already gone);
 //! - `handlers`: the process-wide handler; replacing it waits until no other thread still runs
 //!   the old one;
 //! - `fork`: a child forked after the library was used refuses every call but the handler and
 //!   last-error functions, without touching a lock another thread of the parent may have held;
-//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded.
+//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded
+//!   (frees what the library made for itself).
 
 mod fork;
 mod handlers;
@@ -35,9 +36,9 @@ fn ensure_loaded() {
     load::init();
 }
 
-pub use fork::refused_in_forked_child;
 pub use handlers::{handler, set_handler};
 pub use last::{last, set_last};
+pub use load::release_at_unload;
 
 /// What the handler receives (`llaisysNvidiaError` in the header). The strings live until the
 /// handler returns; copy them to keep them.
@@ -177,6 +178,27 @@ pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate:
     }
 }
 
+/// The first step of every entry point that may reach CUDA or the library's state: notes the
+/// calling thread (`last::touch`) and the library as used, and refuses in a child forked after
+/// that (see `fork`).
+#[inline]
+fn enter() -> crate::Result<()> {
+    last::touch();
+    fork::enter()
+}
+
+/// For entry points outside `catch_panic` (get_device_count): `enter`; in a forked child records
+/// the refusal as the thread's last error (no handler call) and returns true.
+pub fn refused_in_forked_child(function: &'static str) -> bool {
+    match enter() {
+        Ok(()) => false,
+        Err(e) => {
+            set_last(Some(Arc::new(Record::new(function, &e))));
+            true
+        }
+    }
+}
+
 /// Runs `body`, turning a panic into an internal error. In a child forked after the library was
 /// used, refuses without running `body` (see `fork`).
 #[inline]
@@ -184,7 +206,7 @@ pub fn catch_panic<T>(
     function: &'static str,
     body: impl FnOnce() -> crate::Result<T>,
 ) -> crate::Result<T> {
-    fork::enter()?;
+    enter()?;
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()

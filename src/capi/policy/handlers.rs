@@ -82,6 +82,20 @@ pub fn handler() -> (ErrorHandler, *mut c_void) {
     (slot.handler, slot.user_data as *mut c_void)
 }
 
+/// Frees the list of running calls when none is running (at unload: a host that loads and
+/// unloads the library keeps nothing of it). Never waits: when another thread holds the lock
+/// (at exit) the list stays.
+pub(super) fn release() {
+    let mut slot = match SLOT.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    if slot.running.is_empty() {
+        slot.running = Vec::new();
+    }
+}
+
 /// One running call of a handler of `generation`; counted until dropped (on return or while a
 /// C++ exception unwinds through the caller).
 struct Running {
