@@ -536,7 +536,9 @@ fn child_search() {
 }
 
 /// Without the variable: the loader's path, then the Python wheels. A stand-in `python3`
-/// (a script printing one site folder) points at .deps/nccl; `/nonexistent/python3` at nothing.
+/// (a script printing one site folder) points at .deps/nccl; `/nonexistent/python3` at nothing;
+/// one that kills itself is reported with its signal. (With NCCL on the loader's path the
+/// Python is never asked: then each finds the system's.)
 #[test]
 fn nccl_search_order() {
     let system = system_has_nccl();
@@ -552,38 +554,32 @@ fn nccl_search_order() {
         ],
         &remove,
     );
-    let dir = support::scratch("nccl-fake-python");
     // A Python that crashes is reported as crashed, with its signal.
-    let crashing = dir.join("python3-crashes");
-    std::fs::write(&crashing, "#!/bin/sh\nkill -ABRT $$\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&crashing, std::fs::Permissions::from_mode(0o755)).unwrap();
-    in_child(
-        "child_search",
-        &[
-            ("LLAISYS_NVIDIA_PYTHON", crashing.to_str().unwrap()),
-            (
-                "LLAISYS_NCCL_TEST_EXPECT",
-                if system { "system" } else { "crashed" },
-            ),
-        ],
-        &remove,
-    );
-    let python = dir.join("python3");
+    let crashing = fake_python("python3-crashes", "kill -ABRT $$");
     let site = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
-    std::fs::write(&python, format!("#!/bin/sh\necho {}\n", site.display())).unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    in_child(
-        "child_search",
-        &[
-            ("LLAISYS_NVIDIA_PYTHON", python.to_str().unwrap()),
-            (
-                "LLAISYS_NCCL_TEST_EXPECT",
-                if system { "system" } else { "wheel" },
-            ),
-        ],
-        &remove,
-    );
+    let python = fake_python("python3", &format!("echo {}", site.display()));
+    for (python, found) in [(crashing, "crashed"), (python, "wheel")] {
+        in_child(
+            "child_search",
+            &[
+                ("LLAISYS_NVIDIA_PYTHON", python.to_str().unwrap()),
+                (
+                    "LLAISYS_NCCL_TEST_EXPECT",
+                    if system { "system" } else { found },
+                ),
+            ],
+            &remove,
+        );
+    }
+}
+
+/// A stand-in `python3`: a shell script running `body`.
+fn fake_python(name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = support::scratch("nccl-fake-python").join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
 }
 
 #[test]
@@ -922,34 +918,22 @@ fn child_bad_version() {
 /// file and the code; codes at both ends of NCCL 2 are accepted.
 #[test]
 fn nccl_outside_the_built_major_is_refused() {
-    for (tag, code) in [
-        ("minus_one", "-1"),
-        ("int_max", "2147483647"),
-        ("three", "30000"),
-        ("old_encoding_of_2_9", "2900"),
-        ("new_encoding_of_2_8", "20800"),
-        ("zero", "0"),
+    for (tag, code, child) in [
+        ("minus_one", "-1", "child_bad_version"),
+        ("int_max", "2147483647", "child_bad_version"),
+        ("three", "30000", "child_bad_version"),
+        ("old_encoding_of_2_9", "2900", "child_bad_version"),
+        ("new_encoding_of_2_8", "20800", "child_bad_version"),
+        ("zero", "0", "child_bad_version"),
+        ("first", "2000", "child_good_version"),
+        ("last", "29999", "child_good_version"),
     ] {
         let lib = fake_library(
             &format!("version_{tag}"),
             &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n"),
         );
         in_child(
-            "child_bad_version",
-            &[
-                ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
-                ("LLAISYS_NCCL_TEST_VERSION", code),
-            ],
-            &[],
-        );
-    }
-    for (tag, code) in [("first", "2000"), ("last", "29999")] {
-        let lib = fake_library(
-            &format!("version_{tag}"),
-            &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n"),
-        );
-        in_child(
-            "child_good_version",
+            child,
             &[
                 ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
                 ("LLAISYS_NCCL_TEST_VERSION", code),
@@ -1173,4 +1157,223 @@ int main(void) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+// ---- the header against the one list of collectives ------------------------------------------
+
+fn strip_c_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.find("*/").map_or("", |i| &r[i + 2..]);
+            out.push(' ');
+        } else if let Some(r) = rest.strip_prefix("//") {
+            rest = r.find('\n').map_or("", |i| &r[i..]);
+        } else {
+            let c = rest.chars().next().unwrap_or(' ');
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// A C parameter as (type, name), whitespace normalised: `const void *sendbuff` gives
+/// ("const void *", "sendbuff").
+fn c_param(p: &str) -> (String, String) {
+    let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = p
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let ty = p[..cut].trim().to_string();
+    let ty = if ty.ends_with('*') && !ty.ends_with(" *") {
+        format!("{} *", ty.trim_end_matches('*').trim_end())
+    } else {
+        ty
+    };
+    (ty, p[cut..].to_string())
+}
+
+/// The parameters of a declaration's outermost parameter list.
+fn c_params(list: &str) -> Vec<(String, String)> {
+    list.split(',')
+        .filter(|p| !p.trim().is_empty() && p.trim() != "void")
+        .map(c_param)
+        .collect()
+}
+
+/// (name, parameters before comm and stream) of each declaration in `decls` ending with
+/// `llaisysNvidiaComm_t comm, llaisysStream_t stream`: the collective shape.
+fn collective_shaped(
+    decls: &[(String, Vec<(String, String)>)],
+) -> Vec<(String, Vec<(String, String)>)> {
+    let tail = [
+        ("llaisysNvidiaComm_t".to_string(), "comm".to_string()),
+        ("llaisysStream_t".to_string(), "stream".to_string()),
+    ];
+    decls
+        .iter()
+        .filter(|(_, p)| p.len() >= 2 && p[p.len() - 2..] == tail)
+        .map(|(n, p)| (n.clone(), p[..p.len() - 2].to_vec()))
+        .collect()
+}
+
+/// The header's exported functions and the fields of `LlaisysNvidiaCommAPI`, each with its
+/// parameters.
+#[allow(clippy::type_complexity)]
+fn comm_declarations(
+    header: &str,
+) -> (
+    Vec<(String, Vec<(String, String)>)>,
+    Vec<(String, Vec<(String, String)>)>,
+) {
+    let code: String = strip_c_comments(header)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut functions = Vec::new();
+    for decl in code.split("LLAISYS_NVIDIA_API").skip(1) {
+        let decl = decl.split(';').next().unwrap_or("");
+        if let (Some(open), Some(close)) = (decl.find('('), decl.rfind(')')) {
+            let name = decl[..open].split_whitespace().last().unwrap_or("");
+            let name = name.trim_start_matches('*').to_string();
+            functions.push((name, c_params(&decl[open + 1..close])));
+        }
+    }
+    let mut fields = Vec::new();
+    if let Some(start) = code.find("typedef struct LlaisysNvidiaCommAPI {") {
+        let body = &code[start..];
+        let body = &body
+            [body.find('{').unwrap_or(0) + 1..body.find("} LlaisysNvidiaCommAPI").unwrap_or(0)];
+        for field in body.split(';').filter(|f| f.contains("(*")) {
+            let name_start = field.find("(*").unwrap_or(0) + 2;
+            let name_end = field[name_start..]
+                .find(')')
+                .map_or(name_start, |i| name_start + i);
+            let params_start = field[name_end..].find('(').map_or(0, |i| name_end + i + 1);
+            let params_end = field.rfind(')').unwrap_or(params_start);
+            fields.push((
+                field[name_start..name_end].trim().to_string(),
+                c_params(&field[params_start..params_end]),
+            ));
+        }
+    }
+    (functions, fields)
+}
+
+/// How the header differs from the list (`COLLECTIVES`): each collective's C function and table
+/// field with its parameters, and nothing of the collective shape besides.
+fn collective_differences(header: &str) -> Vec<String> {
+    let (functions, fields) = comm_declarations(header);
+    let mut problems = Vec::new();
+    let listed: Vec<(String, Vec<(String, String)>)> = COLLECTIVES
+        .iter()
+        .map(|c| {
+            let params = c
+                .params
+                .iter()
+                .map(|(name, ty)| (ty.to_string(), name.to_string()))
+                .collect();
+            (c.function.to_string(), params)
+        })
+        .collect();
+    let declared = collective_shaped(&functions);
+    for (name, params) in &listed {
+        match declared.iter().find(|(n, _)| n == name) {
+            None => problems.push(format!(
+                "{name} is in the list but not declared in the header"
+            )),
+            Some((_, p)) if p != params => problems.push(format!(
+                "{name}: the header declares {p:?}, the list {params:?} (then comm, stream)"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in &declared {
+        if !listed.iter().any(|(n, _)| n == name) {
+            problems.push(format!(
+                "{name} has the shape of a collective in the header but is not in the list"
+            ));
+        }
+    }
+    let listed_fields: Vec<(String, Vec<(String, String)>)> = COLLECTIVES
+        .iter()
+        .zip(&listed)
+        .filter_map(|(c, (_, params))| c.table_field.map(|f| (f.to_string(), params.clone())))
+        .collect();
+    let table = collective_shaped(&fields);
+    if table != listed_fields {
+        problems.push(format!(
+            "LlaisysNvidiaCommAPI's collective fields are {table:?}, the list's {listed_fields:?}"
+        ));
+    }
+    problems
+}
+
+/// The hand-written header declares exactly the collectives of the library's one list
+/// (`nccl::list`): the same C functions with the same parameters, the same table fields in
+/// the same order, and no other function or field of that shape.
+#[test]
+fn header_declares_exactly_the_collectives_of_the_list() {
+    let header = std::fs::read_to_string(support::csrc().join("llaisys_runtime.h")).unwrap();
+    assert_eq!(COLLECTIVES.len(), 7, "{COLLECTIVES:#?}");
+    let (functions, fields) = comm_declarations(&header);
+    assert_eq!(collective_shaped(&functions).len(), 7, "{functions:#?}");
+    assert_eq!(collective_shaped(&fields).len(), 6, "{fields:#?}");
+    let problems = collective_differences(&header);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// A collective in the header that the list lacks, a changed parameter, a missing one and a
+/// reordered table are each reported.
+#[test]
+fn a_header_that_differs_from_the_list_is_caught() {
+    let header = std::fs::read_to_string(support::csrc().join("llaisys_runtime.h")).unwrap();
+    let extra = header.replace(
+        "LLAISYS_NVIDIA_API int llaisysNvidiaGroupStart(void);",
+        "LLAISYS_NVIDIA_API int llaisysNvidiaAllToAll(const void *sendbuff, void *recvbuff, \
+         size_t count, int dtype, llaisysNvidiaComm_t comm, llaisysStream_t stream);\n\
+         LLAISYS_NVIDIA_API int llaisysNvidiaGroupStart(void);",
+    );
+    let problems = collective_differences(&extra);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("llaisysNvidiaAllToAll"),
+        "{problems:#?}"
+    );
+    let changed = header.replacen(
+        "size_t sendcount, int dtype",
+        "size_t sendcount, long dtype",
+        1,
+    );
+    let problems = collective_differences(&changed);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("llaisysNvidiaAllGather: the header declares")),
+        "{problems:#?}"
+    );
+    let start = header
+        .find("LLAISYS_NVIDIA_API int llaisysNvidiaReduce(")
+        .unwrap();
+    let end = start + header[start..].find(';').unwrap() + 1;
+    let missing = format!("{}{}", &header[..start], &header[end..]);
+    let problems = collective_differences(&missing);
+    assert_eq!(
+        problems,
+        ["llaisysNvidiaReduce is in the list but not declared in the header"]
+    );
+    let swapped = header
+        .replace("    int (*send)(", "    int (*SEND)(")
+        .replace("    int (*recv)(", "    int (*send)(")
+        .replace("    int (*SEND)(", "    int (*recv)(");
+    let problems = collective_differences(&swapped);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("LlaisysNvidiaCommAPI's collective fields")),
+        "{problems:#?}"
+    );
 }

@@ -86,21 +86,15 @@ impl Record {
         } else {
             crate::device::current_or_unknown()
         };
-        let on = if device >= 0 {
-            format!(" on device {device}")
-        } else {
-            String::new()
-        };
-        let message = format!("llaisys-nvidia: {function}{on}: {error}");
-        Record {
-            status: error.kind() as c_int,
-            cuda_error: error.cuda_error().code(),
+        Record::with_nccl(
+            error.kind() as c_int,
+            error.cuda_error().code(),
+            0,
             device,
-            nccl_error: 0,
-            function: cstring(function),
-            cuda_call: cstring(error.call()),
-            message: cstring(&message),
-        }
+            function,
+            error.call(),
+            error,
+        )
     }
 
     /// The refusal of a call in a child forked after the library was used: status CUDA with
@@ -124,7 +118,8 @@ impl Record {
         }
     }
 
-    /// A record of a communicator failure that `Error` does not describe (an NCCL call).
+    /// A record with every field given (an NCCL failure: its `ncclResult_t` too); the message
+    /// is "llaisys-nvidia: FUNCTION[ on device N]: ERROR".
     pub(crate) fn with_nccl(
         status: c_int,
         cuda_error: c_int,
@@ -132,8 +127,13 @@ impl Record {
         device: c_int,
         function: &str,
         call: &str,
-        message: &str,
+        error: &dyn std::fmt::Display,
     ) -> Record {
+        let on = if device >= 0 {
+            format!(" on device {device}")
+        } else {
+            String::new()
+        };
         Record {
             status,
             cuda_error,
@@ -141,7 +141,7 @@ impl Record {
             nccl_error,
             function: cstring(function),
             cuda_call: cstring(call),
-            message: cstring(message),
+            message: cstring(&format!("llaisys-nvidia: {function}{on}: {error}")),
         }
     }
 

@@ -1,12 +1,14 @@
-//! One thin `unsafe fn` per NCCL call: the function from the loaded library (a missing one is
-//! [`Error::Unavailable`] naming it and the NCCL release that has it), the call, and its
-//! `ncclResult_t` turned into [`Progress`] or an [`Error::Nccl`] carrying `ncclGetErrorString`
-//! and `ncclGetLastError`. Nothing here checks arguments: `ops::comm` does, before these run.
+//! One thin `unsafe fn` per NCCL call of the communicator's life: the function from the loaded
+//! library (a missing one is [`Error::Unavailable`] naming it and the NCCL release that has it),
+//! the call, and its `ncclResult_t` turned into [`Progress`] or an [`Error::Nccl`] carrying
+//! `ncclGetErrorString` and `ncclGetLastError`. The collectives have one such function for all
+//! of them, `collectives::call`, made from the list. Nothing here checks arguments: `ops::comm`
+//! does, before these run.
 
 use super::error::{Error, NcclResult, Result};
 use super::loader::Library;
 use super::sys;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 
 /// What a call on a non-blocking communicator may answer besides an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,157 +145,6 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
         check(lib, "ncclCommCuDevice", device(comm, &mut d))?;
     }
     Ok((n, r, d))
-}
-
-/// `ncclAllReduce`.
-///
-/// # Safety
-/// `send` and `recv` are device-accessible for `count` elements of `datatype` until the work has
-/// run on `stream`; `comm` is live; `stream` is NULL or a live stream of the communicator's
-/// device.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn all_reduce(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, all_reduce, "ncclAllReduce", "1.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclAllReduce", unsafe {
-        f(send, recv, count, datatype, op, comm, stream)
-    })
-}
-
-/// `ncclAllGather` (`recv` holds `nranks * send_count` elements).
-///
-/// # Safety
-/// As [`all_reduce`], with the sizes above.
-pub unsafe fn all_gather(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    send_count: usize,
-    datatype: sys::ncclDataType_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, all_gather, "ncclAllGather", "2.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclAllGather", unsafe {
-        f(send, recv, send_count, datatype, comm, stream)
-    })
-}
-
-/// `ncclReduceScatter` (`send` holds `nranks * recv_count` elements).
-///
-/// # Safety
-/// As [`all_reduce`], with the sizes above.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce_scatter(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    recv_count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, reduce_scatter, "ncclReduceScatter", "2.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclReduceScatter", unsafe {
-        f(send, recv, recv_count, datatype, op, comm, stream)
-    })
-}
-
-/// `ncclBroadcast` (`send` is read on `root` only).
-///
-/// # Safety
-/// As [`all_reduce`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn broadcast(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    root: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, broadcast, "ncclBroadcast", "2.2");
-    // SAFETY: caller contract.
-    check(lib, "ncclBroadcast", unsafe {
-        f(send, recv, count, datatype, root, comm, stream)
-    })
-}
-
-/// `ncclReduce` (`recv` is written on `root` only).
-///
-/// # Safety
-/// As [`all_reduce`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    root: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, reduce, "ncclReduce", "1.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclReduce", unsafe {
-        f(send, recv, count, datatype, op, root, comm, stream)
-    })
-}
-
-/// `ncclSend`.
-///
-/// # Safety
-/// As [`all_reduce`] for `send`.
-pub unsafe fn send(
-    lib: &Library,
-    send: *const c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    peer: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, send, "ncclSend", "2.7");
-    // SAFETY: caller contract.
-    check(lib, "ncclSend", unsafe {
-        f(send, count, datatype, peer, comm, stream)
-    })
-}
-
-/// `ncclRecv`.
-///
-/// # Safety
-/// As [`all_reduce`] for `recv`.
-pub unsafe fn recv(
-    lib: &Library,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    peer: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, recv, "ncclRecv", "2.7");
-    // SAFETY: caller contract.
-    check(lib, "ncclRecv", unsafe {
-        f(recv, count, datatype, peer, comm, stream)
-    })
 }
 
 /// `ncclGroupStart`.

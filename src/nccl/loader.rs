@@ -62,29 +62,33 @@ macro_rules! functions {
     };
 }
 
-functions! {
-    get_version: PFN_ncclGetVersion = "ncclGetVersion",
-    get_unique_id: PFN_ncclGetUniqueId = "ncclGetUniqueId",
-    get_error_string: PFN_ncclGetErrorString = "ncclGetErrorString",
-    get_last_error: PFN_ncclGetLastError = "ncclGetLastError",
-    comm_init_rank_config: PFN_ncclCommInitRankConfig = "ncclCommInitRankConfig",
-    comm_finalize: PFN_ncclCommFinalize = "ncclCommFinalize",
-    comm_destroy: PFN_ncclCommDestroy = "ncclCommDestroy",
-    comm_abort: PFN_ncclCommAbort = "ncclCommAbort",
-    comm_get_async_error: PFN_ncclCommGetAsyncError = "ncclCommGetAsyncError",
-    comm_count: PFN_ncclCommCount = "ncclCommCount",
-    comm_cu_device: PFN_ncclCommCuDevice = "ncclCommCuDevice",
-    comm_user_rank: PFN_ncclCommUserRank = "ncclCommUserRank",
-    all_reduce: PFN_ncclAllReduce = "ncclAllReduce",
-    all_gather: PFN_ncclAllGather = "ncclAllGather",
-    reduce_scatter: PFN_ncclReduceScatter = "ncclReduceScatter",
-    broadcast: PFN_ncclBroadcast = "ncclBroadcast",
-    reduce: PFN_ncclReduce = "ncclReduce",
-    send: PFN_ncclSend = "ncclSend",
-    recv: PFN_ncclRecv = "ncclRecv",
-    group_start: PFN_ncclGroupStart = "ncclGroupStart",
-    group_end: PFN_ncclGroupEnd = "ncclGroupEnd",
+/// The loader's functions: those of the communicator's life, then every collective of the list.
+macro_rules! with_collectives {
+    (table: [$($t:tt)*] other: [$($o:tt)*]) => {
+        with_collectives! { @each $($t)* $($o)* }
+    };
+    (@each $($kind:ident($c:ident, $field:tt, $nfield:ident = $nname:literal $pfn:ident $($rest:tt)*) $params:tt,)*) => {
+        functions! {
+            get_version: PFN_ncclGetVersion = "ncclGetVersion",
+            get_unique_id: PFN_ncclGetUniqueId = "ncclGetUniqueId",
+            get_error_string: PFN_ncclGetErrorString = "ncclGetErrorString",
+            get_last_error: PFN_ncclGetLastError = "ncclGetLastError",
+            comm_init_rank_config: PFN_ncclCommInitRankConfig = "ncclCommInitRankConfig",
+            comm_finalize: PFN_ncclCommFinalize = "ncclCommFinalize",
+            comm_destroy: PFN_ncclCommDestroy = "ncclCommDestroy",
+            comm_abort: PFN_ncclCommAbort = "ncclCommAbort",
+            comm_get_async_error: PFN_ncclCommGetAsyncError = "ncclCommGetAsyncError",
+            comm_count: PFN_ncclCommCount = "ncclCommCount",
+            comm_cu_device: PFN_ncclCommCuDevice = "ncclCommCuDevice",
+            comm_user_rank: PFN_ncclCommUserRank = "ncclCommUserRank",
+            group_start: PFN_ncclGroupStart = "ncclGroupStart",
+            group_end: PFN_ncclGroupEnd = "ncclGroupEnd",
+            $($nfield: $pfn = $nname,)*
+        }
+    };
 }
+
+super::list::list!(with_collectives);
 
 /// The loaded NCCL.
 pub struct Library {

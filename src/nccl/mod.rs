@@ -17,8 +17,10 @@
 //! `ops::comm` (checks, registry, caches) and `capi::comm` (the C exports) sit above.
 
 pub mod api;
+pub mod collectives;
 pub mod communicator;
 pub mod error;
+pub mod list;
 pub mod loader;
 pub mod python;
 pub mod sys;

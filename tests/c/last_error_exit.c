@@ -16,7 +16,7 @@
 #define _DEFAULT_SOURCE
 #include "llaisys_runtime.h"
 
-#include <malloc.h>
+#include "heap_in_use.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,14 +124,6 @@ static void run_thread(enum plan plan) {
     st.round = 0;
     pthread_create(&t, NULL, thread_body, &st);
     pthread_join(t, NULL);
-}
-
-static size_t heap_in_use(void) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    return mallinfo2().uordblks;
-#else
-    return (size_t)(unsigned)mallinfo().uordblks;
-#endif
 }
 
 static void at_exit(void) {

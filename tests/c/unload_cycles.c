@@ -10,7 +10,7 @@
 #include "llaisys_runtime.h"
 
 #include <dlfcn.h>
-#include <malloc.h>
+#include "heap_in_use.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +26,6 @@ static int reports = 0;
 static void count_report(const llaisysNvidiaError *e, void *user_data) {
     (void)e;
     ++*(int *)user_data;
-}
-
-static size_t heap_in_use(void) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    return mallinfo2().uordblks;
-#else
-    return (size_t)(unsigned)mallinfo().uordblks;
-#endif
 }
 
 /* One load cycle; 0 when every call answered as documented. */

@@ -2,7 +2,7 @@
 //! managed memory with prefetch and advice, mapped zero-copy host memory, registered host
 //! memory, memset, and pointer attributes. Bodies in `ops::memory`.
 
-use super::{clear, out, status};
+use super::{out, reset, status};
 use crate::ops::{self, memory as mem};
 use std::os::raw::{c_int, c_uint, c_void};
 
@@ -30,7 +30,7 @@ pub struct PointerAttributes {
 pub unsafe extern "C" fn llaisysNvidiaMallocDevice(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(p);
+        reset(p, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocDevice", || unsafe {
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn llaisysNvidiaMallocAsync(
 ) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(p);
+        reset(p, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocAsync", || unsafe {
@@ -81,7 +81,7 @@ pub extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) 
 pub unsafe extern "C" fn llaisysNvidiaMallocHost(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(p);
+        reset(p, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocHost", || unsafe {
@@ -104,7 +104,7 @@ pub extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
 pub unsafe extern "C" fn llaisysNvidiaMallocManaged(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(p);
+        reset(p, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `p`.
     status("llaisysNvidiaMallocManaged", || unsafe {
@@ -165,8 +165,8 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
 ) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(host);
-        clear(device);
+        reset(host, std::ptr::null_mut());
+        reset(device, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for the out-pointers.
     status("llaisysNvidiaMallocMapped", || unsafe {

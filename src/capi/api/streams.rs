@@ -1,7 +1,7 @@
 //! Streams (with flags and priority) and events. Streams made here are the table's too: they
 //! are accepted by memcpy_async, stream_synchronize and destroy_stream.
 
-use super::{clear, out, status};
+use super::{out, reset, status};
 use crate::ops::streams as ops;
 use std::os::raw::{c_float, c_int, c_uint, c_void};
 
@@ -21,7 +21,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
 ) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(s);
+        reset(s, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `s`.
     status("llaisysNvidiaStreamCreate", || unsafe {
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
 pub unsafe extern "C" fn llaisysNvidiaEventCreate(e: *mut *mut c_void, flags: c_uint) -> c_int {
     // SAFETY: the caller's contract for the out-pointers.
     unsafe {
-        clear(e);
+        reset(e, std::ptr::null_mut());
     }
     // SAFETY: the caller's contract for `e`.
     status("llaisysNvidiaEventCreate", || unsafe {
