@@ -264,7 +264,8 @@ pub unsafe fn copy_out(text: &CStr, buf: *mut c_char, len: usize) -> usize {
     let bytes = text.to_bytes();
     if !buf.is_null() && len > 0 {
         let n = bytes.len().min(len - 1);
-        // SAFETY: caller contract: `buf` is valid for `len` > `n` bytes; `bytes` has `n` bytes.
+        // SAFETY: `buf` is not NULL (checked), so valid for `len` > `n` bytes (this function's
+        // contract); `bytes` has at least `n` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
             *buf.add(n) = 0;
@@ -283,7 +284,7 @@ mod tests {
     unsafe extern "C-unwind" fn record(e: *const LlaisysNvidiaError, _user: *mut c_void) {
         // SAFETY: the policy passes a valid error whose strings live until we return.
         let e = unsafe { &*e };
-        // SAFETY: as above.
+        // SAFETY: the message of that error is a NUL-terminated string alive until we return.
         let msg = unsafe { CStr::from_ptr(e.message) }
             .to_string_lossy()
             .into_owned();

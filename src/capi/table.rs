@@ -173,7 +173,8 @@ unsafe extern "C-unwind" fn memcpy_sync(
     size: usize,
     kind: c_int,
 ) {
-    // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (the
+    // header's rule for memcpy_sync).
     run("memcpy_sync", (), || unsafe {
         ops::memcpy_sync(dst, src, size, kind)
     })
@@ -186,7 +187,8 @@ unsafe extern "C-unwind" fn memcpy_async(
     kind: c_int,
     s: LlaisysStream,
 ) {
-    // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
+    // copy has run on `s` (the header's rule for memcpy_async).
     run("memcpy_async", (), || unsafe {
         ops::memcpy_async(dst, src, size, kind, s)
     })

@@ -61,7 +61,7 @@ macro_rules! function {
 pub unsafe fn get_unique_id(lib: &Library) -> Result<sys::ncclUniqueId> {
     let f = function!(lib, get_unique_id, "ncclGetUniqueId", "1.0");
     let mut id = sys::ncclUniqueId::default();
-    // SAFETY: writes one ncclUniqueId.
+    // SAFETY: ncclGetUniqueId writes one ncclUniqueId through `id`, valid for writing.
     check(lib, "ncclGetUniqueId", unsafe { f(&mut id) })?;
     Ok(id)
 }
@@ -79,7 +79,8 @@ pub unsafe fn comm_init_rank_config(
     config: &mut sys::ncclConfig_t,
 ) -> Result<Progress> {
     let f = function!(lib, comm_init_rank_config, "ncclCommInitRankConfig", "2.14");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is valid for writing and `config` came from `config_initializer` (this
+    // function's contract); `id` and the ranks are passed by value.
     check(lib, "ncclCommInitRankConfig", unsafe {
         f(comm, nranks, id, rank, config)
     })
@@ -93,7 +94,7 @@ pub unsafe fn comm_init_rank_config(
 pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Result<NcclResult> {
     let f = function!(lib, comm_get_async_error, "ncclCommGetAsyncError", "2.4");
     let mut state = sys::ncclResult_t::ncclSuccess;
-    // SAFETY: caller contract; writes one ncclResult_t.
+    // SAFETY: `comm` is live (this function's contract); `state` is valid for writing.
     check(lib, "ncclCommGetAsyncError", unsafe { f(comm, &mut state) })?;
     Ok(NcclResult::from_raw(state))
 }
@@ -104,7 +105,7 @@ pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Resu
 /// `comm` is a live communicator.
 pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_finalize, "ncclCommFinalize", "2.14");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live (this function's contract).
     check(lib, "ncclCommFinalize", unsafe { f(comm) })
 }
 
@@ -114,7 +115,7 @@ pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Prog
 /// `comm` is a live communicator, not used again.
 pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_destroy, "ncclCommDestroy", "1.0");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live and not used again (this function's contract).
     check(lib, "ncclCommDestroy", unsafe { f(comm) })
 }
 
@@ -125,7 +126,8 @@ pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progr
 /// again.
 pub unsafe fn comm_abort(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_abort, "ncclCommAbort", "2.4");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live or still initialising, and not used again (this function's
+    // contract).
     check(lib, "ncclCommAbort", unsafe { f(comm) })
 }
 
@@ -138,7 +140,8 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
     let rank = function!(lib, comm_user_rank, "ncclCommUserRank", "1.0");
     let device = function!(lib, comm_cu_device, "ncclCommCuDevice", "1.0");
     let (mut n, mut r, mut d) = (0, 0, 0);
-    // SAFETY: caller contract; each writes one int.
+    // SAFETY: `comm` is live and initialised (this function's contract); each call writes one
+    // int through a pointer valid here.
     unsafe {
         check(lib, "ncclCommCount", count(comm, &mut n))?;
         check(lib, "ncclCommUserRank", rank(comm, &mut r))?;
@@ -153,7 +156,8 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
 /// Must be matched by [`group_end`] on this thread.
 pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
     let f = function!(lib, group_start, "ncclGroupStart", "2.0");
-    // SAFETY: no arguments.
+    // SAFETY: takes no arguments; the caller matches it with `group_end` (this function's
+    // contract).
     check(lib, "ncclGroupStart", unsafe { f() })
 }
 
@@ -164,6 +168,6 @@ pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
 /// Every communicator used in the group is still live.
 pub unsafe fn group_end(lib: &Library) -> Result<Progress> {
     let f = function!(lib, group_end, "ncclGroupEnd", "2.0");
-    // SAFETY: caller contract.
+    // SAFETY: every communicator used in the group is live (this function's contract).
     check(lib, "ncclGroupEnd", unsafe { f() })
 }

@@ -205,7 +205,9 @@ macro_rules! collective_enum {
             match which {
                 $(Collective::$kind => {
                     let f = lib.fns.$nfield.ok_or_else(|| lib.missing($nname, $since))?;
-                    // SAFETY: the caller's contract above, for the arguments of this shape.
+                    // SAFETY: the buffers of `call` cover the sizes of this call's shape, `comm`
+                    // is live and `stream` NULL or a live stream of its device (this
+                    // function's contract); the arguments are in `f`'s order and types.
                     check(lib, $nname, unsafe { f($(nccl_arg!(call, $role),)* comm, stream) })
                 })*
             }

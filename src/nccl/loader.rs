@@ -50,7 +50,8 @@ macro_rules! functions {
             unsafe fn resolve(handle: *mut c_void) -> Functions {
                 Functions {
                     $($field: {
-                        // SAFETY: caller contract; a NUL-terminated name.
+                        // SAFETY: `handle` is a live dlopen handle (this function's contract);
+                        // the name is NUL-terminated.
                         let p = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
                         // SAFETY: a function of this name in NCCL has the header's type (the
                         // PFN_ type is `typeof` of its declaration); NULL becomes None.
@@ -184,13 +185,15 @@ impl Library {
     }
 }
 
+/// A C string as text ("" for NULL).
+///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
 unsafe fn text(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
-    // SAFETY: caller contract.
+    // SAFETY: `p` is not NULL (checked), so a NUL-terminated string (this function's contract).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
@@ -336,7 +339,8 @@ fn dlerror() -> Option<String> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: as above; copied at once.
+    // SAFETY: `p` is not NULL, so a NUL-terminated string valid until the next dl* call; it is
+    // copied at once.
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 

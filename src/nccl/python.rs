@@ -40,7 +40,7 @@ pub fn site_packages(python: &str) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Runs `cmd` (stdin and stderr closed, stdout read) and returns its output once it has exited
-/// successfully, all within `limit`. `Err` completes the sentence "<program> ...".
+/// successfully, all within `limit`. `Err` completes a sentence that starts with the program.
 fn output_within(mut cmd: Command, limit: Duration) -> Result<String, String> {
     let deadline = Instant::now() + limit;
     let mut child = cmd

@@ -67,7 +67,8 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
             "{name}=NULL: nowhere to write the result"
         )));
     }
-    // SAFETY: not NULL (checked), so valid for writing a `T` by the caller's contract.
+    // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
+    // contract).
     unsafe { out.write(value) };
     Ok(())
 }
@@ -81,7 +82,8 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
 /// `out` is NULL or valid for writing a `T`.
 pub(crate) unsafe fn reset<T>(out: *mut T, value: T) {
     if !out.is_null() {
-        // SAFETY: not NULL (checked), so valid for writing a `T` by the caller's contract.
+        // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
+        // contract).
         unsafe { out.write(value) };
     }
 }

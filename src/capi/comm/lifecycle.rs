@@ -18,10 +18,10 @@ pub unsafe extern "C" fn llaisysNvidiaNcclGetVersion(version: *mut c_int) -> c_i
     // SAFETY: `version` is NULL or valid for writing (this function's contract).
     unsafe { reset(version, 0) };
     status("llaisysNvidiaNcclGetVersion", || -> Result<()> {
-        // SAFETY: as above.
+        // SAFETY: `version` is NULL or valid for writing (this function's contract).
         unsafe { out(version, "version", 0) }?;
         let (v, _) = ops::version()?;
-        // SAFETY: as above.
+        // SAFETY: `version` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(version, "version", v) }?)
     })
 }
@@ -47,9 +47,9 @@ pub unsafe extern "C" fn llaisysNvidiaNcclLibraryPath(
     status("llaisysNvidiaNcclLibraryPath", || -> Result<()> {
         let (_, path) = ops::version()?;
         let c = std::ffi::CString::new(path.replace('\0', "?")).unwrap_or_default();
-        // SAFETY: as above.
+        // SAFETY: `buf` is NULL or valid for writing `len` bytes (this function's contract).
         let n = unsafe { policy::copy_out(&c, buf, len) };
-        // SAFETY: as above.
+        // SAFETY: `length` is NULL or valid for writing (this function's contract).
         unsafe { reset(length, n) };
         Ok(())
     })
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommGetUniqueId(id: *mut CommId) -> c_int 
         let v = CommId {
             internal: bytes.map(|b| b as c_char),
         };
-        // SAFETY: as above.
+        // SAFETY: `id` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(id, "id", v) }?)
     })
 }
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitRank(
     // SAFETY: `comm` is NULL or valid for writing (this function's contract).
     unsafe { reset(comm, std::ptr::null_mut()) };
     status("llaisysNvidiaCommInitRank", || -> Result<()> {
-        // SAFETY: as above.
+        // SAFETY: `comm` is NULL or valid for writing (this function's contract).
         unsafe { out(comm, "comm", std::ptr::null_mut()) }?;
         if id.is_null() {
             return Err(Error::invalid("id=NULL: no unique id"));
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitRank(
         // SAFETY: `id` is not NULL (checked), so valid for reading by the contract.
         let bytes = unsafe { (*id).internal }.map(|b| b as u8);
         let h = ops::init_rank(nranks, &bytes, rank)?;
-        // SAFETY: as above.
+        // SAFETY: `comm` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(comm, "comm", h as Comm) }?)
     })
 }
@@ -150,7 +150,8 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitAll(
         };
         let handles = ops::init_all(ndev, list)?;
         for (i, h) in handles.into_iter().enumerate().take(n) {
-            // SAFETY: `comms` is valid for `ndev` handles and `i` < `ndev`.
+            // SAFETY: `comms` is valid for writing `ndev` handles (not NULL, checked; this
+            // function's contract) and `i` < `ndev`.
             unsafe { comms.add(i).write(h as Comm) };
         }
         Ok(())
@@ -233,7 +234,7 @@ unsafe fn shape_field(
             Field::Size => size,
             Field::Device => device,
         };
-        // SAFETY: as above.
+        // SAFETY: `value` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(value, name, v) }?)
     })
 }
@@ -248,10 +249,10 @@ pub unsafe extern "C" fn llaisysNvidiaCommGetAsyncError(comm: Comm, result: *mut
     // SAFETY: `result` is NULL or valid for writing (this function's contract).
     unsafe { reset(result, 0) };
     status("llaisysNvidiaCommGetAsyncError", || -> Result<()> {
-        // SAFETY: as above.
+        // SAFETY: `result` is NULL or valid for writing (this function's contract).
         unsafe { out(result, "result", 0) }?;
         let r = ops::async_error(comm)?;
-        // SAFETY: as above.
+        // SAFETY: `result` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(result, "result", r.0) }?)
     })
 }

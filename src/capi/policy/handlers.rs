@@ -159,14 +159,15 @@ static HELD: HeldAcrossFork = HeldAcrossFork(UnsafeCell::new(None));
 /// never held while a handler runs, so this waits only for a pointer swap.
 pub(super) fn before_fork() {
     let slot = lock();
-    // SAFETY: see `HeldAcrossFork`.
+    // SAFETY: only the forking thread touches `HELD`, between its prepare and parent/child
+    // handlers, which glibc runs under its fork lock (`HeldAcrossFork`).
     unsafe { *HELD.0.get() = Some(slot) };
 }
 
 /// Parent and child handler: releases the lock. The child forgets the handler calls of the
 /// parent's threads (they do not exist in it), so its `set_handler` never waits for them.
 pub(super) fn after_fork(in_child: bool) {
-    // SAFETY: see `HeldAcrossFork`.
+    // SAFETY: as in `before_fork`: only the forking thread, under glibc's fork lock.
     let held = unsafe { (*HELD.0.get()).take() };
     if let Some(mut slot) = held {
         if in_child {

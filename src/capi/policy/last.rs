@@ -148,7 +148,8 @@ unsafe extern "C" fn at_thread_exit(p: *mut c_void) {
 /// `p` is NULL, the sentinel, or a pointer of `Arc::into_raw` that no slot holds any more.
 unsafe fn free_value(p: *mut c_void) {
     if !p.is_null() && p.cast_const() != no_error() {
-        // SAFETY: the caller's contract: the reference `set_last` gave to a slot, now released.
+        // SAFETY: `p` is neither NULL nor the sentinel, so an `Arc::into_raw` of `set_last`
+        // that no slot holds any more (this function's contract): its reference is ours.
         drop(unsafe { Arc::from_raw(p.cast_const().cast::<Record>()) });
     }
 }
@@ -161,7 +162,7 @@ pub fn set_last(record: Option<Arc<Record>>) {
     // SAFETY: `key` is a live key of ours.
     let old = unsafe { libc::pthread_getspecific(key) };
     let new = record.map_or(no_error(), |r| Arc::into_raw(r).cast::<c_void>());
-    // SAFETY: as above; the slot now owns `new`.
+    // SAFETY: `key` is a live key of ours; the slot now owns `new`.
     if unsafe { libc::pthread_setspecific(key, new) } != 0 {
         // Not stored (out of memory): the slot keeps `old`; `new` goes back.
         // SAFETY: `new` is the sentinel or came from `Arc::into_raw` just above, not stored.

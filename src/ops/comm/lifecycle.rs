@@ -24,7 +24,7 @@ pub fn version() -> Result<(c_int, String)> {
 /// A new unique id (128 opaque bytes to hand to every rank).
 pub fn unique_id() -> Result<[u8; UNIQUE_ID_BYTES]> {
     let lib = loader::get()?;
-    // SAFETY: no precondition.
+    // SAFETY: get_unique_id has no precondition beyond a loaded library.
     let id = unsafe { api::get_unique_id(lib) }?;
     Ok(id.internal.map(|b| b as u8))
 }
@@ -136,7 +136,8 @@ pub fn shape(h: *mut c_void) -> Result<(c_int, c_int, c_int)> {
 pub fn async_error(h: *mut c_void) -> Result<NcclResult> {
     let e = lookup(h)?;
     let _use = e.live()?;
-    // SAFETY: live (checked, held).
+    // SAFETY: `e.raw` is live: `live()` checked it is not aborted and its guard, held, keeps
+    // abort and destroy out until the call returns.
     unsafe { api::comm_get_async_error(e.lib, e.raw) }
 }
 
@@ -161,7 +162,7 @@ pub fn synchronize(h: *mut c_void, s: *mut c_void, timeout_ms: i64) -> Result<()
     let waited = {
         let _use = e.live()?;
         let outcome = communicator::poll(limit, Some(&e.cancel), || {
-            // SAFETY: live (held).
+            // SAFETY: `e.raw` is live: the `live()` guard is held across the wait.
             let state = unsafe { api::comm_get_async_error(e.lib, e.raw) }?;
             if state != NcclResult::SUCCESS && state != NcclResult::IN_PROGRESS {
                 return Err(api::nccl_error(
@@ -171,7 +172,7 @@ pub fn synchronize(h: *mut c_void, s: *mut c_void, timeout_ms: i64) -> Result<()
                     e.raw,
                 ));
             }
-            // SAFETY: NULL or a live stream of ours (checked).
+            // SAFETY: `stream` is NULL or a live stream of ours (`check_stream` above).
             let done = crate::device::for_stream(stream, e.device, || unsafe {
                 crate::stream::query(stream)
             })?;

@@ -49,7 +49,9 @@ pub(super) struct Entry {
 // SAFETY: `raw` is used only under `busy`, as NCCL allows (one call at a time per communicator,
 // abort from another thread once no call is in NCCL).
 unsafe impl Send for Entry {}
-// SAFETY: as above.
+// SAFETY: shared use of `raw` goes through `busy` too: calls hold its read lock (NCCL allows
+// one call at a time per communicator: `live` is taken per call), abort and destroy its write
+// lock.
 unsafe impl Sync for Entry {}
 
 static COMMS: Mutex<Option<HashMap<usize, Arc<Entry>>>> = Mutex::new(None);
