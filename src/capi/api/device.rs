@@ -60,7 +60,9 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
     // SAFETY: `count` is NULL or valid for writing (this function's contract).
     unsafe { reset(count, 0) };
     status("llaisysNvidiaDeviceCount", || {
-        // SAFETY: `count` is NULL or valid for writing (this function's contract).
+        // SAFETY: `count` is NULL (refused here) or valid for writing, as above.
+        unsafe { out(count, "count", 0) }?;
+        // SAFETY: `count` is valid for writing (checked just above).
         unsafe { out(count, "count", ops::device_count_checked()?) }
     })
 }
