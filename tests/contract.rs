@@ -11,6 +11,7 @@
 //! - A host that loads the cdylib, makes failing calls (one through an error handler) and
 //!   unloads it, again and again, keeps no memory per cycle.
 
+mod old_driver;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -64,17 +65,6 @@ fn last_error_is_kept_in_cpp_destructors() {
     }
 }
 
-/// A stand-in libcuda.so.1 reporting driver 10.0, older than any runtime we build with: cudart
-/// answers cudaErrorInsufficientDriver (35) without initialising anything.
-fn old_driver() -> PathBuf {
-    support::c_shared_library(
-        "doctor/tests/fake_libcuda.c",
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("contract-old-driver"),
-        "libcuda.so.1",
-        &["-DFAKE_DRIVER_VERSION=10000".to_string()],
-    )
-}
-
 /// tests/c/unload_cycles.c, built without linking the library (it loads the cdylib itself).
 fn unload_host() -> PathBuf {
     let exe = support::scratch("contract").join("unload_cycles");
@@ -93,7 +83,7 @@ fn unload_host() -> PathBuf {
 fn unloading_keeps_no_memory_per_cycle() {
     let cdylib = support::target_dir().join("libllaisys_nvidia.so");
     let host = unload_host();
-    let driver = old_driver();
+    let driver = old_driver::dir();
     let text = run_ok(
         &host,
         &[cdylib.to_str().unwrap(), "50", "1000"],

@@ -1,13 +1,16 @@
-//! Host-only tests of the communicator (no GPU, no driver): NCCL absent, present (the PyPI
-//! wheel's libnccl.so.2 from .deps/nccl, which the bootstrap installs), too old (a stand-in
-//! library with only a few functions) and not NCCL at all; every function's status and message,
-//! NULL and bad arguments, unique ids without a GPU, no link-time dependency on NCCL, and the
-//! example program built with -Werror and run.
+//! Host-only tests of the communicator: NCCL absent, present (the PyPI wheel's libnccl.so.2
+//! from .deps/nccl, which the bootstrap installs), too old (a stand-in library with only a few
+//! functions), not NCCL at all, or not NCCL 2; every function's status and message, NULL and
+//! bad arguments, unique ids without a GPU, no link-time dependency on NCCL, the header against
+//! the one list of collectives, and the example program built with -Werror and run. The child
+//! processes and the example run without a usable driver on any machine: their loader finds a
+//! stand-in libcuda.so.1 reporting a driver older than the runtime (`old_driver`).
 //!
 //! NCCL is loaded once per process, so each library situation runs in a child process of this
 //! test binary: the `child_*` tests are `#[ignore]`d entry points that the parent tests start
 //! with the environment of the situation (and they fail if started without it).
 
+mod old_driver;
 mod support;
 
 use llaisys_nvidia::ffi::*;
@@ -22,8 +25,8 @@ fn wheel_lib() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
 }
 
-/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0), asserting that
-/// exactly that one test ran and passed.
+/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0, the stand-in old
+/// driver first on the loader's path), asserting that exactly that one test ran and passed.
 fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
     let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
     cmd.args([
@@ -40,6 +43,8 @@ fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
     for r in remove {
         cmd.env_remove(r);
     }
+    // No usable driver on any machine (NCCL and CUDA answer as without one).
+    cmd.env("LD_LIBRARY_PATH", old_driver::dir());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -1049,8 +1054,8 @@ fn no_link_time_dependency_on_nccl() {
 }
 
 /// The example program builds as C99 with warnings as errors against the header and the
-/// cdylib, and without a GPU it stops at the first CUDA call with a clear message, after making
-/// and writing the unique id (which needs no GPU).
+/// cdylib, and without a usable driver (the stand-in) it stops at the first CUDA call with a
+/// clear message, after making and writing the unique id (which needs no GPU).
 #[test]
 fn example_builds_and_reports_no_gpu() {
     let target = support::target_dir();
@@ -1067,6 +1072,7 @@ fn example_builds_and_reports_no_gpu() {
     support::compile(cmd);
     let out = Command::new(&exe)
         .arg("1")
+        .env("LD_LIBRARY_PATH", old_driver::dir())
         .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
         .env("NCCL_NVLS_ENABLE", "0")
         .output()

@@ -19,11 +19,12 @@
 //! To add a function: add a case (its header name, its out-parameters' names, and a `fn` that
 //! poisons them, calls with failing inputs and checks them with `Check`).
 
+mod old_driver;
 mod support;
 
 use llaisys_nvidia::ffi::*;
 use std::os::raw::{c_char, c_double, c_float, c_int, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const POISON_PTR: *mut c_void = 0x5eed as *mut c_void;
@@ -550,17 +551,6 @@ fn sweep(allowed: &[&str]) -> Vec<String> {
     problems
 }
 
-/// A stand-in libcuda.so.1 reporting driver 10.0, older than the runtime: cudart answers
-/// cudaErrorInsufficientDriver (35) as on a machine without a driver.
-fn old_driver() -> PathBuf {
-    support::c_shared_library(
-        "doctor/tests/fake_libcuda.c",
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("out-pointers-old-driver"),
-        "libcuda.so.1",
-        &["-DFAKE_DRIVER_VERSION=10000".to_string()],
-    )
-}
-
 fn run_child(name: &str, envs: &[(&str, &Path)]) -> String {
     let out = Command::new(std::env::current_exe().expect("current_exe"))
         .args([
@@ -603,7 +593,7 @@ fn child_without_a_driver() {
 
 #[test]
 fn out_parameters_hold_failure_values_without_a_driver() {
-    let driver = old_driver();
+    let driver = old_driver::dir();
     let no_nccl = support::scratch("out-pointers-no-nccl");
     run_child(
         "child_without_a_driver",
