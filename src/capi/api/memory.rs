@@ -173,7 +173,7 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
         reset(host, std::ptr::null_mut());
         reset(device, std::ptr::null_mut());
     }
-    // SAFETY: as above: each is NULL (refused by `out`) or valid for writing.
+    // SAFETY: `host` and `device` are each NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocMapped", || unsafe {
         out(host, "host", std::ptr::null_mut())?;
         out(device, "device", std::ptr::null_mut())?;

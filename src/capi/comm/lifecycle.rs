@@ -105,7 +105,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitRank(
         if id.is_null() {
             return Err(Error::invalid("id=NULL: no unique id"));
         }
-        // SAFETY: `id` is not NULL (checked), so valid for reading by the contract.
+        // SAFETY: `id` is not NULL (checked), so valid for reading (this function's contract).
         let bytes = unsafe { (*id).internal }.map(|b| b as u8);
         let h = ops::init_rank(nranks, &bytes, rank)?;
         // SAFETY: `comm` is NULL or valid for writing (this function's contract).
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitAll(
         let list = if devices.is_null() {
             None
         } else {
-            // SAFETY: `devices` is not NULL, so valid for `ndev` reads by the contract.
+            // SAFETY: `devices` is not NULL, so valid for `ndev` reads (this function's contract).
             Some(unsafe { std::slice::from_raw_parts(devices, n) })
         };
         let handles = ops::init_all(ndev, list)?;

@@ -248,13 +248,15 @@ pub unsafe fn collective(
         ranks_bytes,
         on_root,
     )?;
-    let mut buffers = Vec::with_capacity(2);
-    if send_extent != Extent::Absent {
-        buffers.push((args.send, send_bytes, send_name));
-    }
-    if recv_extent != Extent::Absent {
-        buffers.push((args.recv.cast_const(), recv_bytes, recv_name));
-    }
+    let both = [
+        (args.send, send_bytes, send_name),
+        (args.recv.cast_const(), recv_bytes, recv_name),
+    ];
+    let buffers = match (send_extent, recv_extent) {
+        (Extent::Absent, _) => &both[1..],
+        (_, Extent::Absent) => &both[..1],
+        _ => &both[..],
+    };
     let call = NcclCall {
         send: args.send,
         recv: args.recv,
@@ -266,7 +268,7 @@ pub unsafe fn collective(
     enqueue(
         &e,
         s,
-        &buffers,
+        buffers,
         |e| {
             if shape.rank == Rank::Peer {
                 e.check_rank(args.rank, "peer")?;
@@ -275,9 +277,10 @@ pub unsafe fn collective(
         },
         shape.nccl,
         |e, st| {
-            // SAFETY: checked: the pointers cover the sizes of the call's shape (the caller's
-            // contract for memory that is not ours), the communicator is live (held by
-            // `enqueue`), the stream is NULL or ours on its device.
+            // SAFETY: the buffers are device-accessible for the sizes of the call's shape until
+            // the work has run (this function's contract; our own blocks checked by
+            // `enqueue`), the communicator is live (its `live()` guard held by `enqueue`), and
+            // the stream is NULL or ours on its device (`check_stream`).
             unsafe { nccl::collectives::call(e.lib, which, &call, e.raw, st) }
         },
     )
