@@ -10,6 +10,7 @@
 //! test binary: the `child_*` tests are `#[ignore]`d entry points that the parent tests start
 //! with the environment of the situation (and they fail if started without it).
 
+mod c_header;
 mod old_driver;
 mod support;
 
@@ -1167,24 +1168,6 @@ int main(void) {
 
 // ---- the header against the one list of collectives ------------------------------------------
 
-fn strip_c_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("/*") {
-            rest = r.find("*/").map_or("", |i| &r[i + 2..]);
-            out.push(' ');
-        } else if let Some(r) = rest.strip_prefix("//") {
-            rest = r.find('\n').map_or("", |i| &r[i..]);
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
-}
-
 /// A C parameter as (type, name), whitespace normalised: `const void *sendbuff` gives
 /// ("const void *", "sendbuff").
 fn c_param(p: &str) -> (String, String) {
@@ -1234,20 +1217,11 @@ fn comm_declarations(
     Vec<(String, Vec<(String, String)>)>,
     Vec<(String, Vec<(String, String)>)>,
 ) {
-    let code: String = strip_c_comments(header)
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut functions = Vec::new();
-    for decl in code.split("LLAISYS_NVIDIA_API").skip(1) {
-        let decl = decl.split(';').next().unwrap_or("");
-        if let (Some(open), Some(close)) = (decl.find('('), decl.rfind(')')) {
-            let name = decl[..open].split_whitespace().last().unwrap_or("");
-            let name = name.trim_start_matches('*').to_string();
-            functions.push((name, c_params(&decl[open + 1..close])));
-        }
-    }
+    let code = c_header::code(header);
+    let functions = c_header::exported_functions(header)
+        .into_iter()
+        .map(|(name, params)| (name, params.iter().map(|p| c_param(p)).collect()))
+        .collect();
     let mut fields = Vec::new();
     if let Some(start) = code.find("typedef struct LlaisysNvidiaCommAPI {") {
         let body = &code[start..];

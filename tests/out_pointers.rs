@@ -19,6 +19,7 @@
 //! To add a function: add a case (its header name, its out-parameters' names, and a `fn` that
 //! poisons them, calls with failing inputs and checks them with `Check`).
 
+mod c_header;
 mod old_driver;
 mod support;
 
@@ -378,24 +379,6 @@ struct Declared {
     outputs: Vec<String>,
 }
 
-fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("/*") {
-            rest = r.find("*/").map_or("", |i| &r[i + 2..]);
-            out.push(' ');
-        } else if let Some(r) = rest.strip_prefix("//") {
-            rest = r.find('\n').map_or("", |i| &r[i..]);
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
-}
-
 /// Whether a parameter declaration is an out-parameter: a non-const pointer, other than a plain
 /// `void *` (a data buffer the caller owns); `T **`, `char *` and struct or typedef pointers are.
 fn is_output(param: &str) -> bool {
@@ -408,38 +391,19 @@ fn is_output(param: &str) -> bool {
     !(base == "void" && stars == 1)
 }
 
-fn param_name(param: &str) -> String {
-    param
-        .trim()
-        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .next()
-        .unwrap_or("")
-        .to_string()
-}
-
-/// Every `LLAISYS_NVIDIA_API` function of `header` (preprocessor lines skipped).
+/// Every exported function of `header` with its out-parameters.
 fn exported_functions(header: &str) -> Vec<Declared> {
-    let code: String = strip_comments(header)
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut found = Vec::new();
-    for decl in code.split("LLAISYS_NVIDIA_API").skip(1) {
-        let decl = decl.split(';').next().unwrap_or("");
-        let (Some(open), Some(close)) = (decl.find('('), decl.rfind(')')) else {
-            continue;
-        };
-        let name = param_name(&decl[..open]);
-        let params = &decl[open + 1..close];
-        let outputs = params
-            .split(',')
-            .filter(|p| is_output(p))
-            .map(param_name)
-            .collect();
-        found.push(Declared { name, outputs });
-    }
-    found
+    c_header::exported_functions(header)
+        .into_iter()
+        .map(|(name, params)| Declared {
+            name,
+            outputs: params
+                .iter()
+                .filter(|p| is_output(p))
+                .map(|p| c_header::declared_name(p))
+                .collect(),
+        })
+        .collect()
 }
 
 fn header() -> String {
