@@ -45,10 +45,11 @@
  * such a child every other function is refused, without touching those locks, with status
  * LLAISYS_NVIDIA_ERROR_CUDA and cudaErrorInitializationError (3), and a message that says why:
  * get_device_count returns 0 (the reason as last error), the other table functions report to the
- * handler, the status API returns the status (its pointer out-parameters set to NULL), H2H copies
- * included. The handler functions and the last error keep working there. Such a child should
- * exec or _exit (exit also runs the parent's atexit handlers, CUDA's own among them). A child
- * forked before the first call is an ordinary process and may use the library.
+ * handler, the status API returns the status (its out-parameters hold their failure values,
+ * "Out-parameters on failure" below), H2H copies included. The handler functions and the last
+ * error keep working there. Such a child should exec or _exit (exit also runs the parent's
+ * atexit handlers, CUDA's own among them). A child forked before the first call is an ordinary
+ * process and may use the library.
  */
 #ifndef LLAISYS_NVIDIA_RUNTIME_H
 #define LLAISYS_NVIDIA_RUNTIME_H
@@ -263,11 +264,14 @@ LLAISYS_NVIDIA_API void llaisysNvidiaDefaultErrorHandler(const llaisysNvidiaErro
 
 /* The calling thread's last error: it stays until a later failure replaces it or it is
  * cleared; successful calls do not clear it (like errno). It is kept where it works at any
- * point of the thread's life: also inside pthread key destructors, atexit handlers, and C++
- * static and thread_local destructors. It is freed when the thread exits (for the main thread:
- * with the process). Where it cannot be kept (after this library's unload hook ran, e.g. from
- * a destructor that runs after the library is finalised) the getters answer "none"; the calls
- * themselves behave as always. */
+ * point of the thread's life: also inside atexit handlers, C++ static and thread_local
+ * destructors, and the thread's pthread key destructors, in the first two of glibc's
+ * PTHREAD_DESTRUCTOR_ITERATIONS (4) rounds of them (and in round 3 for keys made before this
+ * library was loaded). It is freed when the thread exits (for the main thread: with the
+ * process), except a record first stored in round 2 or later by a thread that had never
+ * called into the library before, which may outlive the rounds. Where it cannot be kept (after
+ * this library's unload hook ran, e.g. from a destructor that runs after the library is
+ * finalised) the getters answer "none"; the calls themselves behave as always. */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorStatus(void); /* 0 when none */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastCudaError(void);   /* cudaError_t, 0 when none */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorDevice(void); /* -1 when none or unknown */
@@ -322,8 +326,18 @@ LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
  * Every function below returns a llaisysNvidiaStatus_t (0 = LLAISYS_NVIDIA_SUCCESS). On failure
  * it sets the thread's last error (llaisysNvidiaLastCudaError, llaisysNvidiaLastErrorMessage)
  * and does NOT call the error handler. Out-pointers must not be NULL (a NULL one is
- * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT); pointer results are set to NULL first, so they are NULL
- * on failure. Without a driver every call that needs CUDA returns LLAISYS_NVIDIA_ERROR_CUDA with
+ * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT) unless the function says it may be.
+ * Out-parameters on failure: every status-returning function (this block's, the memory
+ * statistics' above and the communicator's below) writes each out-parameter's failure value before anything can fail (a refusal in a forked child
+ * included), so after any failure it holds exactly that: pointers and handles NULL; numbers 0,
+ * except device and rank numbers, -1 (llaisysNvidiaGetDevice, llaisysNvidiaCommDevice,
+ * llaisysNvidiaCommRank); structs every byte zero; strings empty (buf[0] is '\0' when len > 0)
+ * with a length of 0; arrays (llaisysNvidiaCommInitAll's comms) every element NULL. Two
+ * exceptions, documented with their functions: llaisysNvidiaGraphInstantiate's log then holds the
+ * failure's message, and llaisysNvidiaGraphExecUpdate's *exec (read and written) is left as it
+ * was. A value
+ * that reads as an answer (0 for "not done", "no access", "healthy") is only one when the
+ * status is 0. Without a driver every call that needs CUDA returns LLAISYS_NVIDIA_ERROR_CUDA with
  * cudaErrorInsufficientDriver (35). Streams and memory are shared with the table: a stream of
  * llaisysNvidiaStreamCreate works with memcpy_async, memory of llaisysNvidiaMallocDevice with
  * free_device, and so on. The current device is per host thread, as in CUDA.
@@ -354,11 +368,11 @@ typedef struct llaisysNvidiaDeviceProperties {
  * device). */
 LLAISYS_NVIDIA_API int llaisysNvidiaDeviceCount(int *count);
 /* Creates the context of `device` now and makes it current; *ms (may be NULL) gets the time it
- * took. Transient failures of several processes starting at once (cudaErrorDevicesUnavailable,
+ * took (0 on failure). Transient failures of several processes starting at once (cudaErrorDevicesUnavailable,
  * cudaErrorInitializationError, cudaErrorUnknown) are tried again: three tries, 50 and 200 ms
  * apart. */
 LLAISYS_NVIDIA_API int llaisysNvidiaInitDevice(int device, double *ms);
-LLAISYS_NVIDIA_API int llaisysNvidiaGetDevice(int *device);
+LLAISYS_NVIDIA_API int llaisysNvidiaGetDevice(int *device); /* -1 on failure */
 LLAISYS_NVIDIA_API int llaisysNvidiaSetDevice(int device);
 LLAISYS_NVIDIA_API int llaisysNvidiaDeviceSynchronize(void);
 LLAISYS_NVIDIA_API int llaisysNvidiaGetDeviceProperties(int device, llaisysNvidiaDeviceProperties *out);
@@ -527,8 +541,14 @@ LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
  * a process that never calls these functions never loads it). Search: the variable
  * LLAISYS_NVIDIA_NCCL_LIBRARY (a file, or a folder holding libnccl.so.2; when set nothing else is
  * searched), then the dynamic loader's path for libnccl.so.2, then the PyPI wheels
- * (nvidia/nccl/lib) of the active Python (LLAISYS_NVIDIA_PYTHON, else python3). Each function
- * NCCL lacks (an older release) is LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE naming it.
+ * (nvidia/nccl/lib) of the active Python (LLAISYS_NVIDIA_PYTHON, else python3), which is asked
+ * for its site folders with a 10 s bound on its whole run, output included (past it, it and
+ * the processes it started are killed; a Python that crashes or fails is reported with its
+ * signal or exit status). A library is accepted only when its ncclGetVersion reports a version
+ * of NCCL 2, the major release the bindings were built for (codes 2000-2899 and 20900-29999:
+ * NCCL 2.0.0 to 2.99.99); any other (-1, INT_MAX, 3.x) is LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE
+ * naming the file and the code. Each function NCCL lacks (an older release) is
+ * LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE naming it.
  *
  * Same error model as the status API above: every function returns a llaisysNvidiaStatus_t,
  * sets the thread's last error on failure and never calls the error handler. Bad input (NULL,
@@ -540,7 +560,8 @@ LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
  *                                            is its ncclResult_t; the message has
  *                                            ncclGetErrorString and ncclGetLastError.
  *   6 LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE  libnccl.so.2 not found (the message lists where it
- *                                            looked and how to fix it), not NCCL, or too old.
+ *                                            looked and how to fix it), not NCCL, not NCCL 2,
+ *                                            or too old.
  *   7 LLAISYS_NVIDIA_ERROR_TIMEOUT           NCCL work did not complete within the timeout
  *                                            (a rank that never joined or died): the
  *                                            communicator was aborted.
@@ -595,11 +616,12 @@ typedef struct llaisysNvidiaComm *llaisysNvidiaComm_t;
  * ncclInProgress for a timeout). */
 LLAISYS_NVIDIA_API int llaisysNvidiaLastNcclError(void);
 /* Loads NCCL if needed; its version code (23203 = 2.32.3) and the file it was loaded from
- * (copied like llaisysNvidiaLastErrorMessage; *length, if not NULL, gets the full length). */
+ * (copied like llaisysNvidiaLastErrorMessage; *length, if not NULL, gets the full length; on
+ * failure buf holds "" and *length 0). */
 LLAISYS_NVIDIA_API int llaisysNvidiaNcclGetVersion(int *version);
 LLAISYS_NVIDIA_API int llaisysNvidiaNcclLibraryPath(char *buf, size_t len, size_t *length);
-/* A new unique id. Needs no GPU (NCCL picks a network interface and listens on it; that
- * process must stay alive until the ranks have joined). */
+/* A new unique id (all zeros on failure). Needs no GPU (NCCL picks a network interface and
+ * listens on it; that process must stay alive until the ranks have joined). */
 LLAISYS_NVIDIA_API int llaisysNvidiaCommGetUniqueId(llaisysNvidiaCommId *id);
 /* The timeout of communicators made from now on, in ms (0: no limit); overrides the variable. */
 LLAISYS_NVIDIA_API int llaisysNvidiaCommSetTimeout(int64_t timeout_ms);
@@ -608,17 +630,17 @@ LLAISYS_NVIDIA_API int llaisysNvidiaCommSetTimeout(int64_t timeout_ms);
 LLAISYS_NVIDIA_API int llaisysNvidiaCommInitRank(llaisysNvidiaComm_t *comm, int nranks,
                                                  const llaisysNvidiaCommId *id, int rank);
 /* ndev communicators of one process, made together: comms[i] is rank i on devices[i] (NULL:
- * devices 0..ndev-1; each listed once). */
+ * devices 0..ndev-1; each listed once). Every comms[i] is NULL on failure. */
 LLAISYS_NVIDIA_API int llaisysNvidiaCommInitAll(llaisysNvidiaComm_t *comms, int ndev, const int *devices);
 /* Destroy flushes queued work (bounded by the timeout, aborted past it); abort stops it. Both
  * free the handle; NULL does nothing. */
 LLAISYS_NVIDIA_API int llaisysNvidiaCommDestroy(llaisysNvidiaComm_t comm);
 LLAISYS_NVIDIA_API int llaisysNvidiaCommAbort(llaisysNvidiaComm_t comm);
-LLAISYS_NVIDIA_API int llaisysNvidiaCommRank(llaisysNvidiaComm_t comm, int *rank);
-LLAISYS_NVIDIA_API int llaisysNvidiaCommSize(llaisysNvidiaComm_t comm, int *size);
-LLAISYS_NVIDIA_API int llaisysNvidiaCommDevice(llaisysNvidiaComm_t comm, int *device);
+LLAISYS_NVIDIA_API int llaisysNvidiaCommRank(llaisysNvidiaComm_t comm, int *rank);     /* -1 on failure */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommSize(llaisysNvidiaComm_t comm, int *size);     /* 0 on failure */
+LLAISYS_NVIDIA_API int llaisysNvidiaCommDevice(llaisysNvidiaComm_t comm, int *device); /* -1 on failure */
 /* ncclCommGetAsyncError: *result 0 healthy, 7 in progress, else the error of earlier
- * asynchronous work (the communicator is then unusable: abort it). */
+ * asynchronous work (the communicator is then unusable: abort it); 0 on failure. */
 LLAISYS_NVIDIA_API int llaisysNvidiaCommGetAsyncError(llaisysNvidiaComm_t comm, int *result);
 /* Waits for `stream` (NULL: the communicator device's legacy stream) while watching comm; on
  * an asynchronous NCCL error or after timeout_ms (-1: the communicator's timeout, 0: no

@@ -1,13 +1,17 @@
-//! Host-only tests of the communicator (no GPU, no driver): NCCL absent, present (the PyPI
-//! wheel's libnccl.so.2 from .deps/nccl, which the bootstrap installs), too old (a stand-in
-//! library with only a few functions) and not NCCL at all; every function's status and message,
-//! NULL and bad arguments, unique ids without a GPU, no link-time dependency on NCCL, and the
-//! example program built with -Werror and run.
+//! Host-only tests of the communicator: NCCL absent, present (the PyPI wheel's libnccl.so.2
+//! from .deps/nccl, which the bootstrap installs), too old (a stand-in library with only a few
+//! functions), not NCCL at all, or not NCCL 2; every function's status and message, NULL and
+//! bad arguments, unique ids without a GPU, no link-time dependency on NCCL, the header against
+//! the one list of collectives, and the example program built with -Werror and run. The child
+//! processes and the example run without a usable driver on any machine: their loader finds a
+//! stand-in libcuda.so.1 reporting a driver older than the runtime (`old_driver`).
 //!
 //! NCCL is loaded once per process, so each library situation runs in a child process of this
 //! test binary: the `child_*` tests are `#[ignore]`d entry points that the parent tests start
 //! with the environment of the situation (and they fail if started without it).
 
+mod c_header;
+mod old_driver;
 mod support;
 
 use llaisys_nvidia::ffi::*;
@@ -22,8 +26,8 @@ fn wheel_lib() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
 }
 
-/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0), asserting that
-/// exactly that one test ran and passed.
+/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0, the stand-in old
+/// driver first on the loader's path), asserting that exactly that one test ran and passed.
 fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
     let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
     cmd.args([
@@ -40,6 +44,8 @@ fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
     for r in remove {
         cmd.env_remove(r);
     }
+    // No usable driver on any machine (NCCL and CUDA answer as without one).
+    cmd.env("LD_LIBRARY_PATH", old_driver::dir());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -497,6 +503,16 @@ fn child_search() {
                 ],
             );
         }
+        "crashed" => {
+            expect(
+                s,
+                6,
+                &[
+                    "the PyPI wheels of the active Python: ",
+                    "crashed: killed by signal 6 (SIGABRT)",
+                ],
+            );
+        }
         "wheel" => {
             expect(s, 0, &[]);
             // SAFETY: a buffer of 4096 bytes.
@@ -526,7 +542,9 @@ fn child_search() {
 }
 
 /// Without the variable: the loader's path, then the Python wheels. A stand-in `python3`
-/// (a script printing one site folder) points at .deps/nccl; `/nonexistent/python3` at nothing.
+/// (a script printing one site folder) points at .deps/nccl; `/nonexistent/python3` at nothing;
+/// one that kills itself is reported with its signal. (With NCCL on the loader's path the
+/// Python is never asked: then each finds the system's.)
 #[test]
 fn nccl_search_order() {
     let system = system_has_nccl();
@@ -542,23 +560,32 @@ fn nccl_search_order() {
         ],
         &remove,
     );
-    let dir = support::scratch("nccl-fake-python");
-    let python = dir.join("python3");
+    // A Python that crashes is reported as crashed, with its signal.
+    let crashing = fake_python("python3-crashes", "kill -ABRT $$");
     let site = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
-    std::fs::write(&python, format!("#!/bin/sh\necho {}\n", site.display())).unwrap();
+    let python = fake_python("python3", &format!("echo {}", site.display()));
+    for (python, found) in [(crashing, "crashed"), (python, "wheel")] {
+        in_child(
+            "child_search",
+            &[
+                ("LLAISYS_NVIDIA_PYTHON", python.to_str().unwrap()),
+                (
+                    "LLAISYS_NCCL_TEST_EXPECT",
+                    if system { "system" } else { found },
+                ),
+            ],
+            &remove,
+        );
+    }
+}
+
+/// A stand-in `python3`: a shell script running `body`.
+fn fake_python(name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    in_child(
-        "child_search",
-        &[
-            ("LLAISYS_NVIDIA_PYTHON", python.to_str().unwrap()),
-            (
-                "LLAISYS_NCCL_TEST_EXPECT",
-                if system { "system" } else { "wheel" },
-            ),
-        ],
-        &remove,
-    );
+    let path = support::scratch("nccl-fake-python").join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
 }
 
 #[test]
@@ -859,6 +886,85 @@ fn nccl_too_old_serves_what_it_has() {
 }
 
 #[test]
+#[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
+fn child_bad_version() {
+    require_child("child_bad_version");
+    let lib = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
+    let reported = std::env::var("LLAISYS_NCCL_TEST_VERSION").unwrap();
+    let mut v = 7;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(
+        s,
+        6,
+        &[
+            &lib,
+            &format!("ncclGetVersion reports {reported},"),
+            "not a version code of NCCL 2",
+            "accepted: codes 2000-2899 and 20900-29999, NCCL 2.0.0 to 2.99.99",
+            "nothing else is searched",
+        ],
+    );
+    assert_eq!(v, 0, "the out-value of a refused library");
+    // Every later call gets the same answer; the file was closed again.
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaCommGetUniqueId(&mut some_id()) };
+    expect(s, 6, &[&format!("reports {reported},")]);
+    let name = Path::new(&lib)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(!maps.contains(&name), "{name} is still mapped");
+}
+
+/// A library whose ncclGetVersion reports a code that is not an NCCL 2 release (-1, INT_MAX,
+/// NCCL 3, a 2.x code in the encoding 2.9 dropped, 0) is refused with status 6 naming the
+/// file and the code; codes at both ends of NCCL 2 are accepted.
+#[test]
+fn nccl_outside_the_built_major_is_refused() {
+    for (tag, code, child) in [
+        ("minus_one", "-1", "child_bad_version"),
+        ("int_max", "2147483647", "child_bad_version"),
+        ("three", "30000", "child_bad_version"),
+        ("old_encoding_of_2_9", "2900", "child_bad_version"),
+        ("new_encoding_of_2_8", "20800", "child_bad_version"),
+        ("zero", "0", "child_bad_version"),
+        ("first", "2000", "child_good_version"),
+        ("last", "29999", "child_good_version"),
+    ] {
+        let lib = fake_library(
+            &format!("version_{tag}"),
+            &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n"),
+        );
+        in_child(
+            child,
+            &[
+                ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
+                ("LLAISYS_NCCL_TEST_VERSION", code),
+            ],
+            &[],
+        );
+    }
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
+fn child_good_version() {
+    require_child("child_good_version");
+    let reported: c_int = std::env::var("LLAISYS_NCCL_TEST_VERSION")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut v = 7;
+    // SAFETY: valid pointer.
+    let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
+    expect(s, 0, &[]);
+    assert_eq!(v, reported);
+}
+
+#[test]
 #[ignore = "entry point of a child process: run by nccl_not_nccl"]
 fn child_not_nccl() {
     require_child("child_not_nccl");
@@ -949,8 +1055,8 @@ fn no_link_time_dependency_on_nccl() {
 }
 
 /// The example program builds as C99 with warnings as errors against the header and the
-/// cdylib, and without a GPU it stops at the first CUDA call with a clear message, after making
-/// and writing the unique id (which needs no GPU).
+/// cdylib, and without a usable driver (the stand-in) it stops at the first CUDA call with a
+/// clear message, after making and writing the unique id (which needs no GPU).
 #[test]
 fn example_builds_and_reports_no_gpu() {
     let target = support::target_dir();
@@ -967,6 +1073,7 @@ fn example_builds_and_reports_no_gpu() {
     support::compile(cmd);
     let out = Command::new(&exe)
         .arg("1")
+        .env("LD_LIBRARY_PATH", old_driver::dir())
         .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
         .env("NCCL_NVLS_ENABLE", "0")
         .output()
@@ -1057,4 +1164,196 @@ int main(void) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+// ---- the header against the one list of collectives ------------------------------------------
+
+/// A C parameter as (type, name), whitespace normalised: `const void *sendbuff` gives
+/// ("const void *", "sendbuff").
+fn c_param(p: &str) -> (String, String) {
+    let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = p
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let ty = p[..cut].trim().to_string();
+    let ty = if ty.ends_with('*') && !ty.ends_with(" *") {
+        format!("{} *", ty.trim_end_matches('*').trim_end())
+    } else {
+        ty
+    };
+    (ty, p[cut..].to_string())
+}
+
+/// The parameters of a declaration's outermost parameter list.
+fn c_params(list: &str) -> Vec<(String, String)> {
+    list.split(',')
+        .filter(|p| !p.trim().is_empty() && p.trim() != "void")
+        .map(c_param)
+        .collect()
+}
+
+/// (name, parameters before comm and stream) of each declaration in `decls` ending with
+/// `llaisysNvidiaComm_t comm, llaisysStream_t stream`: the collective shape.
+fn collective_shaped(
+    decls: &[(String, Vec<(String, String)>)],
+) -> Vec<(String, Vec<(String, String)>)> {
+    let tail = [
+        ("llaisysNvidiaComm_t".to_string(), "comm".to_string()),
+        ("llaisysStream_t".to_string(), "stream".to_string()),
+    ];
+    decls
+        .iter()
+        .filter(|(_, p)| p.len() >= 2 && p[p.len() - 2..] == tail)
+        .map(|(n, p)| (n.clone(), p[..p.len() - 2].to_vec()))
+        .collect()
+}
+
+/// The header's exported functions and the fields of `LlaisysNvidiaCommAPI`, each with its
+/// parameters.
+#[allow(clippy::type_complexity)]
+fn comm_declarations(
+    header: &str,
+) -> (
+    Vec<(String, Vec<(String, String)>)>,
+    Vec<(String, Vec<(String, String)>)>,
+) {
+    let code = c_header::code(header);
+    let functions = c_header::exported_functions(header)
+        .into_iter()
+        .map(|(name, params)| (name, params.iter().map(|p| c_param(p)).collect()))
+        .collect();
+    let mut fields = Vec::new();
+    if let Some(start) = code.find("typedef struct LlaisysNvidiaCommAPI {") {
+        let body = &code[start..];
+        let body = &body
+            [body.find('{').unwrap_or(0) + 1..body.find("} LlaisysNvidiaCommAPI").unwrap_or(0)];
+        for field in body.split(';').filter(|f| f.contains("(*")) {
+            let name_start = field.find("(*").unwrap_or(0) + 2;
+            let name_end = field[name_start..]
+                .find(')')
+                .map_or(name_start, |i| name_start + i);
+            let params_start = field[name_end..].find('(').map_or(0, |i| name_end + i + 1);
+            let params_end = field.rfind(')').unwrap_or(params_start);
+            fields.push((
+                field[name_start..name_end].trim().to_string(),
+                c_params(&field[params_start..params_end]),
+            ));
+        }
+    }
+    (functions, fields)
+}
+
+/// How the header differs from the list (`COLLECTIVES`): each collective's C function and table
+/// field with its parameters, and nothing of the collective shape besides.
+fn collective_differences(header: &str) -> Vec<String> {
+    let (functions, fields) = comm_declarations(header);
+    let mut problems = Vec::new();
+    let listed: Vec<(String, Vec<(String, String)>)> = COLLECTIVES
+        .iter()
+        .map(|c| {
+            let params = c
+                .params
+                .iter()
+                .map(|(name, ty)| (ty.to_string(), name.to_string()))
+                .collect();
+            (c.function.to_string(), params)
+        })
+        .collect();
+    let declared = collective_shaped(&functions);
+    for (name, params) in &listed {
+        match declared.iter().find(|(n, _)| n == name) {
+            None => problems.push(format!(
+                "{name} is in the list but not declared in the header"
+            )),
+            Some((_, p)) if p != params => problems.push(format!(
+                "{name}: the header declares {p:?}, the list {params:?} (then comm, stream)"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in &declared {
+        if !listed.iter().any(|(n, _)| n == name) {
+            problems.push(format!(
+                "{name} has the shape of a collective in the header but is not in the list"
+            ));
+        }
+    }
+    let listed_fields: Vec<(String, Vec<(String, String)>)> = COLLECTIVES
+        .iter()
+        .zip(&listed)
+        .filter_map(|(c, (_, params))| c.table_field.map(|f| (f.to_string(), params.clone())))
+        .collect();
+    let table = collective_shaped(&fields);
+    if table != listed_fields {
+        problems.push(format!(
+            "LlaisysNvidiaCommAPI's collective fields are {table:?}, the list's {listed_fields:?}"
+        ));
+    }
+    problems
+}
+
+/// The hand-written header declares exactly the collectives of the library's one list
+/// (`nccl::list`): the same C functions with the same parameters, the same table fields in
+/// the same order, and no other function or field of that shape.
+#[test]
+fn header_declares_exactly_the_collectives_of_the_list() {
+    let header = std::fs::read_to_string(support::csrc().join("llaisys_runtime.h")).unwrap();
+    assert_eq!(COLLECTIVES.len(), 7, "{COLLECTIVES:#?}");
+    let (functions, fields) = comm_declarations(&header);
+    assert_eq!(collective_shaped(&functions).len(), 7, "{functions:#?}");
+    assert_eq!(collective_shaped(&fields).len(), 6, "{fields:#?}");
+    let problems = collective_differences(&header);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// A collective in the header that the list lacks, a changed parameter, a missing one and a
+/// reordered table are each reported.
+#[test]
+fn a_header_that_differs_from_the_list_is_caught() {
+    let header = std::fs::read_to_string(support::csrc().join("llaisys_runtime.h")).unwrap();
+    let extra = header.replace(
+        "LLAISYS_NVIDIA_API int llaisysNvidiaGroupStart(void);",
+        "LLAISYS_NVIDIA_API int llaisysNvidiaAllToAll(const void *sendbuff, void *recvbuff, \
+         size_t count, int dtype, llaisysNvidiaComm_t comm, llaisysStream_t stream);\n\
+         LLAISYS_NVIDIA_API int llaisysNvidiaGroupStart(void);",
+    );
+    let problems = collective_differences(&extra);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("llaisysNvidiaAllToAll"),
+        "{problems:#?}"
+    );
+    let changed = header.replacen(
+        "size_t sendcount, int dtype",
+        "size_t sendcount, long dtype",
+        1,
+    );
+    let problems = collective_differences(&changed);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("llaisysNvidiaAllGather: the header declares")),
+        "{problems:#?}"
+    );
+    let start = header
+        .find("LLAISYS_NVIDIA_API int llaisysNvidiaReduce(")
+        .unwrap();
+    let end = start + header[start..].find(';').unwrap() + 1;
+    let missing = format!("{}{}", &header[..start], &header[end..]);
+    let problems = collective_differences(&missing);
+    assert_eq!(
+        problems,
+        ["llaisysNvidiaReduce is in the list but not declared in the header"]
+    );
+    let swapped = header
+        .replace("    int (*send)(", "    int (*SEND)(")
+        .replace("    int (*recv)(", "    int (*send)(")
+        .replace("    int (*SEND)(", "    int (*recv)(");
+    let problems = collective_differences(&swapped);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("LlaisysNvidiaCommAPI's collective fields")),
+        "{problems:#?}"
+    );
 }

@@ -29,7 +29,8 @@ pub unsafe extern "C-unwind" fn llaisysNvidiaDefaultErrorHandler(
     error: *const LlaisysNvidiaError,
     _user_data: *mut c_void,
 ) {
-    // SAFETY: caller contract: `error` is NULL or points to a valid error.
+    // SAFETY: `error` is NULL or points to a valid `llaisysNvidiaError` (this function's
+    // contract).
     let text = unsafe { error.as_ref() }.map_or(std::ptr::null(), |e| e.message);
     if text.is_null() {
         policy::abort_with(b"llaisys-nvidia: an error (no message)");
@@ -49,11 +50,13 @@ pub unsafe extern "C" fn llaisysNvidiaGetErrorHandler(
 ) {
     let (h, u) = policy::handler();
     if !handler.is_null() {
-        // SAFETY: caller contract: a non-NULL `handler` is valid for writing.
+        // SAFETY: `handler` is not NULL (checked), so valid for writing (this function's
+        // contract).
         unsafe { *handler = h };
     }
     if !user_data.is_null() {
-        // SAFETY: caller contract: a non-NULL `user_data` is valid for writing.
+        // SAFETY: `user_data` is not NULL (checked), so valid for writing (this function's
+        // contract).
         unsafe { *user_data = u };
     }
 }
@@ -85,7 +88,7 @@ pub extern "C" fn llaisysNvidiaLastErrorDevice() -> c_int {
 pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: usize) -> usize {
     let last = policy::last();
     let text = last.as_ref().map_or(c"", |r| r.message.as_c_str());
-    // SAFETY: caller contract: `buf` is NULL or valid for `len` bytes.
+    // SAFETY: `buf` is NULL or valid for writing `len` bytes (this function's contract).
     unsafe { policy::copy_out(text, buf, len) }
 }
 
@@ -95,28 +98,33 @@ pub extern "C" fn llaisysNvidiaClearLastError() {
     policy::set_last(None);
 }
 
-/// Statistics of the device allocator of `device` (-1: all devices summed) into `*out`.
-/// Returns a status (0 success); does not call the error handler.
+/// Statistics of the device allocator of `device` (-1: all devices summed) into `*out` (all
+/// zero on failure). Returns a status (0 success); does not call the error handler.
 ///
 /// # Safety
-/// `out` is NULL or valid for writing.
+/// `out` is NULL or valid for writing an `AllocatorStats`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
     device: c_int,
     out: *mut AllocatorStats,
 ) -> c_int {
+    // SAFETY: `out` is NULL or valid for writing (this function's contract).
+    unsafe { super::api::reset(out, AllocatorStats::default()) };
     super::api::status("llaisysNvidiaDeviceMemoryStats", || {
         let s = crate::ops::memory::device_memory_stats(device)?;
         write_out(out, s)
     })
 }
 
-/// Statistics of the pinned host allocator into `*out`. Returns a status (0 success).
+/// Statistics of the pinned host allocator into `*out` (all zero on failure). Returns a status
+/// (0 success).
 ///
 /// # Safety
-/// `out` is NULL or valid for writing.
+/// `out` is NULL or valid for writing an `AllocatorStats`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) -> c_int {
+    // SAFETY: `out` is NULL or valid for writing (this function's contract).
+    unsafe { super::api::reset(out, AllocatorStats::default()) };
     super::api::status("llaisysNvidiaHostMemoryStats", || {
         write_out(out, crate::ops::memory::host_memory_stats())
     })
@@ -141,7 +149,9 @@ pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
     crate::ops::memory::reset_peak_stats();
 }
 
+/// Writes the statistics to the out-parameter of the two stats functions.
 fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::Result<()> {
-    // SAFETY: caller contract: `out` is NULL or valid for writing.
+    // SAFETY: `out` is the stats functions' out-parameter: NULL or valid for writing an
+    // `AllocatorStats` by their contract.
     unsafe { super::api::out(out, "out", s) }
 }

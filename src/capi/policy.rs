@@ -7,14 +7,15 @@
 //!
 //! What the policy keeps works at any point of a thread's or the process's life, and in a
 //! forked child (README "Lifecycle and process rules"):
-//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors,
-//!   `atexit` handlers, C++ static and `thread_local` destructors, where a Rust `thread_local!`
-//!   with a destructor is already gone);
+//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors of
+//!   every round but the last, `atexit` handlers, C++ static and `thread_local` destructors,
+//!   where a Rust `thread_local!` with a destructor is already gone);
 //! - `handlers`: the process-wide handler; replacing it waits until no other thread still runs
 //!   the old one;
 //! - `fork`: a child forked after the library was used refuses every call but the handler and
 //!   last-error functions, without touching a lock another thread of the parent may have held;
-//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded.
+//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded
+//!   (frees what the library made for itself).
 
 mod fork;
 mod handlers;
@@ -35,9 +36,9 @@ fn ensure_loaded() {
     load::init();
 }
 
-pub use fork::refused_in_forked_child;
 pub use handlers::{handler, set_handler};
 pub use last::{last, set_last};
+pub use load::release_at_unload;
 
 /// What the handler receives (`llaisysNvidiaError` in the header). The strings live until the
 /// handler returns; copy them to keep them.
@@ -85,21 +86,15 @@ impl Record {
         } else {
             crate::device::current_or_unknown()
         };
-        let on = if device >= 0 {
-            format!(" on device {device}")
-        } else {
-            String::new()
-        };
-        let message = format!("llaisys-nvidia: {function}{on}: {error}");
-        Record {
-            status: error.kind() as c_int,
-            cuda_error: error.cuda_error().code(),
+        Record::with_nccl(
+            error.kind() as c_int,
+            error.cuda_error().code(),
+            0,
             device,
-            nccl_error: 0,
-            function: cstring(function),
-            cuda_call: cstring(error.call()),
-            message: cstring(&message),
-        }
+            function,
+            error.call(),
+            error,
+        )
     }
 
     /// The refusal of a call in a child forked after the library was used: status CUDA with
@@ -123,7 +118,8 @@ impl Record {
         }
     }
 
-    /// A record of a communicator failure that `Error` does not describe (an NCCL call).
+    /// A record with every field given (an NCCL failure: its `ncclResult_t` too); the message
+    /// is "llaisys-nvidia: FUNCTION[ on device N]: ERROR".
     pub(crate) fn with_nccl(
         status: c_int,
         cuda_error: c_int,
@@ -131,8 +127,13 @@ impl Record {
         device: c_int,
         function: &str,
         call: &str,
-        message: &str,
+        error: &dyn std::fmt::Display,
     ) -> Record {
+        let on = if device >= 0 {
+            format!(" on device {device}")
+        } else {
+            String::new()
+        };
         Record {
             status,
             cuda_error,
@@ -140,7 +141,7 @@ impl Record {
             nccl_error,
             function: cstring(function),
             cuda_call: cstring(call),
-            message: cstring(message),
+            message: cstring(&format!("llaisys-nvidia: {function}{on}: {error}")),
         }
     }
 
@@ -177,6 +178,27 @@ pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate:
     }
 }
 
+/// The first step of every entry point that may reach CUDA or the library's state: notes the
+/// calling thread (`last::touch`) and the library as used, and refuses in a child forked after
+/// that (see `fork`).
+#[inline]
+fn enter() -> crate::Result<()> {
+    last::touch();
+    fork::enter()
+}
+
+/// For entry points outside `catch_panic` (get_device_count): `enter`; in a forked child records
+/// the refusal as the thread's last error (no handler call) and returns true.
+pub fn refused_in_forked_child(function: &'static str) -> bool {
+    match enter() {
+        Ok(()) => false,
+        Err(e) => {
+            set_last(Some(Arc::new(Record::new(function, &e))));
+            true
+        }
+    }
+}
+
 /// Runs `body`, turning a panic into an internal error. In a child forked after the library was
 /// used, refuses without running `body` (see `fork`).
 #[inline]
@@ -184,7 +206,7 @@ pub fn catch_panic<T>(
     function: &'static str,
     body: impl FnOnce() -> crate::Result<T>,
 ) -> crate::Result<T> {
-    fork::enter()?;
+    enter()?;
     // During a capture through the library, another thread's call runs in relaxed capture mode:
     // nothing it does touches the capture (`ops::capturing`).
     let _relaxed = crate::ops::capturing::relaxed_for_other_threads();
@@ -245,7 +267,8 @@ pub unsafe fn copy_out(text: &CStr, buf: *mut c_char, len: usize) -> usize {
     let bytes = text.to_bytes();
     if !buf.is_null() && len > 0 {
         let n = bytes.len().min(len - 1);
-        // SAFETY: caller contract: `buf` is valid for `len` > `n` bytes; `bytes` has `n` bytes.
+        // SAFETY: `buf` is not NULL (checked), so valid for `len` > `n` bytes (this function's
+        // contract); `bytes` has at least `n` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
             *buf.add(n) = 0;
@@ -264,7 +287,7 @@ mod tests {
     unsafe extern "C-unwind" fn record(e: *const LlaisysNvidiaError, _user: *mut c_void) {
         // SAFETY: the policy passes a valid error whose strings live until we return.
         let e = unsafe { &*e };
-        // SAFETY: as above.
+        // SAFETY: the message of that error is a NUL-terminated string alive until we return.
         let msg = unsafe { CStr::from_ptr(e.message) }
             .to_string_lossy()
             .into_owned();

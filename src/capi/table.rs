@@ -6,7 +6,8 @@ use super::policy::{self, run};
 use crate::ops;
 use std::io::Write;
 use std::os::raw::{c_int, c_void};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// llaisys's `llaisysStream_t`.
 pub type LlaisysStream = *mut c_void;
@@ -65,28 +66,43 @@ pub static TABLE: LlaisysRuntimeAPI = LlaisysRuntimeAPI {
     memcpy_async,
 };
 
-/// The reason the count is 0, as a record made once (its message reused at every call).
-static COUNT_REASON: OnceLock<Option<Arc<policy::Record>>> = OnceLock::new();
+/// The reason the count is 0, as a record made on first need and reused at every call (freed
+/// at unload: `release_count_reason`).
+static COUNT_REASON: Mutex<Option<Arc<policy::Record>>> = Mutex::new(None);
+/// Set once the reason of a broken setup was printed (once per process).
+static COUNT_REASON_PRINTED: AtomicBool = AtomicBool::new(false);
 
-fn count_reason() -> Option<Arc<policy::Record>> {
-    COUNT_REASON
-        .get_or_init(|| {
-            let (_, reason) = policy::catch_panic("get_device_count", || Ok(ops::device_count()))
-                .unwrap_or((0, None));
-            let e = reason?;
-            let record = Arc::new(policy::Record::new("get_device_count", e));
-            // No driver or no GPU is an ordinary answer (0) on a CPU machine: silent. Anything
-            // else is a broken setup: say so once, still answer 0.
-            if !e.cuda_error().is_no_gpu() {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "{} (answering 0 devices; run `llaisys-nvidia doctor`)",
-                    record.message()
-                );
-            }
-            Some(record)
-        })
-        .clone()
+fn count_reason(e: &crate::Error) -> Arc<policy::Record> {
+    let mut kept = crate::sync::lock(&COUNT_REASON);
+    if let Some(record) = kept.as_ref() {
+        return record.clone();
+    }
+    let record = Arc::new(policy::Record::new("get_device_count", e));
+    policy::release_at_unload(release_count_reason);
+    *kept = Some(record.clone());
+    drop(kept);
+    // No driver or no GPU is an ordinary answer (0) on a CPU machine: silent. Anything else is
+    // a broken setup: say so once, still answer 0.
+    if !e.cuda_error().is_no_gpu() && !COUNT_REASON_PRINTED.swap(true, Ordering::Relaxed) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{} (answering 0 devices; run `llaisys-nvidia doctor`)",
+            record.message()
+        );
+    }
+    record
+}
+
+/// Frees the kept reason, unless another thread holds the lock (a release never waits: it runs
+/// at exit while other threads may still call, and in forked children, where a lock another
+/// thread of the parent held stays locked).
+fn release_count_reason() {
+    let kept = match COUNT_REASON.try_lock() {
+        Ok(mut g) => g.take(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().take(),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    drop(kept);
 }
 
 /// The number of CUDA devices; 0 without a driver or a GPU, silently, with the reason kept as
@@ -95,11 +111,17 @@ unsafe extern "C-unwind" fn get_device_count() -> c_int {
     if policy::refused_in_forked_child("get_device_count") {
         return 0;
     }
-    let (n, reason) = ops::device_count();
-    if reason.is_some() {
-        policy::set_last(count_reason());
-    }
-    n
+    let counted = policy::catch_panic("get_device_count", || {
+        let (n, reason) = ops::device_count();
+        if let Some(e) = reason {
+            policy::set_last(Some(count_reason(e)));
+        }
+        Ok(n)
+    });
+    counted.unwrap_or_else(|e| {
+        policy::set_last(Some(Arc::new(policy::Record::new("get_device_count", &e))));
+        0
+    })
 }
 
 unsafe extern "C-unwind" fn set_device(id: c_int) {
@@ -151,7 +173,8 @@ unsafe extern "C-unwind" fn memcpy_sync(
     size: usize,
     kind: c_int,
 ) {
-    // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (the
+    // header's rule for memcpy_sync).
     run("memcpy_sync", (), || unsafe {
         ops::memcpy_sync(dst, src, size, kind)
     })
@@ -164,7 +187,8 @@ unsafe extern "C-unwind" fn memcpy_async(
     kind: c_int,
     s: LlaisysStream,
 ) {
-    // SAFETY: header contract, as memcpy_sync, until the copy has run on `s`.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
+    // copy has run on `s` (the header's rule for memcpy_async).
     run("memcpy_async", (), || unsafe {
         ops::memcpy_async(dst, src, size, kind, s)
     })

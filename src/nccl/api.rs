@@ -1,12 +1,14 @@
-//! One thin `unsafe fn` per NCCL call: the function from the loaded library (a missing one is
-//! [`Error::Unavailable`] naming it and the NCCL release that has it), the call, and its
-//! `ncclResult_t` turned into [`Progress`] or an [`Error::Nccl`] carrying `ncclGetErrorString`
-//! and `ncclGetLastError`. Nothing here checks arguments: `ops::comm` does, before these run.
+//! One thin `unsafe fn` per NCCL call of the communicator's life: the function from the loaded
+//! library (a missing one is [`Error::Unavailable`] naming it and the NCCL release that has it),
+//! the call, and its `ncclResult_t` turned into [`Progress`] or an [`Error::Nccl`] carrying
+//! `ncclGetErrorString` and `ncclGetLastError`. The collectives have one such function for all
+//! of them, `collectives::call`, made from the list. Nothing here checks arguments: `ops::comm`
+//! does, before these run.
 
 use super::error::{Error, NcclResult, Result};
 use super::loader::Library;
 use super::sys;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 
 /// What a call on a non-blocking communicator may answer besides an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +61,7 @@ macro_rules! function {
 pub unsafe fn get_unique_id(lib: &Library) -> Result<sys::ncclUniqueId> {
     let f = function!(lib, get_unique_id, "ncclGetUniqueId", "1.0");
     let mut id = sys::ncclUniqueId::default();
-    // SAFETY: writes one ncclUniqueId.
+    // SAFETY: ncclGetUniqueId writes one ncclUniqueId through `id`, valid for writing.
     check(lib, "ncclGetUniqueId", unsafe { f(&mut id) })?;
     Ok(id)
 }
@@ -77,7 +79,8 @@ pub unsafe fn comm_init_rank_config(
     config: &mut sys::ncclConfig_t,
 ) -> Result<Progress> {
     let f = function!(lib, comm_init_rank_config, "ncclCommInitRankConfig", "2.14");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is valid for writing and `config` came from `config_initializer` (this
+    // function's contract); `id` and the ranks are passed by value.
     check(lib, "ncclCommInitRankConfig", unsafe {
         f(comm, nranks, id, rank, config)
     })
@@ -91,7 +94,7 @@ pub unsafe fn comm_init_rank_config(
 pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Result<NcclResult> {
     let f = function!(lib, comm_get_async_error, "ncclCommGetAsyncError", "2.4");
     let mut state = sys::ncclResult_t::ncclSuccess;
-    // SAFETY: caller contract; writes one ncclResult_t.
+    // SAFETY: `comm` is live (this function's contract); `state` is valid for writing.
     check(lib, "ncclCommGetAsyncError", unsafe { f(comm, &mut state) })?;
     Ok(NcclResult::from_raw(state))
 }
@@ -102,7 +105,7 @@ pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Resu
 /// `comm` is a live communicator.
 pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_finalize, "ncclCommFinalize", "2.14");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live (this function's contract).
     check(lib, "ncclCommFinalize", unsafe { f(comm) })
 }
 
@@ -112,7 +115,7 @@ pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Prog
 /// `comm` is a live communicator, not used again.
 pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_destroy, "ncclCommDestroy", "1.0");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live and not used again (this function's contract).
     check(lib, "ncclCommDestroy", unsafe { f(comm) })
 }
 
@@ -123,7 +126,8 @@ pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progr
 /// again.
 pub unsafe fn comm_abort(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
     let f = function!(lib, comm_abort, "ncclCommAbort", "2.4");
-    // SAFETY: caller contract.
+    // SAFETY: `comm` is live or still initialising, and not used again (this function's
+    // contract).
     check(lib, "ncclCommAbort", unsafe { f(comm) })
 }
 
@@ -136,7 +140,8 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
     let rank = function!(lib, comm_user_rank, "ncclCommUserRank", "1.0");
     let device = function!(lib, comm_cu_device, "ncclCommCuDevice", "1.0");
     let (mut n, mut r, mut d) = (0, 0, 0);
-    // SAFETY: caller contract; each writes one int.
+    // SAFETY: `comm` is live and initialised (this function's contract); each call writes one
+    // int through a pointer valid here.
     unsafe {
         check(lib, "ncclCommCount", count(comm, &mut n))?;
         check(lib, "ncclCommUserRank", rank(comm, &mut r))?;
@@ -145,164 +150,14 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
     Ok((n, r, d))
 }
 
-/// `ncclAllReduce`.
-///
-/// # Safety
-/// `send` and `recv` are device-accessible for `count` elements of `datatype` until the work has
-/// run on `stream`; `comm` is live; `stream` is NULL or a live stream of the communicator's
-/// device.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn all_reduce(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, all_reduce, "ncclAllReduce", "1.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclAllReduce", unsafe {
-        f(send, recv, count, datatype, op, comm, stream)
-    })
-}
-
-/// `ncclAllGather` (`recv` holds `nranks * send_count` elements).
-///
-/// # Safety
-/// As [`all_reduce`], with the sizes above.
-pub unsafe fn all_gather(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    send_count: usize,
-    datatype: sys::ncclDataType_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, all_gather, "ncclAllGather", "2.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclAllGather", unsafe {
-        f(send, recv, send_count, datatype, comm, stream)
-    })
-}
-
-/// `ncclReduceScatter` (`send` holds `nranks * recv_count` elements).
-///
-/// # Safety
-/// As [`all_reduce`], with the sizes above.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce_scatter(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    recv_count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, reduce_scatter, "ncclReduceScatter", "2.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclReduceScatter", unsafe {
-        f(send, recv, recv_count, datatype, op, comm, stream)
-    })
-}
-
-/// `ncclBroadcast` (`send` is read on `root` only).
-///
-/// # Safety
-/// As [`all_reduce`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn broadcast(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    root: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, broadcast, "ncclBroadcast", "2.2");
-    // SAFETY: caller contract.
-    check(lib, "ncclBroadcast", unsafe {
-        f(send, recv, count, datatype, root, comm, stream)
-    })
-}
-
-/// `ncclReduce` (`recv` is written on `root` only).
-///
-/// # Safety
-/// As [`all_reduce`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce(
-    lib: &Library,
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    op: sys::ncclRedOp_t,
-    root: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, reduce, "ncclReduce", "1.0");
-    // SAFETY: caller contract.
-    check(lib, "ncclReduce", unsafe {
-        f(send, recv, count, datatype, op, root, comm, stream)
-    })
-}
-
-/// `ncclSend`.
-///
-/// # Safety
-/// As [`all_reduce`] for `send`.
-pub unsafe fn send(
-    lib: &Library,
-    send: *const c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    peer: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, send, "ncclSend", "2.7");
-    // SAFETY: caller contract.
-    check(lib, "ncclSend", unsafe {
-        f(send, count, datatype, peer, comm, stream)
-    })
-}
-
-/// `ncclRecv`.
-///
-/// # Safety
-/// As [`all_reduce`] for `recv`.
-pub unsafe fn recv(
-    lib: &Library,
-    recv: *mut c_void,
-    count: usize,
-    datatype: sys::ncclDataType_t,
-    peer: c_int,
-    comm: sys::ncclComm_t,
-    stream: sys::cudaStream_t,
-) -> Result<Progress> {
-    let f = function!(lib, recv, "ncclRecv", "2.7");
-    // SAFETY: caller contract.
-    check(lib, "ncclRecv", unsafe {
-        f(recv, count, datatype, peer, comm, stream)
-    })
-}
-
 /// `ncclGroupStart`.
 ///
 /// # Safety
 /// Must be matched by [`group_end`] on this thread.
 pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
     let f = function!(lib, group_start, "ncclGroupStart", "2.0");
-    // SAFETY: no arguments.
+    // SAFETY: takes no arguments; the caller matches it with `group_end` (this function's
+    // contract).
     check(lib, "ncclGroupStart", unsafe { f() })
 }
 
@@ -313,6 +168,6 @@ pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
 /// Every communicator used in the group is still live.
 pub unsafe fn group_end(lib: &Library) -> Result<Progress> {
     let f = function!(lib, group_end, "ncclGroupEnd", "2.0");
-    // SAFETY: caller contract.
+    // SAFETY: every communicator used in the group is live (this function's contract).
     check(lib, "ncclGroupEnd", unsafe { f() })
 }

@@ -29,7 +29,8 @@ pub struct Communicator {
 // SAFETY: an ncclComm_t may be used from any thread (one at a time, which the layer above
 // ensures); ncclCommAbort may be called from another thread.
 unsafe impl Send for Communicator {}
-// SAFETY: as above.
+// SAFETY: shared use is one call at a time (the layer above holds a lock per communicator),
+// which NCCL allows from any thread; abort may come from another thread.
 unsafe impl Sync for Communicator {}
 
 /// The configuration of every communicator: non-blocking, NVLS off (see the module docs).
@@ -120,11 +121,11 @@ impl Communicator {
     pub fn init_all(devices: &[c_int], timeout: Duration) -> Result<Vec<Communicator>> {
         let lib = loader::get()?;
         let n = devices.len() as c_int;
-        // SAFETY: no precondition.
+        // SAFETY: get_unique_id has no precondition beyond a loaded library.
         let id = unsafe { api::get_unique_id(lib) }?;
         let mut made: Vec<Communicator> = Vec::with_capacity(devices.len());
         let mut cfg = config();
-        // SAFETY: ended below on every path.
+        // SAFETY: the group is ended below (`group_end`) on every path.
         unsafe { api::group_start(lib) }?;
         let mut first_err = None;
         for (rank, &device) in devices.iter().enumerate() {
@@ -150,7 +151,8 @@ impl Communicator {
                 }
             }
         }
-        // SAFETY: every communicator in the group is live.
+        // SAFETY: every communicator the group made is live: `made` owns them until this
+        // returns (dropped, they are aborted after the group ends).
         let ended = unsafe { api::group_end(lib) };
         if let Some(e) = first_err {
             return Err(e); // `made` is dropped: aborted
@@ -175,13 +177,14 @@ impl Communicator {
 
     /// `ncclCommGetAsyncError`.
     pub fn async_error(&self) -> Result<NcclResult> {
-        // SAFETY: we own a live communicator.
+        // SAFETY: `self` owns `raw`, live until dropped, destroyed or aborted (all by value).
         unsafe { api::comm_get_async_error(self.lib, self.raw) }
     }
 
     /// (ranks, rank, device).
     pub fn shape(&self) -> Result<(c_int, c_int, c_int)> {
-        // SAFETY: we own a live, initialised communicator.
+        // SAFETY: `self` owns `raw`, live until dropped (by value); a `Communicator` is made
+        // only once initialised.
         unsafe { api::comm_shape(self.lib, self.raw) }
     }
 
@@ -216,7 +219,7 @@ impl Communicator {
     /// the communicator is aborted instead and the error returned.
     pub fn destroy(self, timeout: Duration) -> Result<()> {
         let lib = self.lib;
-        // SAFETY: we own a live communicator.
+        // SAFETY: `self` owns `raw`, live until it is consumed here.
         let finalized = match unsafe { api::comm_finalize(lib, self.raw) } {
             Ok(Progress::InProgress) => self.wait("ncclCommFinalize", timeout, None),
             Ok(Progress::Done) => Ok(()),
@@ -230,7 +233,8 @@ impl Communicator {
         }
         let raw = self.raw;
         std::mem::forget(self);
-        // SAFETY: ours, finalized, never used again.
+        // SAFETY: `raw` was ours (forgotten above, so not aborted on drop), finalized, and is
+        // never used again.
         unsafe { api::comm_destroy(lib, raw) }.map(|_| ())
     }
 
@@ -238,14 +242,16 @@ impl Communicator {
     pub fn abort(self) -> Result<()> {
         let (lib, raw) = (self.lib, self.raw);
         std::mem::forget(self);
-        // SAFETY: ours, never used again.
+        // SAFETY: `raw` was ours (forgotten above, so not aborted twice) and is never used
+        // again.
         unsafe { api::comm_abort(lib, raw) }.map(|_| ())
     }
 }
 
 impl Drop for Communicator {
     fn drop(&mut self) {
-        // SAFETY: ours, never used again. A failure has nowhere to go; `abort` reports it.
+        // SAFETY: `raw` is ours and, being dropped, never used again. A failure has nowhere to
+        // go; `abort` reports it.
         let _ = unsafe { api::comm_abort(self.lib, self.raw) };
     }
 }

@@ -10,18 +10,21 @@
 //!    RUNPATH, `ld.so.cache`, the default folders.
 //! 3. The PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
 //!    `<site-packages>/nvidia/nccl/lib/libnccl.so.2` (wheels `nvidia-nccl-cu13`, `-cu12`). The
-//!    Python is asked for its site folders with a 10 s limit, only when step 2 found nothing.
+//!    Python is asked for its site folders only when step 2 found nothing, within 10 s from its
+//!    start to the end of its answer, whatever it does (`python`).
 //!
-//! The failure message lists every place and why it was rejected, and how to fix it.
+//! A file that loads is accepted only when its `ncclGetVersion` reports a version of the NCCL
+//! major release the bindings were built for (`NCCL_MAJOR` of nccl.h, 2: NCCL 2.0.0 to
+//! 2.99.99); anything else (-1, `INT_MAX`, NCCL 3) is refused naming the file and the version,
+//! and the file is closed again. The failure message lists every place and why it was
+//! rejected, and how to fix it.
 
 use super::error::{Error, Result};
 use super::sys;
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_void};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 /// The variable naming the library (or its folder).
 pub const LIBRARY_VAR: &str = "LLAISYS_NVIDIA_NCCL_LIBRARY";
@@ -47,7 +50,8 @@ macro_rules! functions {
             unsafe fn resolve(handle: *mut c_void) -> Functions {
                 Functions {
                     $($field: {
-                        // SAFETY: caller contract; a NUL-terminated name.
+                        // SAFETY: `handle` is a live dlopen handle (this function's contract);
+                        // the name is NUL-terminated.
                         let p = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
                         // SAFETY: a function of this name in NCCL has the header's type (the
                         // PFN_ type is `typeof` of its declaration); NULL becomes None.
@@ -59,29 +63,33 @@ macro_rules! functions {
     };
 }
 
-functions! {
-    get_version: PFN_ncclGetVersion = "ncclGetVersion",
-    get_unique_id: PFN_ncclGetUniqueId = "ncclGetUniqueId",
-    get_error_string: PFN_ncclGetErrorString = "ncclGetErrorString",
-    get_last_error: PFN_ncclGetLastError = "ncclGetLastError",
-    comm_init_rank_config: PFN_ncclCommInitRankConfig = "ncclCommInitRankConfig",
-    comm_finalize: PFN_ncclCommFinalize = "ncclCommFinalize",
-    comm_destroy: PFN_ncclCommDestroy = "ncclCommDestroy",
-    comm_abort: PFN_ncclCommAbort = "ncclCommAbort",
-    comm_get_async_error: PFN_ncclCommGetAsyncError = "ncclCommGetAsyncError",
-    comm_count: PFN_ncclCommCount = "ncclCommCount",
-    comm_cu_device: PFN_ncclCommCuDevice = "ncclCommCuDevice",
-    comm_user_rank: PFN_ncclCommUserRank = "ncclCommUserRank",
-    all_reduce: PFN_ncclAllReduce = "ncclAllReduce",
-    all_gather: PFN_ncclAllGather = "ncclAllGather",
-    reduce_scatter: PFN_ncclReduceScatter = "ncclReduceScatter",
-    broadcast: PFN_ncclBroadcast = "ncclBroadcast",
-    reduce: PFN_ncclReduce = "ncclReduce",
-    send: PFN_ncclSend = "ncclSend",
-    recv: PFN_ncclRecv = "ncclRecv",
-    group_start: PFN_ncclGroupStart = "ncclGroupStart",
-    group_end: PFN_ncclGroupEnd = "ncclGroupEnd",
+/// The loader's functions: those of the communicator's life, then every collective of the list.
+macro_rules! with_collectives {
+    (table: [$($t:tt)*] other: [$($o:tt)*]) => {
+        with_collectives! { @each $($t)* $($o)* }
+    };
+    (@each $($kind:ident($c:ident, $field:tt, $nfield:ident = $nname:literal $pfn:ident $($rest:tt)*) $params:tt,)*) => {
+        functions! {
+            get_version: PFN_ncclGetVersion = "ncclGetVersion",
+            get_unique_id: PFN_ncclGetUniqueId = "ncclGetUniqueId",
+            get_error_string: PFN_ncclGetErrorString = "ncclGetErrorString",
+            get_last_error: PFN_ncclGetLastError = "ncclGetLastError",
+            comm_init_rank_config: PFN_ncclCommInitRankConfig = "ncclCommInitRankConfig",
+            comm_finalize: PFN_ncclCommFinalize = "ncclCommFinalize",
+            comm_destroy: PFN_ncclCommDestroy = "ncclCommDestroy",
+            comm_abort: PFN_ncclCommAbort = "ncclCommAbort",
+            comm_get_async_error: PFN_ncclCommGetAsyncError = "ncclCommGetAsyncError",
+            comm_count: PFN_ncclCommCount = "ncclCommCount",
+            comm_cu_device: PFN_ncclCommCuDevice = "ncclCommCuDevice",
+            comm_user_rank: PFN_ncclCommUserRank = "ncclCommUserRank",
+            group_start: PFN_ncclGroupStart = "ncclGroupStart",
+            group_end: PFN_ncclGroupEnd = "ncclGroupEnd",
+            $($nfield: $pfn = $nname,)*
+        }
+    };
 }
+
+super::list::list!(with_collectives);
 
 /// The loaded NCCL.
 pub struct Library {
@@ -104,13 +112,44 @@ pub const fn version_code(major: c_int, minor: c_int, patch: c_int) -> c_int {
     }
 }
 
+/// (major, minor, patch) of a version code, as `NCCL_VERSION` encodes them (before 2.9:
+/// `major * 1000 + minor * 100 + patch`; from 2.9: `major * 10000 + minor * 100 + patch`).
+fn decode(code: c_int) -> (c_int, c_int, c_int) {
+    if code >= 10000 {
+        (code / 10000, code / 100 % 100, code % 100)
+    } else {
+        (code / 1000, code / 100 % 10, code % 100)
+    }
+}
+
+/// True for the version codes of the NCCL major release the bindings were built for
+/// (`NCCL_MAJOR` of nccl.h): codes that `NCCL_VERSION` makes from that major, a minor and a
+/// patch below 100. Anything else (-1, `INT_MAX`, another major) is not an NCCL this library
+/// can call.
+pub fn accepted_version(code: c_int) -> bool {
+    let (major, minor, patch) = decode(code);
+    code > 0
+        && major == sys::NCCL_MAJOR as c_int
+        && (0..100).contains(&minor)
+        && version_code(major, minor, patch) == code
+}
+
+/// The accepted codes, in words ("2000-2899 and 20900-29999" for NCCL 2).
+fn accepted_codes() -> String {
+    let major = sys::NCCL_MAJOR as c_int;
+    let old = (version_code(major, 0, 0), version_code(major, 8, 99));
+    let new = (version_code(major, 9, 0), version_code(major, 99, 99));
+    if old.0 < 10000 {
+        format!("codes {}-{} and {}-{}", old.0, old.1, new.0, new.1)
+    } else {
+        format!("codes {}-{}", old.0, new.1)
+    }
+}
+
 /// "2.32.3" for 23203.
 pub fn version_text(code: c_int) -> String {
-    if code >= 10000 {
-        format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
-    } else {
-        format!("{}.{}.{}", code / 1000, code / 100 % 10, code % 100)
-    }
+    let (major, minor, patch) = decode(code);
+    format!("{major}.{minor}.{patch}")
 }
 
 impl Library {
@@ -146,13 +185,15 @@ impl Library {
     }
 }
 
+/// A C string as text ("" for NULL).
+///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
 unsafe fn text(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
-    // SAFETY: caller contract.
+    // SAFETY: `p` is not NULL (checked), so a NUL-terminated string (this function's contract).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
@@ -191,8 +232,9 @@ fn load() -> std::result::Result<Library, String> {
             "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, ld.so.cache, /lib, /usr/lib): {why}"
         )),
     }
-    match python_site_packages() {
-        Ok((python, sites)) => {
+    let python = std::env::var("LLAISYS_NVIDIA_PYTHON").unwrap_or_else(|_| "python3".into());
+    match super::python::site_packages(&python) {
+        Ok(sites) => {
             let mut any = false;
             for site in &sites {
                 let file = site.join("nvidia/nccl/lib").join(SONAME);
@@ -239,29 +281,56 @@ fn open(file: &str, found_via: &'static str) -> std::result::Result<Library, Str
     if handle.is_null() {
         return Err(dlerror().unwrap_or_else(|| "dlopen failed without a message".into()));
     }
-    // SAFETY: a live handle (never closed).
+    // SAFETY: `handle` is the live handle just opened; it stays open while `fns` is used.
     let fns = unsafe { Functions::resolve(handle) };
+    match version_of(file, &fns) {
+        Ok(version) => {
+            let path = fns
+                .get_version
+                .and_then(|f| object_of(f as *const c_void))
+                .unwrap_or_else(|| file.to_string());
+            // The handle is never closed: NCCL keeps threads running.
+            Ok(Library {
+                path,
+                found_via,
+                version,
+                fns,
+            })
+        }
+        Err(why) => {
+            // SAFETY: `handle` came from dlopen above and nothing of the file is used again
+            // (`fns` is not returned; ncclGetVersion starts nothing that could still run).
+            unsafe { libc::dlclose(handle) };
+            Err(why)
+        }
+    }
+}
+
+/// The file's `ncclGetVersion`, refused unless it is a version of the NCCL release the
+/// bindings were built for.
+fn version_of(file: &str, fns: &Functions) -> std::result::Result<c_int, String> {
     let Some(get_version) = fns.get_version else {
         return Err(format!(
             "{file} loads but has no ncclGetVersion: it is not NCCL"
         ));
     };
     let mut version: c_int = 0;
-    // SAFETY: writes one int.
+    // SAFETY: ncclGetVersion writes one int through its pointer, valid here.
     let rc = unsafe { get_version(&mut version) };
     if rc.0 != 0 {
         return Err(format!("{file}: ncclGetVersion returned {}", rc.0));
     }
-    let path = fns
-        .get_version
-        .and_then(|f| object_of(f as *const c_void))
-        .unwrap_or_else(|| file.to_string());
-    Ok(Library {
-        path,
-        found_via,
-        version,
-        fns,
-    })
+    if !accepted_version(version) {
+        return Err(format!(
+            "{file}: ncclGetVersion reports {version}, which is not a version code of NCCL {major} \
+             (accepted: {}, NCCL {major}.0.0 to {major}.99.99, the major release of the nccl.h \
+             this library was built with, {}): it is not an NCCL this library can call",
+            accepted_codes(),
+            version_text(sys::NCCL_VERSION_CODE as c_int),
+            major = sys::NCCL_MAJOR,
+        ));
+    }
+    Ok(version)
 }
 
 fn dlerror() -> Option<String> {
@@ -270,7 +339,8 @@ fn dlerror() -> Option<String> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: as above; copied at once.
+    // SAFETY: `p` is not NULL, so a NUL-terminated string valid until the next dl* call; it is
+    // copied at once.
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
@@ -284,48 +354,4 @@ fn object_of(addr: *const c_void) -> Option<String> {
     }
     // SAFETY: a NUL-terminated string owned by the loader.
     Some(unsafe { text(info.dli_fname) })
-}
-
-/// The site folders of the active Python: (which Python, folders).
-fn python_site_packages() -> std::result::Result<(String, Vec<PathBuf>), String> {
-    let python = std::env::var("LLAISYS_NVIDIA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script =
-        "import site,sys\nfor p in site.getsitepackages()+[site.getusersitepackages()]: print(p)";
-    let child = Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{python} could not be run ({e})"))?;
-    let out = wait_output(child, Duration::from_secs(10))
-        .ok_or_else(|| format!("{python} did not answer within 10 s"))?;
-    let sites = out
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(PathBuf::from)
-        .filter(|p: &PathBuf| Path::new(p).is_dir())
-        .collect();
-    Ok((python, sites))
-}
-
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Option<String> {
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) => return None,
-            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-    let mut text = String::new();
-    use std::io::Read;
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
-    Some(text)
 }

@@ -8,6 +8,8 @@
 //! - [`loader`]: finds and `dlopen`s `libnccl.so.2` on first use (a process that never uses the
 //!   communicator never loads it) and resolves every function one by one: an older NCCL serves
 //!   what it has, and a missing function is a status naming it, never a panic.
+//! - [`python`]: asks the active Python for its site folders (the search's last step), within
+//!   a bound that holds whatever the Python does.
 //! - [`api`]: one thin `unsafe fn` per NCCL call, with its `# Safety` section.
 //! - [`communicator`]: the safe layer: [`communicator::Communicator`] (RAII: dropped means
 //!   aborted), non-blocking initialisation polled up to a timeout, then aborted.
@@ -15,9 +17,12 @@
 //! `ops::comm` (checks, registry, caches) and `capi::comm` (the C exports) sit above.
 
 pub mod api;
+pub mod collectives;
 pub mod communicator;
 pub mod error;
+pub mod list;
 pub mod loader;
+pub mod python;
 pub mod sys;
 
 pub use error::{Error, NcclResult, Result};

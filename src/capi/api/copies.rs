@@ -8,7 +8,7 @@ use std::os::raw::{c_int, c_void};
 /// memcpy_sync with a status: returns with the copy complete.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemcpy(
     dst: *mut c_void,
@@ -16,7 +16,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpy(
     size: usize,
     kind: c_int,
 ) -> c_int {
-    // SAFETY: header contract: the pointers are valid for `size` bytes of that kind.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
+    // function's contract).
     status("llaisysNvidiaMemcpy", || unsafe {
         ops::memcpy_sync(dst, src, size, kind)
     })
@@ -25,7 +26,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpy(
 /// memcpy_async with a status: queued on `stream` (NULL: legacy stream).
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `dst` and `src` are valid for `size` bytes of the memory `kind` says until the copy has run.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
     dst: *mut c_void,
@@ -34,7 +35,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: header contract, until the copy has run.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
+    // copy has run (this function's contract).
     status("llaisysNvidiaMemcpyAsync", || unsafe {
         ops::memcpy_async(dst, src, size, kind, stream)
     })
@@ -43,7 +45,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
 /// Copies `size` bytes from `src` on `src_device` to `dst` on `dst_device`; returns complete.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `dst` and `src` are device memory of `dst_device` and `src_device`, valid for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
     dst: *mut c_void,
@@ -52,7 +54,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
     src_device: c_int,
     size: usize,
 ) -> c_int {
-    // SAFETY: header contract: device memory of those devices.
+    // SAFETY: `dst` and `src` are device memory of `dst_device` and `src_device`, valid for
+    // `size` bytes (this function's contract).
     status("llaisysNvidiaMemcpyPeer", || unsafe {
         ops::memcpy_peer(dst, dst_device, src, src_device, size, None)
     })
@@ -61,7 +64,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
 /// Queues a peer copy on `stream`.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `dst` and `src` are device memory of `dst_device` and `src_device`, valid for `size` bytes
+/// until the copy has run.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
     dst: *mut c_void,
@@ -71,7 +75,8 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: header contract, until the copy has run.
+    // SAFETY: `dst` and `src` are device memory of `dst_device` and `src_device`, valid for
+    // `size` bytes until the copy has run (this function's contract).
     status("llaisysNvidiaMemcpyPeerAsync", || unsafe {
         ops::memcpy_peer(dst, dst_device, src, src_device, size, Some(stream))
     })

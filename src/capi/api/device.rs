@@ -1,7 +1,7 @@
 //! Devices: count, explicit initialisation, current device, properties, memory, synchronize,
 //! peer access.
 
-use super::{out, status};
+use super::{out, reset, status};
 use crate::{device, ops};
 use std::os::raw::{c_char, c_double, c_int};
 
@@ -29,6 +29,21 @@ pub struct DeviceProperties {
     pub memory_pools: c_int,
 }
 
+impl DeviceProperties {
+    /// Every field zero: what `llaisysNvidiaGetDeviceProperties` leaves on failure.
+    pub const ZERO: DeviceProperties = DeviceProperties {
+        name: [0; 256],
+        major: 0,
+        minor: 0,
+        total_memory: 0,
+        multiprocessors: 0,
+        pci_bus_id: [0; 32],
+        async_engines: 0,
+        unified_addressing: 0,
+        memory_pools: 0,
+    };
+}
+
 fn fill_str<const N: usize>(dst: &mut [c_char; N], s: &str) {
     for (d, b) in dst.iter_mut().zip(s.bytes().take(N - 1)) {
         *d = b as c_char;
@@ -39,44 +54,50 @@ fn fill_str<const N: usize>(dst: &mut [c_char; N], s: &str) {
 /// says why there are none (CUDA error 35: no driver, 100: no device).
 ///
 /// # Safety
-/// `count` is NULL or valid for writing.
+/// `count` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaDeviceCount", || unsafe {
-        out(count, "count", 0)?;
-        out(count, "count", ops::device_count_checked()?)
+    // SAFETY: `count` is NULL or valid for writing (this function's contract).
+    unsafe { reset(count, 0) };
+    status("llaisysNvidiaDeviceCount", || {
+        // SAFETY: `count` is NULL (refused here) or valid for writing, as above.
+        unsafe { out(count, "count", 0) }?;
+        // SAFETY: `count` is valid for writing (checked just above).
+        unsafe { out(count, "count", ops::device_count_checked()?) }
     })
 }
 
 /// Creates the context of `device` now and makes it current; writes the milliseconds it took to
-/// `*ms` (may be NULL). Transient failures of several processes starting at once are retried
-/// (three tries).
+/// `*ms` (may be NULL; 0 on failure). Transient failures of several processes starting at once
+/// are retried (three tries).
 ///
 /// # Safety
-/// `ms` is NULL or valid for writing.
+/// `ms` is NULL or valid for writing a double.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaInitDevice(dev: c_int, ms: *mut c_double) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaInitDevice", || unsafe {
+    // SAFETY: `ms` is NULL or valid for writing (this function's contract).
+    unsafe { reset(ms, 0.0) };
+    status("llaisysNvidiaInitDevice", || {
         let took = ops::init_device(dev)?;
-        if !ms.is_null() {
-            ms.write(took.as_secs_f64() * 1e3);
-        }
+        // SAFETY: `ms` is NULL or valid for writing (this function's contract).
+        unsafe { reset(ms, took.as_secs_f64() * 1e3) };
         Ok(())
     })
 }
 
-/// Writes the calling thread's current device to `*dev`.
+/// Writes the calling thread's current device to `*dev` (-1 on failure).
 ///
 /// # Safety
-/// `dev` is NULL or valid for writing.
+/// `dev` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetDevice(dev: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaGetDevice", || unsafe {
-        out(dev, "device", -1)?;
-        out(dev, "device", device::current()?)
+    // SAFETY: `dev` is NULL or valid for writing (this function's contract).
+    unsafe { reset(dev, -1) };
+    status("llaisysNvidiaGetDevice", || {
+        // SAFETY: `dev` is NULL or valid for writing (this function's contract).
+        unsafe { out(dev, "device", -1) }?;
+        // SAFETY: `dev` is NULL or valid for writing (this function's contract).
+        unsafe { out(dev, "device", device::current()?) }
     })
 }
 
@@ -92,76 +113,78 @@ pub extern "C" fn llaisysNvidiaDeviceSynchronize() -> c_int {
     status("llaisysNvidiaDeviceSynchronize", ops::device_synchronize)
 }
 
-/// Fills `*props` with the properties of `dev`.
+/// Fills `*props` with the properties of `dev` (all zero on failure).
 ///
 /// # Safety
-/// `props` is NULL or valid for writing.
+/// `props` is NULL or valid for writing a `DeviceProperties`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
     dev: c_int,
     props: *mut DeviceProperties,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaGetDeviceProperties", || unsafe {
-        if props.is_null() {
-            return out(props, "props", std::mem::zeroed());
-        }
+    // SAFETY: `props` is NULL or valid for writing (this function's contract).
+    unsafe { reset(props, DeviceProperties::ZERO) };
+    status("llaisysNvidiaGetDeviceProperties", || {
+        // SAFETY: `props` is NULL or valid for writing (this function's contract).
+        unsafe { out(props, "props", DeviceProperties::ZERO) }?;
         let p = device::properties(dev)?;
         let mut v = DeviceProperties {
-            name: [0; 256],
             major: p.compute_capability.0,
             minor: p.compute_capability.1,
             total_memory: p.total_memory,
             multiprocessors: p.multiprocessors,
-            pci_bus_id: [0; 32],
             async_engines: p.async_engines,
             unified_addressing: p.unified_addressing as c_int,
             memory_pools: p.memory_pools as c_int,
+            ..DeviceProperties::ZERO
         };
         fill_str(&mut v.name, &p.name);
         fill_str(&mut v.pci_bus_id, &p.pci_bus_id);
-        out(props, "props", v)
+        // SAFETY: `props` is NULL or valid for writing (this function's contract).
+        unsafe { out(props, "props", v) }
     })
 }
 
-/// Writes free and total memory of the current device (either pointer may be NULL).
+/// Writes free and total memory of the current device (either pointer may be NULL; 0 on
+/// failure).
 ///
 /// # Safety
-/// Non-NULL pointers are valid for writing.
+/// `free` and `total` are each NULL or valid for writing a `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaMemGetInfo", || unsafe {
-        for p in [free, total] {
-            if !p.is_null() {
-                p.write(0);
-            }
-        }
+    // SAFETY: each is NULL or valid for writing (this function's contract).
+    unsafe {
+        reset(free, 0);
+        reset(total, 0);
+    }
+    status("llaisysNvidiaMemGetInfo", || {
         let (f, t) = device::mem_info()?;
-        if !free.is_null() {
-            free.write(f);
-        }
-        if !total.is_null() {
-            total.write(t);
+        // SAFETY: `free` and `total` are each NULL or valid for writing (as above).
+        unsafe {
+            reset(free, f);
+            reset(total, t);
         }
         Ok(())
     })
 }
 
-/// Writes 1 to `*can` when `dev` can access memory of `peer`, else 0.
+/// Writes 1 to `*can` when `dev` can access memory of `peer`, else 0 (0 on failure).
 ///
 /// # Safety
-/// `can` is NULL or valid for writing.
+/// `can` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaDeviceCanAccessPeer(
     can: *mut c_int,
     dev: c_int,
     peer: c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    status("llaisysNvidiaDeviceCanAccessPeer", || unsafe {
-        out(can, "can", 0)?;
-        out(can, "can", device::can_access_peer(dev, peer)? as c_int)
+    // SAFETY: `can` is NULL or valid for writing (this function's contract).
+    unsafe { reset(can, 0) };
+    status("llaisysNvidiaDeviceCanAccessPeer", || {
+        // SAFETY: `can` is NULL or valid for writing (this function's contract).
+        unsafe { out(can, "can", 0) }?;
+        // SAFETY: `can` is NULL or valid for writing (this function's contract).
+        unsafe { out(can, "can", device::can_access_peer(dev, peer)? as c_int) }
     })
 }
 

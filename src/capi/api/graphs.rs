@@ -2,7 +2,7 @@
 //! during it), capture status, instantiation, upload, launch, update, destruction; and the same
 //! functions as a llaisys-style table (`llaisysNvidiaGetGraphAPI`).
 
-use super::{clear, out, status};
+use super::{out, reset, status};
 use crate::capi::policy;
 use crate::ops::graphs as ops;
 use std::os::raw::{c_char, c_int, c_void};
@@ -28,7 +28,9 @@ pub const STATUS_CAPTURE: c_int = crate::error::ErrorKind::Capture as c_int;
 /// `pool` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGraphPoolCreate(pool: *mut u64) -> c_int {
-    // SAFETY: the caller's contract for `pool`.
+    // SAFETY: `pool` is NULL or valid for writing (this function's contract).
+    unsafe { reset(pool, 0) };
+    // SAFETY: as above.
     status("llaisysNvidiaGraphPoolCreate", || unsafe {
         out(pool, "pool", 0)?;
         out(pool, "pool", ops::graph_pool_create()?)
@@ -65,8 +67,8 @@ pub unsafe extern "C" fn llaisysNvidiaStreamEndCapture(
     stream: *mut c_void,
     graph: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: the caller's contract for `graph`.
-    unsafe { clear(graph) };
+    // SAFETY: `graph` is NULL or valid for writing (this function's contract).
+    unsafe { reset(graph, std::ptr::null_mut()) };
     // SAFETY: as above.
     status("llaisysNvidiaStreamEndCapture", || unsafe {
         out(graph, "graph", std::ptr::null_mut())?;
@@ -84,7 +86,9 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCaptureStatus(
     stream: *mut c_void,
     capture_status: *mut c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract for `capture_status`.
+    // SAFETY: `capture_status` is NULL or valid for writing (this function's contract).
+    unsafe { reset(capture_status, CAPTURE_STATUS_NONE) };
+    // SAFETY: as above.
     status("llaisysNvidiaStreamCaptureStatus", || unsafe {
         out(capture_status, "capture_status", CAPTURE_STATUS_NONE)?;
         out(
@@ -108,9 +112,10 @@ pub unsafe extern "C" fn llaisysNvidiaGraphInstantiate(
     log: *mut c_char,
     log_size: usize,
 ) -> c_int {
-    // SAFETY: the caller's contract for the outputs.
+    // SAFETY: `exec` is NULL or valid for writing, `log` NULL or valid for `log_size` bytes
+    // (this function's contract).
     unsafe {
-        clear(exec);
+        reset(exec, std::ptr::null_mut());
         policy::copy_out(c"", log, log_size);
     }
     // SAFETY: as above.
@@ -120,7 +125,7 @@ pub unsafe extern "C" fn llaisysNvidiaGraphInstantiate(
     });
     if rc != super::SUCCESS {
         if let Some(last) = policy::last() {
-            // SAFETY: the caller's contract for `log`.
+            // SAFETY: `log` is NULL or valid for `log_size` bytes (this function's contract).
             unsafe { policy::copy_out(last.message.as_c_str(), log, log_size) };
         }
     }
@@ -152,11 +157,10 @@ pub unsafe extern "C" fn llaisysNvidiaGraphExecUpdate(
     graph: *mut c_void,
     reinstantiated: *mut c_int,
 ) -> c_int {
-    if !reinstantiated.is_null() {
-        // SAFETY: the caller's contract.
-        unsafe { reinstantiated.write(0) };
-    }
-    // SAFETY: the caller's contract for the pointers.
+    // SAFETY: `reinstantiated` is NULL or valid for writing (this function's contract).
+    unsafe { reset(reinstantiated, 0) };
+    // SAFETY: `exec` is NULL or valid for reading and writing, `reinstantiated` NULL or valid for
+    // writing (this function's contract).
     status("llaisysNvidiaGraphExecUpdate", || unsafe {
         if exec.is_null() {
             return Err(crate::error::Error::invalid_argument(

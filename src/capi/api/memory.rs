@@ -2,7 +2,7 @@
 //! managed memory with prefetch and advice, mapped zero-copy host memory, registered host
 //! memory, memset, and pointer attributes. Bodies in `ops::memory`.
 
-use super::{clear, out, status};
+use super::{out, reset, status};
 use crate::ops::{self, memory as mem};
 use std::os::raw::{c_int, c_uint, c_void};
 
@@ -22,17 +22,27 @@ pub struct PointerAttributes {
     pub ours: c_int,
 }
 
+impl PointerAttributes {
+    /// Every field zero (pointers NULL): what `llaisysNvidiaPointerGetAttributes` leaves on
+    /// failure.
+    pub const ZERO: PointerAttributes = PointerAttributes {
+        kind: 0,
+        device: 0,
+        device_pointer: std::ptr::null_mut(),
+        host_pointer: std::ptr::null_mut(),
+        ours: 0,
+    };
+}
+
 /// Device memory from the table's cache (as malloc_device); `*p` is NULL on failure.
 ///
 /// # Safety
-/// `p` is NULL or valid for writing.
+/// `p` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocDevice(p: *mut *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    unsafe {
-        clear(p);
-    }
-    // SAFETY: the caller's contract for `p`.
+    // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
+    unsafe { reset(p, std::ptr::null_mut()) };
+    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocDevice", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
         out(p, "ptr", ops::malloc_device(size)?)
@@ -49,18 +59,16 @@ pub extern "C" fn llaisysNvidiaFreeDevice(ptr: *mut c_void) -> c_int {
 /// streams once ordered after it, e.g. with an event).
 ///
 /// # Safety
-/// `p` is NULL or valid for writing.
+/// `p` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocAsync(
     p: *mut *mut c_void,
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    unsafe {
-        clear(p);
-    }
-    // SAFETY: the caller's contract for `p`.
+    // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
+    unsafe { reset(p, std::ptr::null_mut()) };
+    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocAsync", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
         out(p, "ptr", mem::malloc_async(size, stream)?)
@@ -76,14 +84,12 @@ pub extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) 
 /// Pinned host memory from the table's cache (as malloc_host).
 ///
 /// # Safety
-/// `p` is NULL or valid for writing.
+/// `p` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocHost(p: *mut *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    unsafe {
-        clear(p);
-    }
-    // SAFETY: the caller's contract for `p`.
+    // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
+    unsafe { reset(p, std::ptr::null_mut()) };
+    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocHost", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
         out(p, "ptr", ops::malloc_host(size)?)
@@ -99,14 +105,12 @@ pub extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
 /// Managed (unified) memory; refused when larger than the device's free memory.
 ///
 /// # Safety
-/// `p` is NULL or valid for writing.
+/// `p` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocManaged(p: *mut *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
-    unsafe {
-        clear(p);
-    }
-    // SAFETY: the caller's contract for `p`.
+    // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
+    unsafe { reset(p, std::ptr::null_mut()) };
+    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocManaged", || unsafe {
         out(p, "ptr", std::ptr::null_mut())?;
         out(p, "ptr", mem::malloc_managed(size)?)
@@ -122,7 +126,7 @@ pub extern "C" fn llaisysNvidiaFreeManaged(ptr: *mut c_void) -> c_int {
 /// Prefetches managed memory to `device` (-1: the host) on `stream`.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `ptr` is valid for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemPrefetch(
     ptr: *const c_void,
@@ -130,7 +134,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemPrefetch(
     device: c_int,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: the header's contract.
+    // SAFETY: `ptr` is valid for `size` bytes (this function's contract).
     status("llaisysNvidiaMemPrefetch", || unsafe {
         mem::mem_prefetch(ptr, size, device, stream)
     })
@@ -139,7 +143,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemPrefetch(
 /// Advice about managed memory (`advice`: a cudaMemoryAdvise value; `device` -1 for the host).
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `ptr` is valid for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemAdvise(
     ptr: *const c_void,
@@ -147,7 +151,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemAdvise(
     advice: c_uint,
     device: c_int,
 ) -> c_int {
-    // SAFETY: the header's contract.
+    // SAFETY: `ptr` is valid for `size` bytes (this function's contract).
     status("llaisysNvidiaMemAdvise", || unsafe {
         mem::mem_advise(ptr, size, advice, device)
     })
@@ -156,19 +160,20 @@ pub unsafe extern "C" fn llaisysNvidiaMemAdvise(
 /// Mapped zero-copy pinned host memory: `*host` for the host, `*device` for device code.
 ///
 /// # Safety
-/// `host` and `device` are NULL or valid for writing.
+/// `host` and `device` are each NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
     host: *mut *mut c_void,
     device: *mut *mut c_void,
     size: usize,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `host` and `device` are each NULL or valid for writing a pointer (this
+    // function's contract).
     unsafe {
-        clear(host);
-        clear(device);
+        reset(host, std::ptr::null_mut());
+        reset(device, std::ptr::null_mut());
     }
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `host` and `device` are each NULL (refused by `out`) or valid for writing.
     status("llaisysNvidiaMallocMapped", || unsafe {
         out(host, "host", std::ptr::null_mut())?;
         out(device, "device", std::ptr::null_mut())?;
@@ -188,10 +193,10 @@ pub extern "C" fn llaisysNvidiaFreeMapped(host: *mut c_void) -> c_int {
 /// for device code) until llaisysNvidiaHostUnregister.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `ptr` is valid for `size` bytes until llaisysNvidiaHostUnregister.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostRegister(ptr: *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller keeps the memory alive until unregister (header contract).
+    // SAFETY: `ptr` is valid for `size` bytes until unregistered (this function's contract).
     status("llaisysNvidiaHostRegister", || unsafe {
         mem::host_register(ptr, size)
     })
@@ -200,10 +205,10 @@ pub unsafe extern "C" fn llaisysNvidiaHostRegister(ptr: *mut c_void, size: usize
 /// Undoes llaisysNvidiaHostRegister.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// No queued work uses the range any more.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaHostUnregister(ptr: *mut c_void) -> c_int {
-    // SAFETY: the header's contract.
+    // SAFETY: no queued work uses the range any more (this function's contract).
     status("llaisysNvidiaHostUnregister", || unsafe {
         mem::host_unregister(ptr)
     })
@@ -212,10 +217,11 @@ pub unsafe extern "C" fn llaisysNvidiaHostUnregister(ptr: *mut c_void) -> c_int 
 /// Sets `size` bytes at device-accessible `ptr` to `value`; returns with it done.
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `ptr` is device-accessible memory valid for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemset(ptr: *mut c_void, value: c_int, size: usize) -> c_int {
-    // SAFETY: header contract: device-accessible memory of `size` bytes.
+    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes (this function's
+    // contract).
     status("llaisysNvidiaMemset", || unsafe {
         mem::memset(ptr, value as u8, size, None)
     })
@@ -224,7 +230,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemset(ptr: *mut c_void, value: c_int, siz
 /// Queues a memset on `stream` (NULL: legacy stream).
 ///
 /// # Safety
-/// The pointers follow the header's contract for this function.
+/// `ptr` is device-accessible memory valid for `size` bytes until the memset has run.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
     ptr: *mut c_void,
@@ -232,37 +238,37 @@ pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: as llaisysNvidiaMemset, until the memset has run.
+    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes until the memset has
+    // run (this function's contract).
     status("llaisysNvidiaMemsetAsync", || unsafe {
         mem::memset(ptr, value as u8, size, Some(stream))
     })
 }
 
-/// What `ptr` is: kind, device, its device and host addresses, and whether it is ours.
+/// What `ptr` is: kind, device, its device and host addresses, and whether it is ours (every
+/// field zero on failure).
 ///
 /// # Safety
-/// `attr` is NULL or valid for writing.
+/// `attr` is NULL or valid for writing a `PointerAttributes`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaPointerGetAttributes(
     ptr: *const c_void,
     attr: *mut PointerAttributes,
 ) -> c_int {
-    // SAFETY: the caller's contract for `attr`.
-    status("llaisysNvidiaPointerGetAttributes", || unsafe {
-        if attr.is_null() {
-            return out(attr, "attributes", std::mem::zeroed());
-        }
+    // SAFETY: `attr` is NULL or valid for writing (this function's contract).
+    unsafe { reset(attr, PointerAttributes::ZERO) };
+    status("llaisysNvidiaPointerGetAttributes", || {
+        // SAFETY: `attr` is NULL (refused by `out`) or valid for writing, as above.
+        unsafe { out(attr, "attributes", PointerAttributes::ZERO) }?;
         let (a, ours) = mem::pointer_attributes(ptr)?;
-        out(
-            attr,
-            "attributes",
-            PointerAttributes {
-                kind: a.kind as c_int,
-                device: a.device,
-                device_pointer: a.device_pointer,
-                host_pointer: a.host_pointer,
-                ours: ours as c_int,
-            },
-        )
+        let v = PointerAttributes {
+            kind: a.kind as c_int,
+            device: a.device,
+            device_pointer: a.device_pointer,
+            host_pointer: a.host_pointer,
+            ours: ours as c_int,
+        };
+        // SAFETY: `attr` is valid for writing (checked by the first `out`).
+        unsafe { out(attr, "attributes", v) }
     })
 }

@@ -21,12 +21,37 @@ use std::os::raw::c_int;
 /// the `ErrorKind` values).
 pub const SUCCESS: c_int = 0;
 
-/// Runs `body` as a status-returning API call: `SUCCESS`, or the status with the last error set.
+/// A failure a status call reports: it makes the record kept as the thread's last error.
+/// `Error` (CUDA, bad input) and the communicator's errors are failures.
+pub(crate) trait Failure: From<Error> {
+    /// The record of this failure raised in our `function`.
+    fn record(&self, function: &str) -> policy::Record;
+}
+
+impl Failure for Error {
+    fn record(&self, function: &str) -> policy::Record {
+        policy::Record::new(function, self)
+    }
+}
+
+/// Runs `body` as a status-returning API call: `SUCCESS`, or the status with the last error set
+/// (a panic inside is an internal error; a forked child is refused without running `body`).
+/// For bodies failing with the crate's `Error`; `status_of` is the same for any `Failure`.
 pub(crate) fn status(function: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
-    match policy::catch_panic(function, body) {
+    status_of(function, body)
+}
+
+/// `status` for a body failing with any `Failure` (the communicator's calls): the one wrapper
+/// that runs a call, records its failure as the thread's last error and returns its status.
+pub(crate) fn status_of<E: Failure>(
+    function: &'static str,
+    body: impl FnOnce() -> std::result::Result<(), E>,
+) -> c_int {
+    let outcome = policy::catch_panic(function, || Ok(body())).unwrap_or_else(|e| Err(e.into()));
+    match outcome {
         Ok(()) => SUCCESS,
         Err(e) => {
-            let record = policy::Record::new(function, &e);
+            let record = e.record(function);
             let status = record.status;
             policy::set_last(Some(std::sync::Arc::new(record)));
             status
@@ -44,19 +69,23 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
             "{name}=NULL: nowhere to write the result"
         )));
     }
-    // SAFETY: the caller's contract; not NULL (checked).
+    // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
+    // contract).
     unsafe { out.write(value) };
     Ok(())
 }
 
-/// Writes NULL to a caller's pointer out-parameter before anything else can fail (a refusal in a
-/// forked child included): on every failure it then holds NULL. NULL itself is left alone.
+/// Writes `value`, an out-parameter's failure value, before anything can fail (a refusal in a
+/// forked child included): the out-parameter then holds it on every failure, and the success
+/// value once the call worked. NULL is left alone (a function that needs the out-parameter
+/// refuses it afterwards).
 ///
 /// # Safety
-/// `out` is NULL or valid for writing.
-pub(crate) unsafe fn clear<T>(out: *mut *mut T) {
+/// `out` is NULL or valid for writing a `T`.
+pub(crate) unsafe fn reset<T>(out: *mut T, value: T) {
     if !out.is_null() {
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
+        // contract).
+        unsafe { out.write(value) };
     }
 }

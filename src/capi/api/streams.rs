@@ -1,7 +1,7 @@
 //! Streams (with flags and priority) and events. Streams made here are the table's too: they
 //! are accepted by memcpy_async, stream_synchronize and destroy_stream.
 
-use super::{clear, out, status};
+use super::{out, reset, status};
 use crate::ops::streams as ops;
 use std::os::raw::{c_float, c_int, c_uint, c_void};
 
@@ -19,11 +19,11 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
     flags: c_uint,
     priority: c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `s` is NULL or valid for writing (this function's contract).
     unsafe {
-        clear(s);
+        reset(s, std::ptr::null_mut());
     }
-    // SAFETY: the caller's contract for `s`.
+    // SAFETY: `s` is NULL or valid for writing (this function's contract).
     status("llaisysNvidiaStreamCreate", || unsafe {
         out(s, "stream", std::ptr::null_mut())?;
         out(s, "stream", ops::create_stream_with(flags, priority)?)
@@ -42,7 +42,9 @@ pub extern "C" fn llaisysNvidiaStreamDestroy(s: *mut c_void) -> c_int {
 /// `done` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaStreamQuery(s: *mut c_void, done: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract for `done`.
+    // SAFETY: `done` is NULL or valid for writing an int (this function's contract).
+    unsafe { reset(done, 0) };
+    // SAFETY: `done` is NULL or valid for writing (this function's contract).
     status("llaisysNvidiaStreamQuery", || unsafe {
         out(done, "done", 0)?;
         out(done, "done", ops::stream_query(s)? as c_int)
@@ -74,7 +76,13 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
     least: *mut c_int,
     greatest: *mut c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `least` and `greatest` are each NULL or valid for writing an int (this
+    // function's contract).
+    unsafe {
+        reset(least, 0);
+        reset(greatest, 0);
+    }
+    // SAFETY: `least` and `greatest` are each NULL or valid for writing (as above).
     status("llaisysNvidiaStreamPriorityRange", || unsafe {
         out(least, "least", 0)?;
         out(greatest, "greatest", 0)?;
@@ -91,11 +99,11 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
 /// `e` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaEventCreate(e: *mut *mut c_void, flags: c_uint) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `e` is NULL or valid for writing (this function's contract).
     unsafe {
-        clear(e);
+        reset(e, std::ptr::null_mut());
     }
-    // SAFETY: the caller's contract for `e`.
+    // SAFETY: `e` is NULL or valid for writing (this function's contract).
     status("llaisysNvidiaEventCreate", || unsafe {
         out(e, "event", std::ptr::null_mut())?;
         out(e, "event", ops::event_create(flags)?)
@@ -114,7 +122,9 @@ pub extern "C" fn llaisysNvidiaEventRecord(e: *mut c_void, s: *mut c_void) -> c_
 /// `done` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaEventQuery(e: *mut c_void, done: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract for `done`.
+    // SAFETY: `done` is NULL or valid for writing an int (this function's contract).
+    unsafe { reset(done, 0) };
+    // SAFETY: `done` is NULL or valid for writing (this function's contract).
     status("llaisysNvidiaEventQuery", || unsafe {
         out(done, "done", 0)?;
         out(done, "done", ops::event_query(e)? as c_int)
@@ -139,7 +149,9 @@ pub unsafe extern "C" fn llaisysNvidiaEventElapsedTime(
     start: *mut c_void,
     end: *mut c_void,
 ) -> c_int {
-    // SAFETY: the caller's contract for `ms`.
+    // SAFETY: `ms` is NULL or valid for writing a float (this function's contract).
+    unsafe { reset(ms, 0.0) };
+    // SAFETY: `ms` is NULL or valid for writing (this function's contract).
     status("llaisysNvidiaEventElapsedTime", || unsafe {
         out(ms, "ms", 0.0)?;
         let elapsed = ops::event_elapsed_time(start, end)?;

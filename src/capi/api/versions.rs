@@ -1,6 +1,6 @@
 //! Versions and status names.
 
-use super::{out, status};
+use super::{out, reset, status};
 use std::os::raw::{c_char, c_int};
 
 /// The versions `llaisysNvidiaGetVersions` reports (`llaisysNvidiaVersions` in the header).
@@ -21,13 +21,15 @@ pub extern "C" fn llaisysNvidiaVersion() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
 
-/// Fills `*out` with the built-against, runtime and driver versions.
+/// Fills `*out` with the built-against, runtime and driver versions (all zero on failure).
 ///
 /// # Safety
-/// `out` is NULL or valid for writing.
+/// `v` is NULL or valid for writing a `Versions`.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
-    // SAFETY: the caller's contract for the out-pointers.
+    // SAFETY: `v` is NULL or valid for writing (this function's contract).
+    unsafe { reset(v, Versions::default()) };
+    // SAFETY: `v` is NULL (refused by `out`) or valid for writing, as above.
     status("llaisysNvidiaGetVersions", || unsafe {
         let versions = Versions {
             built_cudart: crate::runtime::build::cudart_version(),

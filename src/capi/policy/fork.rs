@@ -13,7 +13,6 @@
 
 use crate::error::{CudaError, Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// cudaErrorInitializationError: what a forked child's refused calls report.
 pub(super) const CUDA_ERROR_AFTER_FORK: i32 = 3;
@@ -51,19 +50,6 @@ fn refusal() -> Error {
 /// True in a child forked after the library was used.
 pub(super) fn forked_child() -> bool {
     FORKED.load(Ordering::Relaxed)
-}
-
-/// For entry points outside `catch_panic` (get_device_count): marks the library as used; in a
-/// forked child records the refusal as the thread's last error (no handler call) and returns
-/// true.
-pub fn refused_in_forked_child(function: &'static str) -> bool {
-    match enter() {
-        Ok(()) => false,
-        Err(e) => {
-            super::set_last(Some(Arc::new(super::Record::new(function, &e))));
-            true
-        }
-    }
 }
 
 /// Registers the fork handlers (once, from `load::init`).

@@ -82,6 +82,20 @@ pub fn handler() -> (ErrorHandler, *mut c_void) {
     (slot.handler, slot.user_data as *mut c_void)
 }
 
+/// Frees the list of running calls when none is running (at unload: a host that loads and
+/// unloads the library keeps nothing of it). Never waits: when another thread holds the lock
+/// (at exit) the list stays.
+pub(super) fn release() {
+    let mut slot = match SLOT.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    if slot.running.is_empty() {
+        slot.running = Vec::new();
+    }
+}
+
 /// One running call of a handler of `generation`; counted until dropped (on return or while a
 /// C++ exception unwinds through the caller).
 struct Running {
@@ -145,14 +159,15 @@ static HELD: HeldAcrossFork = HeldAcrossFork(UnsafeCell::new(None));
 /// never held while a handler runs, so this waits only for a pointer swap.
 pub(super) fn before_fork() {
     let slot = lock();
-    // SAFETY: see `HeldAcrossFork`.
+    // SAFETY: only the forking thread touches `HELD`, between its prepare and parent/child
+    // handlers, which glibc runs under its fork lock (`HeldAcrossFork`).
     unsafe { *HELD.0.get() = Some(slot) };
 }
 
 /// Parent and child handler: releases the lock. The child forgets the handler calls of the
 /// parent's threads (they do not exist in it), so its `set_handler` never waits for them.
 pub(super) fn after_fork(in_child: bool) {
-    // SAFETY: see `HeldAcrossFork`.
+    // SAFETY: as in `before_fork`: only the forking thread, under glibc's fork lock.
     let held = unsafe { (*HELD.0.get()).take() };
     if let Some(mut slot) = held {
         if in_child {

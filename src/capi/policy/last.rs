@@ -3,32 +3,70 @@
 //! Not a Rust `thread_local!`: one whose value has a destructor cannot be used once that
 //! destructor ran (`with` panics), and glibc runs those destructors before pthread key
 //! destructors, `atexit` handlers and C++ static destructors (and before C++ `thread_local`
-//! destructors registered earlier), all places a C host may call us from. A pthread key's value
-//! can be read and written until the thread's very end. Its destructor frees the record when the
-//! thread exits; glibc calls key destructors again while they leave new values behind (up to
-//! PTHREAD_DESTRUCTOR_ITERATIONS rounds), so a record stored from another key's destructor is
-//! freed too, unless it was stored in the last round. At `exit()` the exiting thread's record is
-//! freed by the unload hook (`delete`); other threads still running keep theirs.
+//! destructors registered earlier), all places a C host may call us from.
+//!
+//! # Thread exit
+//! glibc runs key destructors in rounds, key by key in the order the keys were made, clearing
+//! each value before its destructor runs, and runs another round while destructors leave new
+//! values behind, up to `PTHREAD_DESTRUCTOR_ITERATIONS` (4) rounds. Our key is made when the
+//! library loads, usually before the host's keys, so ours runs first in a round: freeing the
+//! record there would hide it from the host's destructors of that round and of later ones. So
+//! our destructor puts the value back in the first rounds and frees it in the last round but
+//! one (round 3 of 4), counting its runs in a `thread_local!` without a destructor (usable to
+//! the thread's very end). To count every round, a thread's slot is never empty once it has
+//! called into the library: "no error" is a sentinel value, not NULL (`touch`, at every call's
+//! entry). A thread whose first call into the library comes from a key destructor that runs
+//! after ours in round 1 starts counting a round late; freeing in the last round but one still
+//! frees its record, in the last round.
+//!
+//! What this leaves: the host's key destructors read the last error in rounds 1 and 2, and in
+//! round 3 those of keys made before ours; a record first stored after ours ran in round 2 or
+//! later by a thread that never called into the library before can outlive glibc's rounds and
+//! is then dropped by glibc unfreed (one per such thread). At `exit()` the exiting thread's
+//! record is freed by the unload hook (`delete`); other threads still running keep theirs.
 //!
 //! Where no key is available (pthread_key_create failed, or after the library's unload hook
 //! deleted it), the last error is not recorded: the getters answer "none", the calls themselves
 //! behave as always.
 
 use super::Record;
+use std::cell::Cell;
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// 0: not created yet; `NONE`: not available; otherwise the key plus one.
 static KEY: AtomicU64 = AtomicU64::new(0);
 const NONE: u64 = u64::MAX;
 
+/// The rounds of key destructors the C library runs at most (`PTHREAD_DESTRUCTOR_ITERATIONS`).
+static ROUNDS: AtomicU8 = AtomicU8::new(POSIX_ROUNDS);
+/// `_POSIX_THREAD_DESTRUCTOR_ITERATIONS`, the least a C library may run (glibc and musl: 4).
+const POSIX_ROUNDS: u8 = 4;
+
+/// The slot's value for "no error" (its address; never freed).
+static NO_ERROR: u8 = 0;
+
+thread_local! {
+    /// How many times our key's destructor ran on this thread. No destructor of its own.
+    static ROUNDS_DONE: Cell<u8> = const { Cell::new(0) };
+}
+
+fn no_error() -> *const c_void {
+    std::ptr::addr_of!(NO_ERROR).cast()
+}
+
 /// Creates the key (once, from `load::init`).
 pub(super) fn create() {
+    // SAFETY: sysconf only reads a limit.
+    let rounds = unsafe { libc::sysconf(libc::_SC_THREAD_DESTRUCTOR_ITERATIONS) };
+    if let Ok(r) = u8::try_from(rounds) {
+        ROUNDS.store(r.max(1), Ordering::Relaxed);
+    }
     let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is valid for writing; `free_record` frees exactly the values `set_last`
-    // stores (pointers of `Arc::into_raw`).
-    let made = unsafe { libc::pthread_key_create(&mut key, Some(free_record)) } == 0;
+    // SAFETY: `key` is valid for writing; `at_thread_exit` accepts every value this module
+    // stores (NULL, the sentinel, or an `Arc::into_raw` of `set_last`).
+    let made = unsafe { libc::pthread_key_create(&mut key, Some(at_thread_exit)) } == 0;
     let value = if made { u64::from(key) + 1 } else { NONE };
     let _ = KEY.compare_exchange(0, value, Ordering::AcqRel, Ordering::Acquire);
 }
@@ -41,11 +79,11 @@ pub(super) fn delete() {
     if k != 0 && k != NONE {
         let key = key_of(k);
         // SAFETY: the key was created by `create` and is deleted once (the swap above); the
-        // calling thread's value is owned by its slot, cleared before it is freed.
+        // calling thread's value is owned by its slot, which is cleared before it is freed.
         unsafe {
             let own = libc::pthread_getspecific(key);
             if libc::pthread_setspecific(key, std::ptr::null()) == 0 {
-                free_record(own);
+                free_value(own);
             }
             libc::pthread_key_delete(key);
         }
@@ -66,11 +104,52 @@ fn key() -> Option<libc::pthread_key_t> {
     (k != 0 && k != NONE).then(|| key_of(k))
 }
 
-/// The key's destructor: drops the thread's record.
-unsafe extern "C" fn free_record(p: *mut c_void) {
-    if !p.is_null() {
-        // SAFETY: every non-NULL value of the key is an `Arc::into_raw` of `set_last`, owned by
-        // the key; glibc hands it over once and clears the slot.
+/// Marks the calling thread as one that called into the library: its slot holds at least the
+/// "no error" value from now on, so that our destructor counts every round at its exit.
+#[inline]
+pub(super) fn touch() {
+    let Some(key) = key() else {
+        return;
+    };
+    // SAFETY: `key` is a live key of ours; the sentinel is never freed.
+    unsafe {
+        if libc::pthread_getspecific(key).is_null() {
+            libc::pthread_setspecific(key, no_error());
+        }
+    }
+}
+
+/// The key's destructor (see "Thread exit"): puts the value back for the destructors of later
+/// keys and rounds, and frees it in the last round but one.
+unsafe extern "C" fn at_thread_exit(p: *mut c_void) {
+    let done = ROUNDS_DONE
+        .try_with(|r| {
+            let n = r.get().saturating_add(1);
+            r.set(n);
+            n
+        })
+        .unwrap_or(u8::MAX);
+    if done.saturating_add(1) < ROUNDS.load(Ordering::Relaxed) {
+        if let Some(key) = key() {
+            // SAFETY: `key` is live (its destructor is running); the slot owns `p` again.
+            if unsafe { libc::pthread_setspecific(key, p) } == 0 {
+                return;
+            }
+        }
+    }
+    // SAFETY: glibc handed over the slot's value and cleared the slot; it was not put back.
+    unsafe { free_value(p) };
+}
+
+/// Frees a value of the slot: an `Arc::into_raw` of `set_last`; NULL and the sentinel are not
+/// allocated.
+///
+/// # Safety
+/// `p` is NULL, the sentinel, or a pointer of `Arc::into_raw` that no slot holds any more.
+unsafe fn free_value(p: *mut c_void) {
+    if !p.is_null() && p.cast_const() != no_error() {
+        // SAFETY: `p` is neither NULL nor the sentinel, so an `Arc::into_raw` of `set_last`
+        // that no slot holds any more (this function's contract): its reference is ours.
         drop(unsafe { Arc::from_raw(p.cast_const().cast::<Record>()) });
     }
 }
@@ -82,17 +161,17 @@ pub fn set_last(record: Option<Arc<Record>>) {
     };
     // SAFETY: `key` is a live key of ours.
     let old = unsafe { libc::pthread_getspecific(key) };
-    let new = record.map_or(std::ptr::null(), |r| Arc::into_raw(r).cast::<c_void>());
-    // SAFETY: as above; the slot now owns `new`.
+    let new = record.map_or(no_error(), |r| Arc::into_raw(r).cast::<c_void>());
+    // SAFETY: `key` is a live key of ours; the slot now owns `new`.
     if unsafe { libc::pthread_setspecific(key, new) } != 0 {
         // Not stored (out of memory): the slot keeps `old`; `new` goes back.
-        // SAFETY: `new` came from `Arc::into_raw` just above and was not stored.
-        unsafe { free_record(new.cast_mut()) };
+        // SAFETY: `new` is the sentinel or came from `Arc::into_raw` just above, not stored.
+        unsafe { free_value(new.cast_mut()) };
         return;
     }
     // SAFETY: `old` was the slot's value, owned by it, replaced now (a clone of the same record
     // has the same address and its own count, so this stays balanced).
-    unsafe { free_record(old) };
+    unsafe { free_value(old) };
 }
 
 /// The calling thread's last error.
@@ -100,7 +179,7 @@ pub fn last() -> Option<Arc<Record>> {
     let key = key()?;
     // SAFETY: `key` is a live key of ours.
     let p = unsafe { libc::pthread_getspecific(key) }.cast_const();
-    if p.is_null() {
+    if p.is_null() || p == no_error() {
         return None;
     }
     // SAFETY: the slot's value is an `Arc::into_raw` it owns; we take one more reference.

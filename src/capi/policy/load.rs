@@ -6,9 +6,13 @@
 //! object the linker dropped), the first call initialises instead.
 //!
 //! At unload (an ELF destructor: dlclose of the cdylib, or process exit): the last-error key is
-//! deleted, so a thread exiting later never runs its destructor from unmapped code.
+//! deleted, so a thread exiting later never runs its destructor from unmapped code, and what
+//! the library made for its own bookkeeping is freed (the calling thread's last error, the
+//! handler's list of running calls, and what other modules registered with
+//! `release_at_unload`), so that a host loading and unloading the library keeps nothing per
+//! cycle. What a thread still running keeps (its last error) stays with it.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 /// 0: not started; 1: being initialised; 2: done.
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -40,8 +44,36 @@ extern "C" fn at_load() {
     init();
 }
 
+/// Functions registered by `release_at_unload` (a fixed number: no allocation to free).
+static RELEASE: [AtomicPtr<()>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
+
+/// Registers `release`, which frees what a module keeps in a static, to run at unload (once per
+/// function however often it is registered). False when the list is full. A release function
+/// must never wait for a lock: it runs at process exit while other threads may still be inside
+/// the library, and in forked children, where a lock another thread of the parent held stays
+/// locked.
+pub fn release_at_unload(release: fn()) -> bool {
+    let f = release as *mut ();
+    RELEASE.iter().any(|slot| {
+        match slot.compare_exchange(std::ptr::null_mut(), f, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(held) => held == f,
+        }
+    })
+}
+
 extern "C" fn at_unload() {
     super::last::delete();
+    super::handlers::release();
+    for slot in &RELEASE {
+        let f = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !f.is_null() {
+            // SAFETY: every non-NULL value of `RELEASE` is a `fn()` stored by
+            // `release_at_unload`, and a function pointer round-trips through `*mut ()`.
+            let release = unsafe { std::mem::transmute::<*mut (), fn()>(f) };
+            release();
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]

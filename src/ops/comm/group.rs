@@ -1,0 +1,116 @@
+//! Groups of NCCL calls, per thread and nestable as NCCL's: the depth and the communicators
+//! that queued work in the open group (which may not be destroyed before it ends), and the
+//! group calls themselves.
+
+use super::registry::Entry;
+use crate::nccl::api::{self, Progress};
+use crate::nccl::loader;
+use crate::nccl::{Error, Result};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The calling thread's open groups.
+#[derive(Default)]
+struct Group {
+    /// How many are open (nested).
+    depth: u32,
+    /// The communicators that queued work in them.
+    comms: Vec<Arc<Entry>>,
+}
+
+thread_local! {
+    static GROUP: RefCell<Group> = RefCell::new(Group::default());
+}
+
+/// How many groups the calling thread has open.
+fn group_depth() -> u32 {
+    GROUP.try_with(|g| g.borrow().depth).unwrap_or(0)
+}
+
+/// In an open group, notes that `entry` queued work in it; true when in a group.
+pub(super) fn join_group(entry: &Arc<Entry>) -> bool {
+    GROUP
+        .try_with(|g| {
+            let mut g = g.borrow_mut();
+            if g.depth == 0 {
+                return false;
+            }
+            if !g.comms.iter().any(|c| Arc::ptr_eq(c, entry)) {
+                entry.group_pending.fetch_add(1, Relaxed);
+                g.comms.push(entry.clone());
+            }
+            true
+        })
+        .unwrap_or(false)
+}
+
+/// Opens a group (nestable) on this thread.
+pub fn group_start() -> Result<()> {
+    let lib = loader::get()?;
+    GROUP
+        .try_with(|_| ())
+        .map_err(|_| Error::invalid("group_start during thread exit"))?;
+    // SAFETY: ncclGroupStart has no precondition; the depth counted below lets group_end
+    // match it.
+    unsafe { api::group_start(lib) }?;
+    let _ = GROUP.try_with(|g| g.borrow_mut().depth += 1);
+    Ok(())
+}
+
+/// Closes the innermost group; the outermost one launches what the group queued and, for each
+/// communicator that NCCL is still working on, polls it up to its timeout.
+pub fn group_end() -> Result<()> {
+    let (depth, comms) = GROUP
+        .try_with(|g| {
+            let mut g = g.borrow_mut();
+            if g.depth == 0 {
+                return (0, Vec::new());
+            }
+            g.depth -= 1;
+            let comms = if g.depth == 0 {
+                std::mem::take(&mut g.comms)
+            } else {
+                Vec::new()
+            };
+            (g.depth + 1, comms)
+        })
+        .unwrap_or((0, Vec::new()));
+    if depth == 0 {
+        return Err(Error::invalid(
+            "llaisysNvidiaGroupEnd without llaisysNvidiaGroupStart on this thread",
+        ));
+    }
+    let ended = loader::get().and_then(|lib| {
+        // SAFETY: every communicator used in the group is live: one with work in an open group
+        // cannot be destroyed or aborted (`group_pending`, checked by `retire`).
+        unsafe { api::group_end(lib) }
+    });
+    for c in &comms {
+        c.group_pending.fetch_sub(1, Relaxed);
+    }
+    match ended? {
+        Progress::Done => Ok(()),
+        Progress::InProgress => {
+            let mut first = None;
+            for c in &comms {
+                if let Err(e) = c.wait("ncclGroupEnd") {
+                    first.get_or_insert(e);
+                }
+            }
+            first.map_or(Ok(()), Err)
+        }
+    }
+}
+
+/// Refuses `what` (joining) inside an open group of this thread.
+pub(super) fn refuse_in_group(what: &str) -> Result<()> {
+    if group_depth() > 0 {
+        return Err(Error::invalid(format!(
+            "{what} inside an open group (llaisysNvidiaGroupStart without GroupEnd on this \
+             thread): end the group first; llaisysNvidiaCommInitAll makes several communicators \
+             of one thread together"
+        )));
+    }
+    Ok(())
+}
