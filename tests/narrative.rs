@@ -25,7 +25,6 @@ const TEMPORARILY_ALLOWED: &[&str] = &[
     "tests/gpu_clients/dlclose_cycles.c",
     "tests/hostile.rs",
     "tests/lifecycle.rs",
-    "tests/out_pointers.rs",
 ];
 
 /// Files never scanned: generated, or this test's own patterns and examples.
