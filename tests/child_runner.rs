@@ -50,7 +50,7 @@ fn a_process_past_its_limit_is_killed_and_reported_as_timed_out() {
     let t = Instant::now();
     let out = child::run(
         &mut sh("echo started; exec sleep 60"),
-        Duration::from_millis(300),
+        Duration::from_secs(2),
     );
     assert!(matches!(out.end, End::TimedOut(_)), "{}", out.report());
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
@@ -92,11 +92,11 @@ fn wait_all_gives_every_process_one_deadline() {
         child::spawn(&mut sh("exec sleep 60")),
         child::spawn(&mut sh("exit 7")),
     ];
-    let ends: Vec<End> = child::wait_all(running, Duration::from_millis(500))
+    let ends: Vec<End> = child::wait_all(running, Duration::from_secs(3))
         .into_iter()
         .map(|f| f.end)
         .collect();
-    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
     assert_eq!(ends[0], End::Exited(0));
     assert!(matches!(ends[1], End::TimedOut(_)), "{ends:?}");
     assert_eq!(ends[2], End::Exited(7));
