@@ -6,7 +6,8 @@
 # Each binary runs with LLAISYS_TEST_REQUIRE_GPU=1 and LLAISYS_TEST_STAGED=1 (a test that needs a
 # tool this machine lacks, such as cargo or valgrind, prints a "skipped:" line instead of
 # failing; it is counted as skipped, not passed). Prints a line per binary, the binaries not
-# staged and why, and ends with "N passed, M failed" (tests).
+# staged and why, and ends with "N passed, M failed" (tests). Each binary's output is kept in
+# $OUT/host-tests/ when OUT is set.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${LLAISYS_TEST_SOURCE_DIR:-$(pwd)}
@@ -15,6 +16,7 @@ if [ ! -f "$root/csrc/llaisys_runtime.h" ] || [ ! -d "$root/tests/fixtures" ]; t
   exit 2
 fi
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xzf "$here/tests.tar.gz" || exit 2
 export LLAISYS_TEST_SOURCE_DIR=$root LLAISYS_TEST_STAGED=1 LLAISYS_TEST_REQUIRE_GPU=1
 # NVLink multicast stays off for everything these tests start.
@@ -66,8 +68,11 @@ for mode in static dynamic; do
     fi
   done <"$d/tests"
 done
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/host-tests" && cp "$work"/*.log "$OUT/host-tests/"
+fi
 echo
-echo "not staged (they need the build machine):"
+echo "not staged:"
 sed 's/^/  /' "$work/not-staged"
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
