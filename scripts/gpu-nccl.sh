@@ -2,8 +2,7 @@
 # The communicator's GPU run (one GPU, and two when there are), ON the GPU machine, from the folder
 # scripts/stage-gpu.sh made, which holds it as gpu-stage/nccl.sh:
 #   here:   bash scripts/stage-gpu.sh
-#   device: command "bash gpu-stage/nccl.sh", carry ["gpu-stage"]
-#   bash gpu-stage/nccl.sh [all|tests|bench]      (default all)
+#   there:  bash gpu-stage/nccl.sh [all|tests|bench]      (default all)
 # tests: the GPU tests of module nccl (static and dynamic builds; then again with the PyPI wheel's
 # NCCL of the machine's python3 when there is one), the example program (1 process, then one per
 # GPU). bench: benches/nccl_bench.cpp (ours vs raw NCCL, 8 B .. 1 GiB; $OUT/nccl-bench.md) and,

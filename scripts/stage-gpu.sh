@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Stages everything the GPU suite needs into gpu-stage/ (ignored by git), for one `device` call:
-#   bash scripts/stage-gpu.sh
-#   device run: command "bash gpu-stage/run.sh", carry ["gpu-stage"]
+# Stages everything the GPU suite needs into gpu-stage/ (ignored by git), to copy to a machine
+# with an NVIDIA GPU and run there from the crate's root:
+#   bash scripts/stage-gpu.sh          (here)
+#   bash gpu-stage/run.sh              (there; also bench.sh, sanitize.sh, nccl.sh)
 # Builds here (release, debug info stripped) for both link modes: the GPU test binaries (the
 # library's `gpu`, the doctor crate's `doctor-gpu`), the llaisys-nvidia binary, the cdylib and
 # staticlib; adds libcudart.so.N for the dynamic mode, the C/C++ headers, the GPU C++ clients
@@ -110,7 +111,6 @@ mkdir -p "$stage/cuda12"
 cp "$exe" "$stage/cuda12/gpu"
 strip --strip-debug "$stage/cuda12/gpu"
 du -sh "$stage"
-echo "stage-gpu: done; run it with one device call: command 'bash gpu-stage/run.sh', carry ['gpu-stage']"
-echo "stage-gpu: benchmark: command 'bash gpu-stage/bench.sh', carry ['gpu-stage']"
-echo "stage-gpu: sanitizers: command 'bash gpu-stage/sanitize.sh', carry ['gpu-stage']"
-echo "stage-gpu: communicator: command 'bash gpu-stage/nccl.sh', carry ['gpu-stage']"
+echo "stage-gpu: done; on the GPU machine, from the crate's root: bash gpu-stage/run.sh"
+echo "stage-gpu: benchmark: bash gpu-stage/bench.sh; sanitizers: bash gpu-stage/sanitize.sh;"
+echo "stage-gpu: communicator: bash gpu-stage/nccl.sh"

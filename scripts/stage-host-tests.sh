@@ -2,8 +2,8 @@
 # Stages the host-only test binaries into host-stage/ (ignored by git), to run them on a machine
 # with an NVIDIA GPU and driver, where they must pass as they do on CI (each test of no-driver
 # behaviour makes that condition itself):
-#   bash scripts/stage-host-tests.sh
-#   device run: command "bash host-stage/run.sh", carry ["host-stage"]
+#   bash scripts/stage-host-tests.sh   (here)
+#   bash host-stage/run.sh             (there, from the crate's root, with host-stage/ copied)
 # For both link modes: the test binaries `cargo test` builds (the ones CI runs, stripped), the
 # cdylib and staticlib their C/C++ clients link (release, stripped), and for the dynamic mode
 # libcudart.so.N; packed into host-stage/tests.tar.gz, with scripts/host-run.sh as
@@ -81,4 +81,4 @@ tar -C "$payload" -czf "$stage/tests.tar.gz" .
 cp scripts/host-run.sh "$stage/run.sh"
 echo "stage-host-tests: unpacked $(du -sh "$payload" | cut -f1), staged:"
 du -sh "$stage"
-echo "stage-host-tests: done; run it from the crate's root with one device call: command 'bash host-stage/run.sh', carry ['host-stage']"
+echo "stage-host-tests: done; on the GPU machine, from the crate's root: bash host-stage/run.sh"
