@@ -15,7 +15,7 @@
   with exit code 3 and its message (table_bench loads $LLAISYS_NVIDIA_LIB,
   gpu-stage/static/libllaisys_nvidia.so, or target/release's: run `bash scripts/stage-gpu.sh` or
   `cargo build --release` first; tests/bench_fake.rs runs this file with the test's cdylib);
-- pageable_probe built against benches/fake_cudart (host memory, an asynchronous copy engine): a
+- pageable_probe built against tests/fixtures/fake_cudart (host memory, an asynchronous copy engine): a
   small run of every part prints every table with no failed data check, and two deliberately
   broken pipelines (a staging buffer reused before its DMA ran; a chunk read before its DMA
   landed) are caught by the probe's data check.
@@ -432,7 +432,7 @@ class NoGpu(unittest.TestCase):
 
 # The smallest run of every part: one thread (this machine has two cores, shared).
 TINY = ["--threads", "1", "--sizes", "1M", "--chunks", "256K,1M", "--slots", "2,4"]
-FAKE = os.path.join(HERE, "fake_cudart")
+FAKE = os.path.join(ROOT, "tests", "fixtures", "fake_cudart")
 
 
 def broken_probe(test, name, old, new):

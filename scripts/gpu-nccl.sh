@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The communicator's GPU run (one GPU or more), ON the GPU machine, from the folder
+# The communicator's GPU run (one GPU, and two when there are), ON the GPU machine, from the folder
 # scripts/stage-gpu.sh made, which holds it as gpu-stage/nccl.sh:
-#   here:            bash scripts/stage-gpu.sh
-#   on the GPU host: bash gpu-stage/nccl.sh [all|tests|bench]   (default all; gpu-stage/ copied there)
+#   here:   bash scripts/stage-gpu.sh
+#   there:  bash gpu-stage/nccl.sh [all|tests|bench]      (default all)
 # tests: the GPU tests of module nccl (static and dynamic builds; then again with the PyPI wheel's
 # NCCL of the machine's python3 when there is one), the example program (1 process, then one per
 # GPU). bench: benches/nccl_bench.cpp (ours vs raw NCCL, 8 B .. 1 GiB; $OUT/nccl-bench.md) and,
@@ -18,6 +18,8 @@ export NCCL_NVLS_ENABLE=0
 LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 export LLAISYS_TEST_REQUIRE_GPUS
 ngpus=$LLAISYS_TEST_REQUIRE_GPUS
+# The GPU tests are #[ignore]d by default; the child_* tests are entry points of child processes.
+gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
 work=$(mktemp -d)
 out=${OUT:-$work}
 mkdir -p "$out"
@@ -42,12 +44,12 @@ echo "nccl: system libnccl: $(ldconfig -p 2>/dev/null | grep -m1 'libnccl.so.2' 
 lib=$here/static
 if [ "$what" != bench ]; then
 for mode in static dynamic; do
-  step "$mode: rust GPU tests, module nccl" "$here/$mode/gpu" nccl --test-threads=1 --nocapture
+  step "$mode: rust GPU tests, module nccl" "$here/$mode/gpu" nccl $gpu_tests --nocapture
 done
 wheel=$(python3 -c 'import os, nvidia.nccl as m; p = os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"); print(p if os.path.exists(p) else "")' 2>/dev/null || true)
 if [ -n "$wheel" ]; then
   step "static: rust GPU tests, module nccl, with the PyPI wheel's NCCL ($wheel)" \
-    env LLAISYS_NVIDIA_NCCL_LIBRARY="$wheel" "$here/static/gpu" nccl --test-threads=1 --nocapture
+    env LLAISYS_NVIDIA_NCCL_LIBRARY="$wheel" "$here/static/gpu" nccl $gpu_tests --nocapture
 else
   echo "nccl: python3 has no nvidia-nccl wheel: the wheel pass is not run"
 fi

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The GPU suite, run on the GPU machine from the folder scripts/stage-gpu.sh made:
 #   bash gpu-stage/run.sh [filter]
-# Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping. Ends with "N passed, M failed".
+# Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping, and runs the GPU tests, which
+# are #[ignore]d by default, with --include-ignored (--skip ::child_: the entry points of child
+# processes run only from their parent tests). Ends with "N passed, M failed" (one per step) and
+# the number of tests that skipped visibly (those that need more devices than the machine has).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
+log=$work/log
 export LLAISYS_TEST_REQUIRE_GPU=1
 # NVLink multicast stays off for everything this suite starts (the communicator tests among it).
 export NCCL_NVLS_ENABLE=0
@@ -12,14 +16,22 @@ export NCCL_NVLS_ENABLE=0
 LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 export LLAISYS_TEST_REQUIRE_GPUS
 out=${OUT:-$work}
+# The test binaries' arguments: every test, the ignored GPU tests included, one at a time.
+gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
+# The sources the tests read (tests/fixtures, for the check of the GPU tests' skip rule): the
+# crate's root, where this runs; and a scratch folder.
+export LLAISYS_TEST_SOURCE_DIR=${LLAISYS_TEST_SOURCE_DIR:-$(pwd)} LLAISYS_TEST_TMPDIR=$work/tmp
+mkdir -p "$LLAISYS_TEST_TMPDIR"
 pass=0
 fail=0
 failed=()
 step() {
-  local name=$1
+  local name=$1 rc
   shift
   echo "=== $name"
-  if "$@"; then
+  "$@" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
     pass=$((pass + 1))
     echo "--- PASS: $name"
   else
@@ -36,10 +48,10 @@ link_static() { # the README's documented line for each feature
 for mode in static dynamic; do
   d=$here/$mode
   # --nocapture: the figures tests print (stress iterations, reuse counts) land in the log.
-  step "$mode: rust GPU tests" "$d/gpu" --test-threads=1 --nocapture ${1:+"$1"}
+  step "$mode: rust GPU tests" "$d/gpu" $gpu_tests --nocapture ${1:+"$1"}
   step "$mode: rust GPU tests, caches and pageable fast path switched off" \
     env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0 \
-    "$d/gpu" --test-threads=1 caching table
+    "$d/gpu" $gpu_tests caching table
   step "$mode: doctor GPU tests" env LLAISYS_NVIDIA_DOCTOR_BIN="$d/llaisys-nvidia" "$d/doctor-gpu" --test-threads=1 --nocapture
   step "$mode: doctor --bench" "$d/llaisys-nvidia" doctor --bench
   # A C++ host with its own shared cudart, linked against our staticlib, then our cdylib.
@@ -55,7 +67,7 @@ for mode in static dynamic; do
   step "$mode: dlclose cycles client builds" cc -std=c99 -O2 "$here/clients/dlclose_cycles.c" -ldl -o "$work/dlclose-$mode"
   step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"
 done
-# --- issue 12: upstream llaisys's own runtime test with our libllaisys.so, and CUDA 12.9 ---
+# Upstream llaisys's own runtime test with our libllaisys.so, then the CUDA 12.9 build.
 # upstream_runtime_test MODE: test/test_runtime.py --device nvidia of the staged llaisys-MODE;
 # passes only with at least one device found and each device's copy test passed.
 upstream_runtime_test() {
@@ -74,9 +86,9 @@ upstream_runtime_test() {
 for mode in static dynamic; do
   step "$mode: upstream llaisys test/test_runtime.py --device nvidia" upstream_runtime_test "$mode"
 done
-step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" --test-threads=1 ${1:+"$1"}
-# --- end of issue 12 block ---
+step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" $gpu_tests ${1:+"$1"}
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
 echo "$pass passed, $fail failed"
+echo "tests that skipped visibly: $(grep -c 'skipped: ' "$log")"
 [ "$fail" -eq 0 ]

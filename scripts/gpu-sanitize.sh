@@ -30,7 +30,9 @@ check() {
 }
 # API errors the tests provoke on purpose (out of memory, bad device ids) are not memory errors.
 cs="compute-sanitizer --error-exitcode 9 --print-limit 20 --report-api-errors no"
-check "memcheck: rust GPU tests" $cs --tool memcheck "$here/static/gpu" --test-threads=1 table:: caching:: hostile:: leaks:: multi:: sync_semantics::
+# The GPU tests are #[ignore]d by default; the child_* tests are entry points of child processes.
+check "memcheck: rust GPU tests" $cs --tool memcheck "$here/static/gpu" --include-ignored --skip ::child_ \
+  --test-threads=1 table:: caching:: hostile:: leaks:: multi:: sync_semantics::
 nvcc -std=c++17 -O1 -lineinfo --cudart shared -I"$here/csrc" "$here/clients/llaisys_core.cu" -o "$work/core" \
   "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 for tool in memcheck racecheck synccheck initcheck; do

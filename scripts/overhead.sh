@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Instructions of our own per table call (no GPU needed): builds the dynamic cdylib, runs
-# benches/overhead/calls.c against benches/overhead/fake_cudart.c (a stand-in libcudart.so.13
+# benches/overhead_calls.c against tests/fixtures/fake_cudart.c (a stand-in libcudart.so.13
 # whose calls succeed at once) under valgrind's callgrind, and prints, per call, the
-# instructions spent in the library minus those in the stand-in cudart. The host's speed turns
-# them into time (about 3-4 per ns on the H200 machine's CPU). The stand-in's own share is a few
-# instructions per call (its 4 KiB memcpy aside).
+# instructions spent in the library and the stand-in cudart under it; the stand-in's own share
+# is a few instructions per call (its 4 KiB memcpy aside). The host CPU's instructions per ns
+# turn them into time.
 #   bash scripts/overhead.sh
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,8 +14,8 @@ command -v valgrind >/dev/null || { echo "overhead: valgrind not found" >&2; exi
 CARGO_TARGET_DIR=target/dynamic cargo build --release --no-default-features --features dynamic --lib -q
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O2 -shared -fPIC -Wl,-soname,libcudart.so.13 -o "$work/libcudart.so.13" benches/overhead/fake_cudart.c
-cc -O2 -Icsrc -o "$work/calls" benches/overhead/calls.c -Ltarget/dynamic/release -lllaisys_nvidia \
+cc -O2 -shared -fPIC -Wl,-soname,libcudart.so.13 -o "$work/libcudart.so.13" tests/fixtures/fake_cudart.c
+cc -O2 -Icsrc -o "$work/calls" benches/overhead_calls.c -Ltarget/dynamic/release -lllaisys_nvidia \
   -Wl,-rpath,"$here/target/dynamic/release"
 LD_LIBRARY_PATH=$work valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$work/calls" >/dev/null 2>&1
 callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null >"$work/incl.txt"

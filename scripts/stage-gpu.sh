@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Stages everything the GPU suite needs into gpu-stage/ (ignored by git), for one `device` call:
-#   bash scripts/stage-gpu.sh
-#   device run: command "bash gpu-stage/run.sh", carry ["gpu-stage"]
+# Stages everything the GPU suite needs into gpu-stage/ (ignored by git), to copy to a machine
+# with an NVIDIA GPU and run there from the crate's root:
+#   bash scripts/stage-gpu.sh          (here)
+#   bash gpu-stage/run.sh              (there; also bench.sh, sanitize.sh, nccl.sh)
 # Builds here (release, debug info stripped) for both link modes: the GPU test binaries (the
 # library's `gpu`, the doctor crate's `doctor-gpu`), the llaisys-nvidia binary, the cdylib and
 # staticlib; adds libcudart.so.N for the dynamic mode, the C/C++ headers, the GPU C++ clients
 # and the reference backend (compiled there with nvcc); upstream llaisys built by
-# the README's flow for both modes (python/ and test/), and the CUDA 12.9 GPU tests.
+# the README's flow for both modes (python/ and test/), and the CUDA 12.9 GPU tests. run.sh runs
+# from the crate's root there (the GPU tests' own check of their skip rule builds a stand-in
+# library from tests/fixtures). The host-only tests have their own stage:
+# scripts/stage-host-tests.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -64,14 +68,13 @@ cp benches/*.py "$stage/benches/"
 cp scripts/gpu-bench.sh "$stage/bench.sh"
 cp scripts/gpu-sanitize.sh "$stage/sanitize.sh"
 cp scripts/gpu-sweep.sh "$stage/sweep.sh"
-# ---- communicator (issue 14): the runner, nccl.h for the benchmark, the example's source ----
+# The communicator: its runner, nccl.h for the benchmark, the example's source.
 mkdir -p "$stage/nccl/include" "$stage/examples"
 cp .deps/nccl/nvidia/nccl/include/nccl.h "$stage/nccl/include/"
 cp examples/nccl_allreduce.c "$stage/examples/"
 cp benches/nccl_bench.cpp benches/nccl_torch.py "$stage/benches/"
 cp scripts/gpu-nccl.sh "$stage/nccl.sh"
-# ---- end communicator ----
-# --- issue 12: upstream llaisys through the README's flow, and the CUDA 12.9 build ---
+# Upstream llaisys through the README's flow, and the CUDA 12.9 build.
 # For each link mode, a copy of ../shared/llaisys-upstream plugged (scripts/plug-llaisys.sh) and
 # built with upstream's own `xmake f --nv-gpu=y && xmake && xmake install` (the rule's cargo reuses
 # the build above: same target folder, same PATH, xmake called by its path); its python/ (with
@@ -107,9 +110,7 @@ exe=$(CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 test_exe gpu
 mkdir -p "$stage/cuda12"
 cp "$exe" "$stage/cuda12/gpu"
 strip --strip-debug "$stage/cuda12/gpu"
-# --- end of issue 12 block ---
 du -sh "$stage"
-echo "stage-gpu: done; run it with one device call: command 'bash gpu-stage/run.sh', carry ['gpu-stage']"
-echo "stage-gpu: benchmark: command 'bash gpu-stage/bench.sh', carry ['gpu-stage']"
-echo "stage-gpu: sanitizers: command 'bash gpu-stage/sanitize.sh', carry ['gpu-stage']"
-echo "stage-gpu: communicator: command 'bash gpu-stage/nccl.sh', carry ['gpu-stage']"
+echo "stage-gpu: done; on the GPU machine, from the crate's root: bash gpu-stage/run.sh"
+echo "stage-gpu: benchmark: bash gpu-stage/bench.sh; sanitizers: bash gpu-stage/sanitize.sh;"
+echo "stage-gpu: communicator: bash gpu-stage/nccl.sh"

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# The whole test suite on a machine without a GPU (what CI runs): formatting, lints, docs, and the
-# tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static. GPU tests print
-# "skipped: no CUDA device" here; scripts/stage-gpu.sh + the device machine run them for real.
-# `--workspace`: the library and the doctor crate (doctor/).
+# The whole test suite (what CI runs), on a machine with or without a GPU: formatting, lints,
+# docs, and the tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static.
+# `--workspace`: the library and the doctor crate (doctor/). The host-only tests make the
+# conditions they test (a child process without a driver, stand-in libraries), so they pass on
+# either machine. The GPU tests (tests/gpu) are #[ignore]d and counted as skipped in the summary
+# at the end; with LLAISYS_TEST_REQUIRE_GPU=1 they run too, for each build, and fail without a
+# CUDA device (scripts/stage-gpu.sh and the GPU machine run them with everything else they need).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
+require_gpu=${LLAISYS_TEST_REQUIRE_GPU:-0}
+# Every test run's output, for the summary.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+tests() { # cargo test ARGS..., its output also kept for the summary
+  cargo test "$@" 2>&1 | tee -a "$log"
+}
+gpu_tests() { # with LLAISYS_TEST_REQUIRE_GPU=1: the GPU tests of the build of `cargo test ARGS...`
+  [ "$require_gpu" = 1 ] || return 0
+  echo "== GPU tests of this build (LLAISYS_TEST_REQUIRE_GPU=1)"
+  NCCL_NVLS_ENABLE=0 tests "$@" --test gpu -- --include-ignored --skip ::child_ --test-threads=1
+}
 # --llaisys-python: torch and safetensors for upstream llaisys's Python tests (tests/llaisys_upstream.rs).
 bash scripts/bootstrap.sh --cuda12 --llaisys-python
 command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt
@@ -34,7 +49,8 @@ CARGO_TARGET_DIR=target/dynamic cargo clippy --workspace --all-targets --no-defa
 echo "== rustdoc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 echo "== tests: static cudart, CUDA 13"
-cargo test --workspace
+tests --workspace
+gpu_tests
 echo "== valgrind over the host-only bad-input and fuzz tests (no invalid access, no definite leak)"
 test_exe() { # the executable of integration test $1
   cargo test --no-run --test "$1" --message-format=json 2>/dev/null |
@@ -44,14 +60,45 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])'
 }
+# The tests of no-driver behaviour run in child processes of the test binary: traced too
+# (a compiler that builds a stand-in library is not).
 for t in hostile errors fuzz; do
   LLAISYS_FUZZ_SECONDS=10 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
+    --trace-children=yes --trace-children-skip='*/cc,*/gcc,*/c++,*/g++,*/ld,*/as,*/collect2' \
     --error-exitcode=97 "$(test_exe "$t")" --test-threads=1
 done
 echo "== tests: dynamic cudart, CUDA 13"
-CARGO_TARGET_DIR=target/dynamic cargo test --workspace --no-default-features --features dynamic
+CARGO_TARGET_DIR=target/dynamic tests --workspace --no-default-features --features dynamic
+CARGO_TARGET_DIR=target/dynamic gpu_tests --no-default-features --features dynamic
 echo "== features are additive: --all-features builds (dynamic wins)"
 CARGO_TARGET_DIR=target/dynamic cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
-CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test --workspace
+CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 tests --workspace
+CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 gpu_tests
 echo "== all test runs passed"
+# The counts of every run above; an ignored test is one that did not run (the libtest line
+# `test NAME ... ignored, REASON` names why).
+python3 - "$log" "$require_gpu" <<'PY'
+import collections, re, sys
+passed = failed = ignored = 0
+reasons = collections.Counter()
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;", line)
+    if m:
+        passed, failed, ignored = passed + int(m[1]), failed + int(m[2]), ignored + int(m[3])
+    m = re.match(r"test \S+ \.\.\. ignored(?:, (.*))?$", line.rstrip())
+    if m:
+        reasons[m[1] or "no reason given"] += 1
+gpu = sum(n for r, n in reasons.items() if "CUDA device" in r)
+child = sum(n for r, n in reasons.items() if r.startswith("entry point of a child process"))
+print(f"== summary: {passed} passed, {failed} failed, {ignored} ignored")
+if sys.argv[2] == "1":
+    print(f"   GPU tests: ran (LLAISYS_TEST_REQUIRE_GPU=1); {gpu} ignored in the runs without them")
+else:
+    print(f"   skipped: {gpu} GPU tests (need a CUDA device: LLAISYS_TEST_REQUIRE_GPU=1 on a GPU machine,")
+    print("   or scripts/stage-gpu.sh and gpu-stage/run.sh there, runs them)")
+print(f"   not run on their own: {child} entry points of child processes (their parent tests run them)")
+for r, n in sorted(reasons.items()):
+    if "CUDA device" not in r and not r.startswith("entry point of a child process"):
+        print(f"   ignored: {n} x {r}")
+PY

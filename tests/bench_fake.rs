@@ -1,12 +1,13 @@
 //! The benchmark's own machinery without a GPU: benches/table_bench.cpp built with g++ against the
-//! asynchronous stand-in cudart (benches/overhead/fake_cudart.c with -DFAKE_ASYNC), loading our
+//! asynchronous stand-in cudart (tests/fixtures/fake_cudart.c with -DFAKE_ASYNC), loading our
 //! cdylib and the reference backend (../shared/reference/seed_runtime.cu, built as C++ against the
 //! stand-in) by path, as on the GPU machine. Its figures mean nothing here; what is checked is that
 //! a run ends with every data check passed (through both buffer sets of each backend), that every
 //! row asked for is reported with its targets and the same-calls (A/A) line, and that the method
 //! named in the report is the one used (`--no-rotate`). Also runs the benchmark's Python tools'
-//! own tests (benches/test_bench_tools.py). Dynamic build only (the stand-in is a
-//! libcudart.so.13).
+//! own tests (benches/test_bench_tools.py), without a driver (`support::no_driver`: those tests
+//! check that the benchmarks stop with their message when there is no device). Dynamic build
+//! only (the stand-in is a libcudart.so.13).
 #![cfg(feature = "dynamic")]
 
 use std::path::{Path, PathBuf};
@@ -18,14 +19,14 @@ mod support;
 fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
     static BUILT: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-fake");
+        let dir = support::tmp_dir().join("bench-fake");
         let fake = support::c_shared_library(
-            "benches/overhead/fake_cudart.c",
+            "tests/fixtures/fake_cudart.c",
             &dir,
             "libcudart.so.13",
             &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
         );
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = support::source_dir();
         let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
         let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
         let common = |cmd: &mut Command| {
@@ -64,20 +65,15 @@ fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
 fn table_bench(args: &[&str]) -> (i32, String, String) {
     let (fake, bench, seed) = built();
     let ours = support::target_dir().join("libllaisys_nvidia.so");
-    let out = Command::new(bench)
-        .args(["--quick", "--budget-s", "100"])
+    let mut cmd = Command::new(bench);
+    cmd.args(["--quick", "--budget-s", "100"])
         .args(args)
         .arg(&ours)
         .arg(&ours)
         .arg(seed)
-        .env("LD_LIBRARY_PATH", fake)
-        .output()
-        .expect("table_bench runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .env("LD_LIBRARY_PATH", fake);
+    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
 }
 
 #[test]
@@ -144,19 +140,21 @@ fn no_rotate_and_raw_pool_are_used_and_said() {
 
 #[test]
 fn the_benchmark_tools_pass_their_own_tests() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/test_bench_tools.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .env(
+    let script = support::source_dir().join("benches/test_bench_tools.py");
+    let out = support::run_with(
+        Path::new("python3"),
+        &[script.to_str().expect("a UTF-8 path")],
+        &[(
             "LLAISYS_NVIDIA_LIB",
-            support::target_dir().join("libllaisys_nvidia.so"),
-        )
-        .output()
-        .expect("python3 runs");
-    let text = support::output_text(&out);
+            support::target_dir()
+                .join("libllaisys_nvidia.so")
+                .to_str()
+                .expect("a UTF-8 path"),
+        )],
+    );
     assert!(
-        out.status.success() && text.contains("\nOK"),
-        "{}:\n{text}",
-        script.display()
+        out.success() && out.text().contains("\nOK"),
+        "{}",
+        out.report()
     );
 }

@@ -1,22 +1,21 @@
-//! Host-only test (issue 16, point 10): with a broken driver (cuInit failing with 999 or 2, the
-//! fake libcuda.so.1 of doctor/tests/fake_libcuda.c first on LD_LIBRARY_PATH), get_device_count
-//! answers 0 and H2H copies still work, through the table and the status API, as they do
-//! without a driver: one rule for every driver failure, not only 35 and 100.
+//! Host-only test: with a broken driver (cuInit failing with 999 or 2, the fake libcuda.so.1 of
+//! tests/fixtures/fake_libcuda.c first on LD_LIBRARY_PATH), get_device_count answers 0 and H2H
+//! copies still work, through the table and the status API, as they do without a driver: one
+//! rule for every driver failure, not only 35 and 100.
 
 use llaisys_nvidia::ffi::{self, LlaisysNvidiaError, TABLE};
 use std::os::raw::c_void;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::child::TestChild;
 
 mod support;
-
-const CHILD: &str = "LLAISYS_BROKEN_DRIVER_CHILD";
 
 /// Builds the fake driver whose cuInit returns `code` into its own folder.
 fn fake_driver(code: i32) -> PathBuf {
     support::c_shared_library(
-        "doctor/tests/fake_libcuda.c",
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("broken-driver-{code}")),
+        "tests/fixtures/fake_libcuda.c",
+        &support::tmp_dir().join(format!("broken-driver-{code}")),
         "libcuda.so.1",
         &[format!("-DFAKE_INIT_RESULT={code}")],
     )
@@ -30,9 +29,9 @@ unsafe extern "C-unwind" fn count(_: *const LlaisysNvidiaError, _: *mut c_void) 
 
 /// The child's half: runs only with the fake driver on the loader path.
 #[test]
-#[ignore = "child of h2h_copies_work_with_a_driver_whose_init_fails"]
+#[ignore = "entry point of a child process: run by h2h_copies_work_with_a_driver_whose_init_fails"]
 fn child_h2h_with_a_broken_driver() {
-    assert!(std::env::var(CHILD).is_ok(), "started by its parent test");
+    support::child::require_child("child_h2h_with_a_broken_driver");
     ffi::llaisysNvidiaSetErrorHandler(Some(count), std::ptr::null_mut());
     // SAFETY: the table's functions with valid host buffers of the sizes given.
     unsafe {
@@ -78,9 +77,11 @@ fn child_h2h_with_a_broken_driver() {
 fn h2h_copies_work_with_a_driver_whose_init_fails() {
     for code in [999, 2] {
         let dir = fake_driver(code);
-        let (passed, text) = support::run_child("child_h2h_with_a_broken_driver", CHILD, &dir, &[]);
+        let text = TestChild::new("child_h2h_with_a_broken_driver")
+            .loader_path(&dir)
+            .run_passing();
         assert!(
-            passed && text.contains("broken-driver child: ok"),
+            text.contains("broken-driver child: ok"),
             "cuInit -> {code}:\n{text}"
         );
     }

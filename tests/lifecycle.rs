@@ -1,5 +1,5 @@
 //! Host-only tests of the lifecycle and process rules (README "Lifecycle and process rules"), run
-//! everywhere, CI included, with no driver: C and C++ programs from tests/c/lifecycle_* linked
+//! without a driver (`support::run`, on any machine): C and C++ programs from tests/c/lifecycle_* linked
 //! against the staticlib and the cdylib, calling into the library at thread and process exit,
 //! swapping the error handler under load (also under AddressSanitizer), forking while threads
 //! are inside the library, and using per-thread exception scopes.
@@ -8,9 +8,9 @@
 
 mod support;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use support::child::Finished;
 use support::Linkage;
 
 const BOTH: [Linkage; 2] = [Linkage::Static, Linkage::Dynamic];
@@ -92,41 +92,26 @@ fn build_with(src: &str, linkage: Option<Linkage>, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// Runs `exe args` with a clean loader path and the given environment.
-fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(exe)
-        .args(args)
-        .env_remove("LD_LIBRARY_PATH")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
+/// Runs `exe args` without a driver (`support::run_with`) with the given environment.
+fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Finished {
+    support::run_with(exe, args, env)
 }
 
 /// docs/lifecycle.md: the lifecycle and process rules, one row per rule.
 fn lifecycle_page() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lifecycle.md"))
+    std::fs::read_to_string(support::source_dir().join("docs/lifecycle.md"))
         .expect("docs/lifecycle.md")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+fn text(out: &Finished) -> String {
+    out.report()
 }
 
 /// Runs and asserts exit status 0 and that stdout has every line of `expect`.
-fn run_expect(exe: &Path, args: &[&str], env: &[(&str, &str)], expect: &[&str]) -> Output {
+fn run_expect(exe: &Path, args: &[&str], env: &[(&str, &str)], expect: &[&str]) -> Finished {
     let out = run(exe, args, env);
-    assert!(
-        out.status.success(),
-        "{} {args:?}: {}",
-        exe.display(),
-        text(&out)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.success(), "{} {args:?}: {}", exe.display(), text(&out));
+    let stdout = out.stdout.as_str();
     for line in expect {
         assert!(
             stdout.lines().any(|l| l == *line),
@@ -165,6 +150,9 @@ fn every_call_works_in_cpp_static_and_thread_local_destructors() {
 
 #[test]
 fn calls_at_exit_leak_nothing_under_valgrind() {
+    if !support::tool_or_skip("calls_at_exit_leak_nothing_under_valgrind", "valgrind") {
+        return;
+    }
     for (src, mode) in [
         ("lifecycle_exit.c", "key"),
         ("lifecycle_exit.c", "atexit"),
@@ -183,7 +171,7 @@ fn calls_at_exit_leak_nothing_under_valgrind() {
             ],
             &[],
         );
-        assert!(out.status.success(), "{src} {mode}: {}", text(&out));
+        assert!(out.success(), "{src} {mode}: {}", text(&out));
     }
 }
 
@@ -231,7 +219,7 @@ fn fork_while_threads_are_inside_never_deadlocks_the_child() {
     ] {
         let exe = build("lifecycle_fork.c", linkage, &[]);
         let out = run_expect(&exe, &["200", exit], &[], &["ok: 200 children"]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = out.stdout.as_str();
         assert!(stdout.contains("hung: 0\n"), "{linkage:?} {exit}: {stdout}");
     }
 }
@@ -263,7 +251,7 @@ fn a_handler_call_that_never_ends_is_named_by_set_error_handler_not_silent() {
     // keeps waiting for it (the old user_data may still be in use) and says so after 10 s.
     let exe = build("lifecycle_handler.c", Linkage::Dynamic, &[]);
     let out = run_expect(&exe, &["slow"], &[], &["ok: slow"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = out.stderr.as_str();
     assert!(
         stderr.contains("llaisysNvidiaSetErrorHandler has waited 10 s")
             && stderr.contains("longjmp, which is not supported"),
@@ -272,7 +260,7 @@ fn a_handler_call_that_never_ends_is_named_by_set_error_handler_not_silent() {
     );
 }
 
-// ---- unload (the part of issue 16 point 8 that this code adds) ------------------------------
+// ---- unload ---------------------------------------------------------------------------------
 
 #[test]
 fn last_error_key_and_fork_handlers_go_with_the_cdylib_at_dlclose() {
@@ -287,7 +275,7 @@ fn last_error_key_and_fork_handlers_go_with_the_cdylib_at_dlclose() {
         &["ok: 3 cycles"],
     );
     // The check means something only if dlclose really unmapped the library.
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = out.stdout.as_str();
     assert!(stdout.contains("unloaded: yes"), "{}", text(&out));
 }
 
@@ -298,9 +286,9 @@ fn exception_scope_is_per_thread_c_threads_keep_their_handler() {
     for linkage in BOTH {
         let exe = build("lifecycle_scope.cpp", linkage, &[]);
         let out = run(&exe, &["handler"], &[]);
-        assert!(out.status.success(), "{linkage:?}: {}", text(&out));
+        assert!(out.success(), "{linkage:?}: {}", text(&out));
         assert!(
-            String::from_utf8_lossy(&out.stdout).starts_with("ok: handler"),
+            out.stdout.as_str().starts_with("ok: handler"),
             "{}",
             text(&out)
         );
@@ -312,8 +300,8 @@ fn exception_scope_leaves_other_threads_the_default_handler() {
     for linkage in BOTH {
         let exe = build("lifecycle_scope.cpp", linkage, &[]);
         let out = run(&exe, &["default"], &[]);
-        assert_eq!(out.status.signal(), Some(6), "{linkage:?}: {}", text(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.signal(), Some(6), "{linkage:?}: {}", text(&out));
+        let stderr = out.stderr.as_str();
         assert!(!stderr.contains("terminate called"), "{}", text(&out));
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{}", text(&out));

@@ -1,5 +1,5 @@
 //! Host-only test of the staged pageable copies (src/pageable), dynamic build only: the child
-//! runs with benches/overhead/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, a
+//! runs with tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, a
 //! stand-in whose GPU thread runs queued copies in order after pseudo-random delays and whose
 //! events complete only when the work before them has run. A staging buffer overwritten before
 //! its DMA read it, or a chunk copied out before it landed, gives wrong data here. Both
@@ -10,11 +10,10 @@
 
 use llaisys_nvidia::ffi::{self, TABLE};
 use std::os::raw::c_void;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod support;
 
-const CHILD: &str = "LLAISYS_STAGED_FAKE_CHILD";
 /// Which failing copy the child makes first (`failing_copy`).
 const FAIL: &str = "LLAISYS_STAGED_FAKE_FAIL";
 const H2D: i32 = 1;
@@ -22,8 +21,8 @@ const D2H: i32 = 2;
 
 fn fake_cudart() -> PathBuf {
     support::c_shared_library(
-        "benches/overhead/fake_cudart.c",
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("staged-fake-cudart"),
+        "tests/fixtures/fake_cudart.c",
+        &support::tmp_dir().join("staged-fake-cudart"),
         "libcudart.so.13",
         &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
     )
@@ -139,15 +138,9 @@ unsafe fn failing_copy(how: &str) {
 
 /// The child's half: runs only with the fake cudart on the loader path.
 #[test]
-#[ignore = "child of staged_copies_keep_their_order_with_an_asynchronous_stand_in"]
+#[ignore = "entry point of a child process: run by staged_copies_keep_their_order_with_an_asynchronous_stand_in"]
 fn child_staged_copies() {
-    assert!(std::env::var(CHILD).is_ok(), "started by its parent test");
-    // A copy that never ends is a failure, not a hung test run.
-    std::thread::spawn(|| {
-        std::thread::sleep(std::time::Duration::from_secs(120));
-        eprintln!("staged-fake child: still running after 120 s (deadlock?)");
-        std::process::exit(3);
-    });
+    support::child::require_child("child_staged_copies");
     // SAFETY: the fake is on the loader path (the parent's doing).
     unsafe {
         assert_eq!((TABLE.get_device_count)(), 1, "the stand-in has one device");
@@ -243,10 +236,17 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
     let dir = fake_cudart();
     for run in RUNS {
         let envs = child_env(run);
-        let (passed, text) = support::run_child("child_staged_copies", CHILD, &dir, &envs);
+        // A copy that never ends (a deadlock) fails the test as a timeout.
+        let out = support::child::TestChild::new("child_staged_copies")
+            .loader_path(&dir)
+            .envs(envs.iter().map(|(k, v)| (k, v)))
+            .limit(std::time::Duration::from_secs(120))
+            .run();
+        let text = out.text();
         assert!(
-            passed && text.contains("staged-fake child: ok"),
-            "run {run:?}:\n{text}"
+            out.ran_one_test() && text.contains("staged-fake child: ok"),
+            "{run}:\n{}",
+            out.report()
         );
         if envs.iter().any(|(k, _)| k.ends_with("_TRACE")) {
             assert!(

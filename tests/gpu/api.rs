@@ -37,6 +37,7 @@ unsafe fn event(flags: u32) -> *mut c_void {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn init_count_properties_and_priorities() {
     let n = require_gpu!();
     unsafe {
@@ -83,6 +84,7 @@ fn init_count_properties_and_priorities() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn events_time_a_known_copy_within_ten_percent_of_wall_time() {
     require_gpu!();
     let size = 1usize << 30;
@@ -121,6 +123,7 @@ fn events_time_a_known_copy_within_ten_percent_of_wall_time() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn a_stream_waiting_on_an_event_really_waits() {
     require_gpu!();
     let size = 64 << 20;
@@ -164,6 +167,7 @@ fn a_stream_waiting_on_an_event_really_waits() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn stream_ordered_allocation_across_two_streams_with_events() {
     require_gpu!();
     let size = 8 << 20;
@@ -198,6 +202,7 @@ fn stream_ordered_allocation_across_two_streams_with_events() {
 /// stream through llaisysNvidiaFreeAsync while that stream still reads it: the free is ordered
 /// after the reader, and the next owner's write does not reach what the reader copies.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn large_block_freed_on_a_stream_after_its_reader() {
     require_gpu!();
     let api = api();
@@ -242,6 +247,7 @@ fn large_block_freed_on_a_stream_after_its_reader() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn memset_register_and_pointer_attributes_of_every_kind() {
     require_gpu!();
     let size = 4 << 20;
@@ -364,6 +370,7 @@ fn memset_register_and_pointer_attributes_of_every_kind() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn peer_copy_on_one_device_and_table_interplay() {
     require_gpu!();
     let size = 16 << 20;

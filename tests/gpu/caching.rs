@@ -38,6 +38,7 @@ fn device_stats() -> AllocatorStats {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn pinned_block_freed_behind_queued_copy_is_not_reused_early() {
     require_gpu!();
     let api = api();
@@ -77,6 +78,7 @@ fn pinned_block_freed_behind_queued_copy_is_not_reused_early() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn pinned_block_used_on_a_destroyed_stream_is_still_tracked() {
     require_gpu!();
     let api = api();
@@ -103,6 +105,7 @@ fn pinned_block_used_on_a_destroyed_stream_is_still_tracked() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn device_block_freed_behind_queued_copy_is_not_reused_early_across_streams() {
     require_gpu!();
     let api = api();
@@ -141,6 +144,7 @@ fn device_block_freed_behind_queued_copy_is_not_reused_early_across_streams() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn two_streams_keep_overlapping_while_the_caches_work() {
     require_gpu!();
     let api = api();
@@ -196,6 +200,7 @@ fn two_streams_keep_overlapping_while_the_caches_work() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn pageable_copies_keep_their_meaning() {
     require_gpu!();
     let api = api();
@@ -252,6 +257,7 @@ fn cache_on() -> bool {
 /// the reader must see the old data. The test checks that the reused memory really is the
 /// freed block (with the device cache on).
 #[test]
+#[ignore = "needs a CUDA device"]
 fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
     require_gpu!();
     // A size no other test uses: only this test's blocks are kept under it.
@@ -260,6 +266,7 @@ fn recycled_device_block_is_not_overwritten_before_its_last_reader() {
 
 /// The same for a large block (cache::large: from cudaMalloc, kept the same way).
 #[test]
+#[ignore = "needs a CUDA device"]
 fn recycled_large_block_is_not_overwritten_before_its_last_reader() {
     require_gpu!();
     recycle_under_a_reader((24 << 20) + 5 * 4096, 717);
@@ -340,6 +347,7 @@ fn released_back_to(free0: usize) {
 /// Large blocks (cache::large) are counted as cached while kept, and release_cached gives the
 /// memory back to the device.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn large_blocks_are_cached_counted_and_released() {
     require_gpu!();
     let api = api();
@@ -391,6 +399,7 @@ fn large_blocks_are_cached_counted_and_released() {
 /// reader's data survives reallocation and overwriting on another stream, nothing is lost, and
 /// the cache holds no more than its bounds.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn large_blocks_churned_past_the_budget_keep_their_readers() {
     require_gpu!();
     let api = api();
@@ -473,6 +482,7 @@ fn large_blocks_churned_past_the_budget_keep_their_readers() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn device_cache_hits_statistics_and_release() {
     require_gpu!();
     let api = api();
@@ -521,6 +531,7 @@ fn device_cache_hits_statistics_and_release() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn host_cache_hits_and_statistics() {
     require_gpu!();
     let api = api();
@@ -551,6 +562,7 @@ fn host_cache_hits_and_statistics() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn out_of_memory_releases_the_caches_and_retries() {
     require_gpu!();
     let api = api();

@@ -1,8 +1,8 @@
 //! Shared helpers of the GPU tests.
 #![allow(dead_code)]
 
-/// The device count, or None after printing a visible skip line. Panics (fails the test) when
-/// LLAISYS_TEST_REQUIRE_GPU=1 and there is no device.
+/// The device count, or None after printing a visible "skipped: no CUDA device" line. Panics
+/// (fails the test) when LLAISYS_TEST_REQUIRE_GPU=1 and there is no device.
 pub fn gpu_or_skip(test: &str) -> Option<i32> {
     let n = llaisys_nvidia::runtime::device_count();
     match n {

@@ -12,6 +12,7 @@ use std::time::Duration;
 mod fuzz;
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn double_frees_and_wrong_allocators_are_refused() {
     require_gpu!();
     let api = api();
@@ -39,6 +40,7 @@ fn double_frees_and_wrong_allocators_are_refused() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn destroyed_stream_is_refused_everywhere() {
     require_gpu!();
     let api = api();
@@ -60,6 +62,7 @@ fn destroyed_stream_is_refused_everywhere() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn sizes_beyond_free_memory_and_device_ids() {
     let n = require_gpu!();
     let api = api();
@@ -85,6 +88,7 @@ fn sizes_beyond_free_memory_and_device_ids() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn small_copies_with_the_wrong_kind_never_corrupt_or_crash() {
     require_gpu!();
     let api = api();
@@ -124,6 +128,7 @@ fn small_copies_with_the_wrong_kind_never_corrupt_or_crash() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn fuzz_with_real_memory() {
     require_gpu!();
     let secs = std::env::var("LLAISYS_FUZZ_SECONDS")

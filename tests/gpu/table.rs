@@ -14,6 +14,7 @@ const D2D: i32 = 3;
 /// The upstream test/test_runtime.py sequence, per device: set_device(i), two 1 MiB buffers,
 /// H2D -> D2D -> D2H, compare.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn upstream_runtime_test_sequence_every_device() {
     let n = require_gpu!();
     let api = api();
@@ -70,6 +71,7 @@ fn roundtrip(size: usize, pinned: bool, seed: u64) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn every_kind_every_size_pinned_and_pageable() {
     require_gpu!();
     let sizes = [1usize, 7, 4096, (1 << 20) + 3, 64 << 20, 1 << 30];
@@ -81,6 +83,7 @@ fn every_kind_every_size_pinned_and_pageable() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn malloc_host_is_pinned_and_malloc_device_is_device() {
     require_gpu!();
     let h = Pinned::new(4096);
@@ -102,6 +105,7 @@ fn malloc_host_is_pinned_and_malloc_device_is_device() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn async_copies_on_two_streams_then_synchronize() {
     require_gpu!();
     let api = api();
@@ -143,6 +147,7 @@ fn async_copies_on_two_streams_then_synchronize() {
 
 /// llaisys creates its stream before set_device: the stream belongs to the device current then.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn stream_created_before_set_device_works() {
     require_gpu!();
     let api = api();
@@ -163,6 +168,7 @@ fn stream_created_before_set_device_works() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn real_cuda_errors_reach_the_handler_and_return_failure_values() {
     let n = require_gpu!();
     let api = api();

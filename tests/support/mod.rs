@@ -1,9 +1,22 @@
-//! Shared helpers of the host-only C/C++ tests: where the built libraries are, the link lines
-//! the README documents, and compiling/running clients.
+//! Shared helpers of the host-only tests: where the sources and the built libraries are, the
+//! link lines the README documents, compiling and running C/C++ clients, the one process runner
+//! (`child`), and the no-driver condition (`no_driver`).
+//!
+//! Test binaries staged to another machine (scripts/stage-host-tests.sh) find what they need
+//! through these variables instead of the paths they were built with:
+//! - `LLAISYS_TEST_SOURCE_DIR`: the crate's sources (csrc/, tests/, README.md);
+//! - `LLAISYS_TEST_LIB_DIR`: the cdylib and staticlib, built beforehand (no cargo is run);
+//! - `LLAISYS_TEST_CUDA_LIB`: the folder of libcudart.so.N for the dynamic link line;
+//! - `LLAISYS_TEST_TMPDIR`: a scratch folder;
+//! - `LLAISYS_TEST_STAGED=1`: a test that needs a tool this machine lacks (cargo, valgrind)
+//!   prints a "skipped:" line instead of failing.
 #![allow(dead_code)]
 
+pub mod child;
+pub mod no_driver;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// Which library a client links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,14 +27,65 @@ pub enum Linkage {
     Dynamic,
 }
 
-/// The folder holding the cdylib and staticlib (target/<profile>). `cargo test` builds only the
-/// rlib, so the first call builds the library's other crate types with the same features and
-/// profile (cargo reuses everything already compiled; a no-op when up to date).
+/// A path given by the variable `var`, else `built` (the path at build time).
+fn overridden(var: &str, built: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| PathBuf::from(built), PathBuf::from)
+}
+
+/// The crate's source folder (`LLAISYS_TEST_SOURCE_DIR`, else the one this test was built from).
+pub fn source_dir() -> PathBuf {
+    overridden("LLAISYS_TEST_SOURCE_DIR", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The folder of this build's libcudart.so.N (`LLAISYS_TEST_CUDA_LIB`, else the one it linked).
+pub fn cuda_lib_dir() -> PathBuf {
+    overridden(
+        "LLAISYS_TEST_CUDA_LIB",
+        llaisys_nvidia::runtime::build::LIB_DIR,
+    )
+}
+
+/// Whether the test binaries run away from their build machine (`LLAISYS_TEST_STAGED=1`).
+pub fn staged() -> bool {
+    std::env::var("LLAISYS_TEST_STAGED").as_deref() == Ok("1")
+}
+
+/// Whether `program` is on PATH (a path with a slash: whether it exists).
+pub fn on_path(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Whether `tool` is there for `test`. Staged (`staged()`), a missing tool prints a visible
+/// "skipped:" line and gives false (the test returns); elsewhere it fails the test.
+#[track_caller]
+pub fn tool_or_skip(test: &str, tool: &str) -> bool {
+    if on_path(tool) {
+        return true;
+    }
+    assert!(
+        staged(),
+        "{test}: {tool} not found (scripts/test.sh installs what the tests need)"
+    );
+    println!("skipped: {test}: needs {tool}, which this machine lacks");
+    false
+}
+
+/// The folder holding the cdylib and staticlib: `LLAISYS_TEST_LIB_DIR` when set, else
+/// target/<profile>. `cargo test` builds only the rlib, so the first call builds the library's
+/// other crate types with the same features and profile (cargo reuses everything already
+/// compiled; a no-op when up to date).
 pub fn target_dir() -> PathBuf {
     use std::sync::OnceLock;
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
+            if let Some(dir) = std::env::var_os("LLAISYS_TEST_LIB_DIR") {
+                return PathBuf::from(dir);
+            }
             let exe = std::env::current_exe().expect("current_exe");
             // target/<profile>/deps/<test binary>
             let dir = exe
@@ -30,7 +94,7 @@ pub fn target_dir() -> PathBuf {
                 .expect("test binary in target/<profile>/deps")
                 .to_path_buf();
             let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            cmd.current_dir(source_dir())
                 .args(["build", "--lib", "--target-dir"])
                 .arg(dir.parent().expect("target dir"));
             if dir.file_name().is_some_and(|n| n == "release") {
@@ -39,12 +103,7 @@ pub fn target_dir() -> PathBuf {
             if llaisys_nvidia::runtime::build::LINK_MODE == "dynamic" {
                 cmd.args(["--no-default-features", "--features", "dynamic"]);
             }
-            let out = cmd.output().expect("cargo build --lib");
-            assert!(
-                out.status.success(),
-                "{cmd:?} failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            child::run(&mut cmd, child::DEFAULT_LIMIT).ok();
             dir
         })
         .clone()
@@ -52,17 +111,22 @@ pub fn target_dir() -> PathBuf {
 
 /// The crate's csrc/ folder.
 pub fn csrc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc")
+    source_dir().join("csrc")
 }
 
 /// The crate's tests/ folder.
 pub fn tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+    source_dir().join("tests")
+}
+
+/// The scratch folder of the tests (`LLAISYS_TEST_TMPDIR`, else cargo's for integration tests).
+pub fn tmp_dir() -> PathBuf {
+    overridden("LLAISYS_TEST_TMPDIR", env!("CARGO_TARGET_TMPDIR"))
 }
 
 /// A scratch folder for this test binary's outputs.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let d = tmp_dir()
         .join(llaisys_nvidia::runtime::build::LINK_MODE)
         .join(name);
     std::fs::create_dir_all(&d).expect("scratch dir");
@@ -74,8 +138,7 @@ pub fn scratch(name: &str) -> PathBuf {
 /// flags other than those naming our own library and its folder, with `$CUDA_LIB` replaced by
 /// the CUDA library folder this build linked.
 pub fn documented_static_flags() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(source_dir().join("README.md")).expect("README.md");
     let marker = format!(
         "<!-- link-line:{} -->",
         llaisys_nvidia::runtime::build::LINK_MODE
@@ -87,7 +150,7 @@ pub fn documented_static_flags() -> Vec<String> {
         .unwrap_or_else(|| panic!("README.md has no line after {marker}"));
     line.split_whitespace()
         .filter(|t| t.starts_with('-') && !t.contains("llaisys_nvidia") && !t.contains("$TARGET"))
-        .map(|t| t.replace("$CUDA_LIB", llaisys_nvidia::runtime::build::LIB_DIR))
+        .map(|t| t.replace("$CUDA_LIB", &cuda_lib_dir().display().to_string()))
         .collect()
 }
 
@@ -153,67 +216,28 @@ fn build_uncached(src: &str, linkage: Linkage, extra: &[&str]) -> PathBuf {
 
 /// Runs a compiler command; fails the test with its output on error.
 pub fn compile(mut cmd: Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child::run(&mut cmd, child::DEFAULT_LIMIT).ok();
 }
 
-/// A finished process's stdout then stderr, as text (for assertion messages and searches).
-pub fn output_text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// Runs `exe args` as a program of these tests: on a machine without a driver, which the
+/// no-driver stand-in (`no_driver`) creates on any machine, as the only LD_LIBRARY_PATH.
+pub fn run(exe: &Path, args: &[&str]) -> child::Finished {
+    run_with(exe, args, &[])
 }
 
-/// Runs the ignored test `child` of the calling test binary in a child process, with `flag=1`,
-/// `lib_dir` as the loader path (a stand-in library there) and `envs`; returns whether it
-/// exited 0, and its stdout then stderr.
-pub fn run_child(
-    child: &str,
-    flag: &str,
-    lib_dir: &Path,
-    envs: &[(String, String)],
-) -> (bool, String) {
-    let exe = std::env::current_exe().expect("current_exe");
-    let out = Command::new(&exe)
-        .args(["--ignored", "--exact", child, "--nocapture"])
-        .env(flag, "1")
-        .env("LD_LIBRARY_PATH", lib_dir)
-        .envs(envs.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the child {child}: {e}"));
-    (out.status.success(), output_text(&out))
+/// As `run`, with `env` added.
+pub fn run_with(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> child::Finished {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", no_driver::loader_dir())
+        .envs(env.iter().copied());
+    child::run(&mut cmd, child::DEFAULT_LIMIT)
 }
 
-/// Runs `exe args` with a clean loader path; returns its output.
-pub fn run(exe: &Path, args: &[&str]) -> Output {
-    Command::new(exe)
-        .args(args)
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
-}
-
-/// Runs and asserts success; returns stdout.
+/// Runs (`run`) and asserts success; returns stdout.
+#[track_caller]
 pub fn run_ok(exe: &Path, args: &[&str]) -> String {
-    let out = run(exe, args);
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed ({:?}):\n{}{}",
-        exe.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run(exe, args).ok()
 }
 
 /// Builds the C file `source` (a path in the crate) with `cc -shared -fPIC -O2` and `extra`
@@ -221,17 +245,11 @@ pub fn run_ok(exe: &Path, args: &[&str]) -> String {
 pub fn c_shared_library(source: &str, dir: &Path, name: &str, extra: &[String]) -> PathBuf {
     std::fs::create_dir_all(dir).expect("scratch folder");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc)
-        .args(["-shared", "-fPIC", "-O2", "-o"])
+    let mut cmd = Command::new(cc);
+    cmd.args(["-shared", "-fPIC", "-O2", "-o"])
         .arg(dir.join(name))
         .args(extra)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(source))
-        .output()
-        .expect("cc runs");
-    assert!(
-        out.status.success(),
-        "cc {source}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(source_dir().join(source));
+    compile(cmd);
     dir.to_path_buf()
 }

@@ -38,6 +38,7 @@ fn healthy(c: Comm) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn one_rank_by_rank_and_by_list() {
     require_gpu!();
     nvls_off();
@@ -66,6 +67,7 @@ fn one_rank_by_rank_and_by_list() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn every_collective_and_type_on_our_streams_and_the_legacy_stream() {
     require_gpu!();
     nvls_off();
@@ -83,6 +85,7 @@ fn every_collective_and_type_on_our_streams_and_the_legacy_stream() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn group_calls() {
     require_gpu!();
     nvls_off();
@@ -143,6 +146,7 @@ fn group_calls() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn bad_input_with_a_real_communicator() {
     require_gpu!();
     nvls_off();
@@ -230,6 +234,7 @@ fn cache_on(var: &str) -> bool {
 /// A device block freed while an all-reduce queued on one of our streams (blocking and
 /// non-blocking) still reads it is not handed out and rewritten before the all-reduce ran.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn device_block_freed_behind_a_queued_collective_is_not_reused_early() {
     require_gpu!();
     nvls_off();
@@ -324,6 +329,7 @@ fn device_block_freed_behind_a_queued_collective_is_not_reused_early() {
 /// A pinned block that a send queued on our stream still reads is not handed out again by
 /// malloc_host before the send ran; once it ran, it is.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn pinned_block_freed_behind_a_queued_send_is_not_reused_early() {
     require_gpu!();
     nvls_off();
@@ -402,6 +408,7 @@ fn pinned_block_freed_behind_a_queued_send_is_not_reused_early() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn abort_and_destroy_with_work_queued() {
     require_gpu!();
     nvls_off();
@@ -468,6 +475,7 @@ fn abort_and_destroy_with_work_queued() {
 /// The watchdog wait: a stream held past the timeout is a timeout, the communicator is aborted
 /// (its handle says so until destroyed), and the stream still drains.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn synchronize_times_out_and_aborts() {
     require_gpu!();
     nvls_off();
@@ -492,7 +500,7 @@ fn synchronize_times_out_and_aborts() {
     );
     // The timeout (200 ms) is seen, then the communicator is aborted; ncclCommAbort itself
     // returns only once the stream's work ahead of the collective has drained (the 1500 ms
-    // hold), measured at 1.51 s on one H200. The bound: the hold plus one second.
+    // hold). The bound: the hold plus one second.
     assert!(waited < Duration::from_millis(2500), "waited {waited:?}");
     let mut r = 0;
     // SAFETY: valid out-pointer.
@@ -522,17 +530,14 @@ fn synchronize_times_out_and_aborts() {
 /// A second rank that gets the id and exits before joining: the first returns a timeout
 /// within the documented time (here set to 3 s) and nothing is left behind.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn a_rank_that_never_joins_times_out() {
     require_gpu!();
     nvls_off();
     let id = unique_id();
-    let child = super::procs::spawn("exit_before_joining", 1, 2, &id, &[]);
-    let out = child.wait_with_output().expect("child");
-    assert!(
-        out.status.success(),
-        "child: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        super::procs::spawn("exit_before_joining", 1, 2, &id, &[]).wait(Duration::from_secs(60));
+    assert!(out.ran_one_test(), "{}", out.report());
     ok(llaisysNvidiaCommSetTimeout(3000), "set timeout");
     let mut c: Comm = std::ptr::null_mut();
     let t = Instant::now();
@@ -559,12 +564,13 @@ fn a_rank_that_never_joins_times_out() {
 /// The root of the id (the process that made it) exits before anyone joins: joining fails
 /// (NCCL cannot reach the root) or times out, within the documented time.
 #[test]
+#[ignore = "needs a CUDA device"]
 fn the_process_that_made_the_id_is_gone() {
     require_gpu!();
     nvls_off();
-    let child = super::procs::spawn_maker();
-    let out = child.wait_with_output().expect("child");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = super::procs::spawn_maker().wait(Duration::from_secs(60));
+    assert!(out.ran_one_test(), "{}", out.report());
+    let text = out.stdout;
     let hex = text
         .lines()
         .find_map(|l| l.split_once("ID ").map(|(_, id)| id))

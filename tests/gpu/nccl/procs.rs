@@ -4,48 +4,41 @@
 
 use super::data;
 use super::{id_from_hex, id_to_hex, last_message, nvls_off, ok, stream, DevBuf};
+use crate::support::child::{self, Finished, Running, TestChild};
 use llaisys_nvidia::ffi::*;
 use std::os::raw::c_int;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SCENARIO: &str = "LLAISYS_NCCL_GPU_CHILD";
+const ENTRY: &str = "nccl::procs::child_rank";
 
-fn command(scenario: &str) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
-    cmd.args([
-        "--exact",
-        "nccl::procs::child_rank",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(SCENARIO, scenario)
-    .env("NCCL_NVLS_ENABLE", "0")
-    .env_remove("LLAISYS_TEST_REQUIRE_GPU")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    cmd
+/// A rank process of `scenario` (NCCL_NVLS_ENABLE=0: `TestChild`). It does not inherit
+/// LLAISYS_TEST_REQUIRE_GPU: a rank checks what its scenario needs itself.
+fn command(scenario: &str) -> TestChild {
+    TestChild::new(ENTRY)
+        .env(SCENARIO, scenario)
+        .env_remove("LLAISYS_TEST_REQUIRE_GPU")
 }
 
 /// Starts rank `rank` of `n` in `scenario` with `id`.
-pub fn spawn(scenario: &str, rank: usize, n: usize, id: &CommId, extra: &[(&str, &str)]) -> Child {
-    let mut cmd = command(scenario);
-    cmd.env("LLAISYS_NCCL_RANK", rank.to_string())
+pub fn spawn(
+    scenario: &str,
+    rank: usize,
+    n: usize,
+    id: &CommId,
+    extra: &[(&str, &str)],
+) -> Running {
+    command(scenario)
+        .env("LLAISYS_NCCL_RANK", rank.to_string())
         .env("LLAISYS_NCCL_NRANKS", n.to_string())
-        .env("LLAISYS_NCCL_ID", id_to_hex(id));
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("start a rank")
+        .env("LLAISYS_NCCL_ID", id_to_hex(id))
+        .envs(extra.iter().copied())
+        .spawn()
 }
 
 /// Starts a process that makes a unique id, prints it and exits.
-pub fn spawn_maker() -> Child {
-    command("make_id_and_exit")
-        .spawn()
-        .expect("start the id maker")
+pub fn spawn_maker() -> Running {
+    command("make_id_and_exit").spawn()
 }
 
 /// Runs `n` ranks of `scenario` (one per device), waits up to `limit` for all, and returns each
@@ -57,34 +50,10 @@ pub fn run_ranks(
     extra: &[(&str, &str)],
 ) -> Vec<(bool, String)> {
     let id = super::unique_id();
-    let mut children: Vec<Child> = (0..n).map(|r| spawn(scenario, r, n, &id, extra)).collect();
-    let start = Instant::now();
-    let mut done: Vec<Option<bool>> = vec![None; n];
-    while done.iter().any(Option::is_none) && start.elapsed() < limit {
-        for (i, c) in children.iter_mut().enumerate() {
-            if done[i].is_none() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    done[i] = Some(st.success());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    children
-        .into_iter()
-        .zip(done)
-        .map(|(mut c, d)| {
-            if d.is_none() {
-                let _ = c.kill();
-            }
-            let out = c.wait_with_output().expect("child output");
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (d.unwrap_or(false) && text.contains("1 passed"), text)
-        })
+    let ranks: Vec<Running> = (0..n).map(|r| spawn(scenario, r, n, &id, extra)).collect();
+    child::wait_all(ranks, limit)
+        .iter()
+        .map(|out: &Finished| (out.ran_one_test(), out.report()))
         .collect()
 }
 
@@ -113,8 +82,9 @@ fn join(timeout_ms: i64) -> (Comm, usize, usize, c_int) {
 
 /// The entry point of every rank process.
 #[test]
-#[ignore = "entry point of the communicator tests' child processes"]
+#[ignore = "entry point of a child process: run by the communicator tests"]
 fn child_rank() {
+    child::require_child(ENTRY);
     let scenario = env(SCENARIO);
     nvls_off();
     match scenario.as_str() {
