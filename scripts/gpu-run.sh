@@ -51,7 +51,7 @@ for mode in static dynamic; do
   step "$mode: rust GPU tests" "$d/gpu" $gpu_tests --nocapture ${1:+"$1"}
   step "$mode: rust GPU tests, caches and pageable fast path switched off" \
     env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0 \
-    "$d/gpu" $gpu_tests caching table
+    "$d/gpu" $gpu_tests caching table graphs
   step "$mode: doctor GPU tests" env LLAISYS_NVIDIA_DOCTOR_BIN="$d/llaisys-nvidia" "$d/doctor-gpu" --test-threads=1 --nocapture
   step "$mode: doctor --bench" "$d/llaisys-nvidia" doctor --bench
   # A C++ host with its own shared cudart, linked against our staticlib, then our cdylib.
@@ -63,6 +63,15 @@ for mode in static dynamic; do
     "$here/clients/llaisys_core.cu" -o "$work/core-$mode-so" -L"$d" -lllaisys_nvidia -Xlinker -rpath,"$d"
   step "$mode: nvcc host + cdylib runs" "$work/core-$mode-so" core
   step "$mode: nvcc host + cdylib deferred error" "$work/core-$mode-so" deferred
+  # CUDA graphs with kernels: captures through the library and the host's own, other threads
+  # during a capture, the refusals; with the caches on, then off.
+  step "$mode: graph client builds" nvcc -std=c++17 -O2 -arch=native --cudart shared -I"$here/csrc" \
+    "$here/clients/graph_client.cu" -o "$work/graph-$mode" "$d/libllaisys_nvidia.a" $(link_static $mode)
+  for c in api direct threads refusals; do
+    step "$mode: graph client $c" "$work/graph-$mode" $c
+    step "$mode: graph client $c, caches off" \
+      env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 "$work/graph-$mode" $c
+  done
   # dlopen -> staged copies (the copy threads start) -> dlclose -> dlopen again, repeated.
   step "$mode: dlclose cycles client builds" cc -std=c99 -O2 "$here/clients/dlclose_cycles.c" -ldl -o "$work/dlclose-$mode"
   step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"

@@ -32,11 +32,15 @@ check() {
 cs="compute-sanitizer --error-exitcode 9 --print-limit 20 --report-api-errors no"
 # The GPU tests are #[ignore]d by default; the child_* tests are entry points of child processes.
 check "memcheck: rust GPU tests" $cs --tool memcheck "$here/static/gpu" --include-ignored --skip ::child_ \
-  --test-threads=1 table:: caching:: hostile:: leaks:: multi:: sync_semantics::
+  --test-threads=1 table:: caching:: hostile:: leaks:: multi:: sync_semantics:: graphs::
 nvcc -std=c++17 -O1 -lineinfo --cudart shared -I"$here/csrc" "$here/clients/llaisys_core.cu" -o "$work/core" \
   "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+nvcc -std=c++17 -O1 -lineinfo -arch=native --cudart shared -I"$here/csrc" "$here/clients/graph_client.cu" \
+  -o "$work/graph" "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 for tool in memcheck racecheck synccheck initcheck; do
   check "$tool: nvcc host client on our streams and memory" $cs --tool $tool "$work/core" core
+  check "$tool: graph client (captures, replays, other threads)" $cs --tool $tool "$work/graph" api
+  check "$tool: graph client, other threads during captures" $cs --tool $tool "$work/graph" threads
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

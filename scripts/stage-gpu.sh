@@ -63,7 +63,7 @@ shared="$here/../shared/reference"
 cp scripts/gpu-run.sh "$stage/run.sh"
 # The table benchmark (docs/benchmark.md): its sources, built there with nvcc, and its runner.
 mkdir -p "$stage/benches"
-cp benches/*.cpp benches/*.hpp "$stage/benches/"
+cp benches/*.cpp benches/*.cu benches/*.hpp "$stage/benches/"
 cp benches/*.py "$stage/benches/"
 cp scripts/gpu-bench.sh "$stage/bench.sh"
 cp scripts/gpu-sanitize.sh "$stage/sanitize.sh"

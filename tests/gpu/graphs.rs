@@ -107,6 +107,7 @@ fn device_stats() -> AllocatorStats {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn captures_of_each_mode_allocate_from_the_graph_pool_and_give_it_back() {
     require_gpu!();
     let t = api();
@@ -165,6 +166,7 @@ fn captures_of_each_mode_allocate_from_the_graph_pool_and_give_it_back() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn a_capture_the_host_began_itself_stays_valid_through_the_caches() {
     require_gpu!();
     let t = api();
@@ -214,6 +216,7 @@ fn a_capture_the_host_began_itself_stays_valid_through_the_caches() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn other_threads_work_while_a_capture_is_in_progress() {
     require_gpu!();
     let t = api();
@@ -296,6 +299,7 @@ fn other_threads_work_while_a_capture_is_in_progress() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn what_a_global_capture_forbids_is_refused_and_the_capture_survives() {
     require_gpu!();
     let t = api();
@@ -352,6 +356,7 @@ fn what_a_global_capture_forbids_is_refused_and_the_capture_survives() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn graph_handles_and_arguments_are_checked() {
     require_gpu!();
     let s = new_stream();
