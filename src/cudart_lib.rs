@@ -251,14 +251,15 @@ fn choose(spec: &'static Spec) -> Choice {
         .collect::<Vec<_>>()
         .join(" or ");
     if libraries.is_empty() {
-        let Driver::Version { version, library } = &driver else {
-            unreachable!("majors are passed over only for a driver's version");
+        // Majors are passed over only for a driver's version.
+        let reason = match &driver {
+            Driver::Version { version, library } => format!(
+                "the NVIDIA driver ({library}) supports CUDA {} and this library loads CUDA \
+                 {majors} runtimes, which need a newer driver: update the NVIDIA driver",
+                version_text(*version)
+            ),
+            Driver::Missing(why) => format!("this library loads no CUDA runtime major ({why})"),
         };
-        let reason = format!(
-            "the NVIDIA driver ({library}) supports CUDA {} and this library loads CUDA {majors} \
-             runtimes, which need a newer driver: update the NVIDIA driver",
-            version_text(*version)
-        );
         return Choice {
             driver,
             runtime: Err(unavailable(spec.insufficient_driver, &reason)),
@@ -268,7 +269,12 @@ fn choose(spec: &'static Spec) -> Choice {
     }
     let search = Search::from_env(LIBRARY_VAR, libraries);
     let (found, more) = libsearch::search(&search, &mut |file, which| {
-        open(spec, file, which.map(|w| indices[w]), &driver)
+        open(
+            spec,
+            file,
+            which.and_then(|w| indices.get(w).copied()),
+            &driver,
+        )
     });
     tried.extend(more);
     match found {
@@ -349,7 +355,12 @@ fn open(
     };
     // Which symbol to ask: the one of the expected major, else each the build knows.
     let candidates: Vec<&CStr> = match which {
-        Some(i) => vec![spec.runtime_version_symbols[i]],
+        Some(i) => spec
+            .runtime_version_symbols
+            .get(i)
+            .copied()
+            .into_iter()
+            .collect(),
         None => spec.runtime_version_symbols.to_vec(),
     };
     let Some(f) = candidates
@@ -382,11 +393,11 @@ fn open(
                 .join(" and ")
         ));
     };
-    if which.is_some_and(|w| w != index) {
+    if let Some(w) = which.filter(|&w| w != index) {
         return reject(format!(
             "{file} is CUDA {}, not CUDA {}",
             version_text(version),
-            spec.majors[which.unwrap_or(index)]
+            spec.majors.get(w).copied().unwrap_or(0)
         ));
     }
     if let Driver::Version { version: d, .. } = driver {
