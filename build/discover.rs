@@ -211,8 +211,9 @@ pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
 
 /// The `loaded` mode's search: the same places in the same order, every usable layout of each
 /// (a site-packages folder may hold the CUDA 13 and the CUDA 12 wheels), the first root of each
-/// major of [`LOADED_MAJORS`]. The first root found comes first: its headers are the ones the
-/// crate's code is compiled against. Fails only when no root of a supported major is found.
+/// major of [`LOADED_MAJORS`], newest major first: the crate's code is compiled against the
+/// newest headers, whose functions the older runtime serves under its versioned names
+/// (build/compare.rs). Fails only when no root of a supported major is found.
 pub fn find_cuda_per_major(probe: &Probe) -> Result<Vec<CudaRoot>, NotFound> {
     let mode = LinkMode::Loaded;
     let mut rejected = Vec::new();
@@ -257,6 +258,7 @@ pub fn find_cuda_per_major(probe: &Probe) -> Result<Vec<CudaRoot>, NotFound> {
             vars_set,
         });
     }
+    found.sort_by_key(|r| std::cmp::Reverse(r.cudart_version / 1000));
     Ok(found)
 }
 

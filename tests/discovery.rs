@@ -1547,7 +1547,8 @@ fn loaded_mode_takes_both_wheel_sets_of_one_site_packages_newest_first() {
 #[test]
 fn loaded_mode_takes_one_root_per_major_from_the_root_variables_and_needs_no_library() {
     let t = TempDir::new("loaded_vars");
-    // CUDA 12 first: the root found first is the one the crate is compiled against.
+    // CUDA 12 found first; the newest headers come first all the same (the crate is compiled
+    // against them).
     let twelve = t.join("cuda-12.9");
     toolkit(&twelve, Layout::Lib64, 12090, &[]);
     let thirteen = t.join("cuda-13.0");
@@ -1564,15 +1565,16 @@ fn loaded_mode_takes_one_root_per_major_from_the_root_variables_and_needs_no_lib
     assert_eq!(roots.len(), 2, "{roots:?}");
     assert_eq!(
         (roots[0].cudart_version, roots[0].lib_name.as_str()),
+        (13000, "libcudart.so.13")
+    );
+    assert_eq!(roots[0].lib_dir, thirteen.join("lib"));
+    assert_eq!(roots[0].origin, format!("CUDA_PATH={}", thirteen.display()));
+    assert_eq!(
+        (roots[1].cudart_version, roots[1].lib_name.as_str()),
         (12090, ""),
         "no libcudart.so.12 beside the CUDA 12 headers: nothing recorded"
     );
-    assert_eq!(roots[0].origin, format!("CUDA_HOME={}", twelve.display()));
-    assert_eq!(
-        (roots[1].cudart_version, roots[1].lib_name.as_str()),
-        (13000, "libcudart.so.13")
-    );
-    assert_eq!(roots[1].lib_dir, thirteen.join("lib"));
+    assert_eq!(roots[1].origin, format!("CUDA_HOME={}", twelve.display()));
     // One major only: that one.
     let mut probe = empty_probe(t.path());
     set_root_var(&mut probe, "CUDA_HOME", &thirteen);
