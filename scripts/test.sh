@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a machine without a GPU (what CI runs): formatting, lints, docs, and the
-# tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static. GPU tests print
+# tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static, and the loaded mode's
+# own tests (the library's unit tests, tests/loaded.rs, the build's discovery). GPU tests print
 # "skipped: no CUDA device" here; scripts/stage-gpu.sh + the device machine run them for real.
 # `--workspace`: the library and the doctor crate (doctor/).
 set -euo pipefail
@@ -28,7 +29,7 @@ fi
 
 echo "== rustfmt"
 cargo fmt --all --check
-echo "== clippy (static, dynamic)"
+echo "== clippy (static, dynamic; loaded below)"
 cargo clippy --workspace --all-targets -- -D warnings
 CARGO_TARGET_DIR=target/dynamic cargo clippy --workspace --all-targets --no-default-features --features dynamic -- -D warnings
 echo "== rustdoc"
@@ -50,8 +51,10 @@ for t in hostile errors fuzz; do
 done
 echo "== tests: dynamic cudart, CUDA 13"
 CARGO_TARGET_DIR=target/dynamic cargo test --workspace --no-default-features --features dynamic
-echo "== features are additive: --all-features builds (dynamic wins)"
-CARGO_TARGET_DIR=target/dynamic cargo build --all-features -q
+echo "== the loaded mode (no link-time cudart): clippy, its tests, --all-features builds it (loaded wins)"
+CARGO_TARGET_DIR=target/loaded cargo clippy --workspace --all-targets --no-default-features --features loaded -- -D warnings
+CARGO_TARGET_DIR=target/loaded cargo test --no-default-features --features loaded --lib --test loaded --test discovery
+CARGO_TARGET_DIR=target/loaded cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
 CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 cargo test --workspace
 echo "== all test runs passed"
