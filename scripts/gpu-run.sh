@@ -105,9 +105,15 @@ for rt in 13:13000 12:12090; do
     env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" "$here/loaded/gpu" --test-threads=1 ${1:+"$1"}
   step "loaded, cudart $major: upstream llaisys test/test_runtime.py --device nvidia" loaded_llaisys LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
 done
-# Only 12.9 offered on the loader's path (no variable, no Python wheels): the search finds it.
+# Only 12.9 offered on the loader's path (no variable, no Python wheels): the search finds it,
+# unless the system's loader cache holds a libcudart.so.13, which then comes first (13 first).
 only12=(LD_LIBRARY_PATH="$here/loaded/cudart12" LLAISYS_NVIDIA_PYTHON=/nonexistent/python)
-step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: the choice" loaded_choice 12090 "${only12[@]}"
+only12_want=12090
+if ldconfig -p 2>/dev/null | grep -q 'libcudart\.so\.13 '; then
+  only12_want=13000
+  echo "note: ld.so.cache has a libcudart.so.13; the loaded build must choose it over 12.9 on LD_LIBRARY_PATH"
+fi
+step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: the choice" loaded_choice "$only12_want" "${only12[@]}"
 step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: rust GPU tests" env "${only12[@]}" "$here/loaded/gpu" --test-threads=1 ${1:+"$1"}
 # ---- end of the loaded link mode block ----
 echo

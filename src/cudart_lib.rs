@@ -268,6 +268,7 @@ fn choose(spec: &'static Spec) -> Choice {
         };
     }
     let search = Search::from_env(LIBRARY_VAR, libraries);
+    let named = search.var_value.is_some();
     let (found, more) = libsearch::search(&search, &mut |file, which| {
         open(
             spec,
@@ -282,19 +283,25 @@ fn choose(spec: &'static Spec) -> Choice {
             let mut rt = f.value;
             rt.found_via = f.via;
             LOADED_INDEX.store(rt.index, Ordering::Release);
-            let why = match &driver {
-                Driver::Version { version, .. } => format!(
-                    "CUDA {}: the newest runtime found that the driver (CUDA {}) supports, found \
-                     through {}",
-                    version_text(rt.version),
+            let v = version_text(rt.version);
+            let via = &rt.found_via;
+            let why = match (&driver, named) {
+                (Driver::Version { version, .. }, false) => format!(
+                    "CUDA {v}: the newest runtime found that the driver (CUDA {}) supports, found \
+                     through {via}",
                     version_text(*version),
-                    rt.found_via
                 ),
-                Driver::Missing(d) => format!(
-                    "CUDA {}: no NVIDIA driver ({d}), so the newest runtime found, through {}; \
-                     it answers cudaErrorInsufficientDriver",
-                    version_text(rt.version),
-                    rt.found_via
+                (Driver::Version { version, .. }, true) => format!(
+                    "CUDA {v}: the runtime {via}, which the driver (CUDA {}) supports",
+                    version_text(*version),
+                ),
+                (Driver::Missing(d), false) => format!(
+                    "CUDA {v}: no NVIDIA driver ({d}), so the newest runtime found, through \
+                     {via}; it answers cudaErrorInsufficientDriver"
+                ),
+                (Driver::Missing(d), true) => format!(
+                    "CUDA {v}: the runtime {via}; no NVIDIA driver ({d}): it answers \
+                     cudaErrorInsufficientDriver"
                 ),
             };
             Choice {

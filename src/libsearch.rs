@@ -111,158 +111,175 @@ pub struct Found<T> {
 /// (the caller finds out by opening it).
 pub type Which = Option<usize>;
 
+/// What `open` is given: a path (or a bare file name) and which library it should be.
+type Open<'a, T> = dyn FnMut(&str, Which) -> Result<T, String> + 'a;
+
+/// Where the dynamic loader looks, for `Found::via`.
+const LOADER_PATH: &str = "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, ld.so.cache, \
+                           /lib, /usr/lib)";
+
 /// Runs the search. `open(file, which)` gets a path, or a bare file name for the dynamic
 /// loader's own search, and returns what it made of the library or why it does not serve.
 /// Returns the first library that served (if any) and every place looked at, in order.
-pub fn search<T>(
-    s: &Search,
-    open: &mut dyn FnMut(&str, Which) -> Result<T, String>,
-) -> (Option<Found<T>>, Vec<Tried>) {
+pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<Tried>) {
     let mut tried = Vec::new();
     if let Some(given) = &s.var_value {
-        let place = format!("{}={}", s.var, given.display());
-        if !given.is_dir() {
-            let file = given.display().to_string();
-            return match open(&file, None) {
-                Ok(value) => {
-                    tried.push(Tried::new(place, "loaded"));
-                    let via = format!("the file {} names", s.var);
-                    (Some(Found { value, via }), tried)
-                }
-                Err(why) => {
-                    tried.push(Tried::new(
-                        place,
-                        format!("{why} (when {} is set nothing else is searched)", s.var),
-                    ));
-                    (None, tried)
-                }
-            };
-        }
-        for (i, lib) in s.libraries.iter().enumerate() {
-            let file = given.join(&lib.file_name);
-            let place = format!(
-                "{}/{} ({} names the folder)",
-                given.display(),
-                lib.file_name,
-                s.var
-            );
-            if !file.exists() {
-                tried.push(Tried::new(place, "no such file"));
-                continue;
-            }
-            match open(&file.display().to_string(), Some(i)) {
-                Ok(value) => {
-                    tried.push(Tried::new(place, "loaded"));
-                    let via = format!("the folder {} names", s.var);
-                    return (Some(Found { value, via }), tried);
-                }
-                Err(why) => tried.push(Tried::new(place, why)),
+        let found = from_variable(s, given, open, &mut tried);
+        if found.is_none() {
+            if let Some(last) = tried.last_mut() {
+                let note = format!(" (when {} is set nothing else is searched)", s.var);
+                last.outcome.push_str(&note);
             }
         }
-        if let Some(last) = tried.last_mut() {
-            last.outcome.push_str(&format!(
-                " (when {} is set nothing else is searched)",
-                s.var
-            ));
-        }
-        return (None, tried);
+        return (found, tried);
     }
     tried.push(Tried::new(s.var, "not set"));
-    let mut python: Option<Result<(String, Vec<PathBuf>), String>> = None;
+    let mut python = None;
     for (i, lib) in s.libraries.iter().enumerate() {
+        let which = Some(i);
         let place = format!("{} on the dynamic loader's path", lib.file_name);
-        match open(&lib.file_name, Some(i)) {
-            Ok(value) => {
-                tried.push(Tried::new(place, "loaded"));
-                let via = "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, ld.so.cache, \
-                           /lib, /usr/lib)";
-                return (
-                    Some(Found {
-                        value,
-                        via: via.into(),
-                    }),
-                    tried,
-                );
-            }
-            Err(why) => tried.push(Tried::new(place, why)),
+        if let Some(f) = attempt(&mut tried, open, place, &lib.file_name, which, LOADER_PATH) {
+            return (Some(f), tried);
         }
         if let Some(dir) = &lib.build_dir {
             let file = dir.join(&lib.file_name);
             let place = format!("{} (the folder recorded at build time)", file.display());
-            if !file.exists() {
-                tried.push(Tried::new(place, "no such file"));
-            } else {
-                match open(&file.display().to_string(), Some(i)) {
-                    Ok(value) => {
-                        tried.push(Tried::new(place, "loaded"));
-                        let via = "the folder recorded at build time";
-                        return (
-                            Some(Found {
-                                value,
-                                via: via.into(),
-                            }),
-                            tried,
-                        );
-                    }
-                    Err(why) => tried.push(Tried::new(place, why)),
-                }
+            let via = "the folder recorded at build time";
+            if let Some(f) = attempt_file(&mut tried, open, place, &file, which, via) {
+                return (Some(f), tried);
             }
         }
-        if lib.wheel_dirs.is_empty() {
-            continue;
-        }
-        let sites = python.get_or_insert_with(|| python_site_packages(&s.python, s.python_limit));
-        let (py, sites) = match sites {
-            Ok((py, sites)) => (py.clone(), sites.clone()),
-            Err(why) => {
-                tried.push(Tried::new(
-                    format!("the PyPI wheels holding {}", lib.file_name),
-                    why.clone(),
-                ));
-                continue;
+        if !lib.wheel_dirs.is_empty() {
+            let sites =
+                python.get_or_insert_with(|| python_site_packages(&s.python, s.python_limit));
+            if let Some(f) = from_wheels(lib, which, sites, open, &mut tried) {
+                return (Some(f), tried);
             }
-        };
-        let mut any = false;
-        for site in &sites {
-            for sub in &lib.wheel_dirs {
-                let file = site.join(sub).join(&lib.file_name);
-                if !file.exists() {
-                    continue;
-                }
-                any = true;
-                let place = format!("{} (a PyPI wheel of {py})", file.display());
-                match open(&file.display().to_string(), Some(i)) {
-                    Ok(value) => {
-                        tried.push(Tried::new(place, "loaded"));
-                        let via = format!("the PyPI wheels of {py}");
-                        return (Some(Found { value, via }), tried);
-                    }
-                    Err(why) => tried.push(Tried::new(place, why)),
-                }
-            }
-        }
-        if !any {
-            let subs: Vec<String> = lib
-                .wheel_dirs
-                .iter()
-                .map(|d| format!("{d}/{}", lib.file_name))
-                .collect();
-            let shown: Vec<String> = sites.iter().map(|s| s.display().to_string()).collect();
-            tried.push(Tried::new(
-                format!("the PyPI wheels of {py}"),
-                format!(
-                    "no {} in {}",
-                    subs.join(" or "),
-                    if shown.is_empty() {
-                        "(no site-packages reported)".to_string()
-                    } else {
-                        shown.join(", ")
-                    }
-                ),
-            ));
         }
     }
     (None, tried)
+}
+
+/// The variable's file, or each library in its folder.
+fn from_variable<T>(
+    s: &Search,
+    given: &std::path::Path,
+    open: &mut Open<'_, T>,
+    tried: &mut Vec<Tried>,
+) -> Option<Found<T>> {
+    if !given.is_dir() {
+        let place = format!("{}={}", s.var, given.display());
+        let via = format!("the file {} names", s.var);
+        let file = given.display().to_string();
+        return attempt(tried, open, place, &file, None, &via);
+    }
+    let via = format!("the folder {} names", s.var);
+    s.libraries.iter().enumerate().find_map(|(i, lib)| {
+        let place = format!(
+            "{}/{} ({} names the folder)",
+            given.display(),
+            lib.file_name,
+            s.var
+        );
+        attempt_file(
+            tried,
+            open,
+            place,
+            &given.join(&lib.file_name),
+            Some(i),
+            &via,
+        )
+    })
+}
+
+/// `lib` in the wheel folders of each site folder the Python named.
+fn from_wheels<T>(
+    lib: &Library,
+    which: Which,
+    sites: &Result<(String, Vec<PathBuf>), String>,
+    open: &mut Open<'_, T>,
+    tried: &mut Vec<Tried>,
+) -> Option<Found<T>> {
+    let (py, sites) = match sites {
+        Ok(found) => found,
+        Err(why) => {
+            let place = format!("the PyPI wheels holding {}", lib.file_name);
+            tried.push(Tried::new(place, why.clone()));
+            return None;
+        }
+    };
+    let via = format!("the PyPI wheels of {py}");
+    let files: Vec<PathBuf> = sites
+        .iter()
+        .flat_map(|site| {
+            lib.wheel_dirs
+                .iter()
+                .map(move |d| site.join(d).join(&lib.file_name))
+        })
+        .filter(|f| f.exists())
+        .collect();
+    if files.is_empty() {
+        let subs: Vec<String> = lib
+            .wheel_dirs
+            .iter()
+            .map(|d| format!("{d}/{}", lib.file_name))
+            .collect();
+        let shown: Vec<String> = sites.iter().map(|s| s.display().to_string()).collect();
+        let within = if shown.is_empty() {
+            "(no site-packages reported)".to_string()
+        } else {
+            shown.join(", ")
+        };
+        tried.push(Tried::new(
+            via.clone(),
+            format!("no {} in {within}", subs.join(" or ")),
+        ));
+        return None;
+    }
+    files.iter().find_map(|file| {
+        let place = format!("{} (a PyPI wheel of {py})", file.display());
+        attempt(tried, open, place, &file.display().to_string(), which, &via)
+    })
+}
+
+/// `file` if it exists (else "no such file" is recorded).
+fn attempt_file<T>(
+    tried: &mut Vec<Tried>,
+    open: &mut Open<'_, T>,
+    place: String,
+    file: &std::path::Path,
+    which: Which,
+    via: &str,
+) -> Option<Found<T>> {
+    if !file.exists() {
+        tried.push(Tried::new(place, "no such file"));
+        return None;
+    }
+    attempt(tried, open, place, &file.display().to_string(), which, via)
+}
+
+/// Opens `file` as library `which`, recording `place` and what came of it.
+fn attempt<T>(
+    tried: &mut Vec<Tried>,
+    open: &mut Open<'_, T>,
+    place: String,
+    file: &str,
+    which: Which,
+    via: &str,
+) -> Option<Found<T>> {
+    match open(file, which) {
+        Ok(value) => {
+            tried.push(Tried::new(place, "loaded"));
+            Some(Found {
+                value,
+                via: via.to_string(),
+            })
+        }
+        Err(why) => {
+            tried.push(Tried::new(place, why));
+            None
+        }
+    }
 }
 
 /// The site folders of `python`: (which Python, existing folders). The Python gets `limit` to

@@ -221,6 +221,16 @@ fn child_probe() {
         };
         println!("prefetch to {device}: {}", outcome(st));
     }
+    // A function of the CUDA 13 headers only (the stand-ins do not have it either).
+    let mut it: llaisys_nvidia::sys::cudaLogIterator = 0;
+    // SAFETY: writes one iterator to a local, if anything.
+    let rc = unsafe { llaisys_nvidia::sys::cudaLogsCurrent(&mut it, 0) };
+    let e = llaisys_nvidia::Error::cuda(
+        "cudaLogsCurrent",
+        llaisys_nvidia::CudaError::from_raw(rc),
+        "",
+    );
+    println!("logs current: {}", e.to_string().replace('\n', " | "));
     println!("probe: done");
 }
 
@@ -328,6 +338,16 @@ fn a_driver_for_cuda_13_gets_the_cuda_13_runtime() {
     );
     assert_served_by(&m, 13);
     assert_eq!(one(&m, "mem info"), "0");
+    // The CUDA 13 stand-in lacks it: the library and the symbol.
+    assert_eq!(
+        one(&m, "logs current"),
+        format!(
+            "cudaLogsCurrent failed: cudaErrorSharedObjectSymbolNotFound (302): shared object \
+             symbol not found (stand-in) ({} (CUDA 13.0) has no cudaLogsCurrent: use a newer \
+             CUDA 13 runtime)",
+            file(&rt13, "libcudart.so.13")
+        )
+    );
 }
 
 #[test]
@@ -360,6 +380,16 @@ fn a_driver_for_cuda_12_only_gets_the_cuda_12_runtime_through_converted_structur
     // cudaMemPrefetchAsync is CUDA 12's cudaMemPrefetchAsync_v2 (the older one would answer
     // cudaErrorNotSupported).
     assert_served_by(&m, 12);
+    // A function of CUDA 13 only: a status that names what it needs, and the library loaded.
+    assert_eq!(
+        one(&m, "logs current"),
+        format!(
+            "cudaLogsCurrent failed: cudaErrorSharedObjectSymbolNotFound (302): shared object \
+             symbol not found (stand-in) (cudaLogsCurrent needs CUDA 13: the loaded runtime is \
+             {} (CUDA 12.9), and the CUDA 12 headers declare no cudaLogsCurrent)",
+            file(&rt12, "libcudart.so.12")
+        )
+    );
 }
 
 #[test]
@@ -374,8 +404,8 @@ fn the_variable_naming_a_file_wins_over_a_newer_runtime() {
     assert_eq!(r[1], format!("runtime: {twelve} (CUDA 12.9)"));
     assert_eq!(
         r[2],
-        "why: CUDA 12.9: the newest runtime found that the driver (CUDA 13.0) supports, found \
-         through the file LLAISYS_NVIDIA_CUDART_LIBRARY names"
+        "why: CUDA 12.9: the runtime the file LLAISYS_NVIDIA_CUDART_LIBRARY names, which the \
+         driver (CUDA 13.0) supports"
     );
     assert_eq!(
         r[4..],
