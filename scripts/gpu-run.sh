@@ -103,6 +103,9 @@ for rt in 13:13000 12:12090; do
   step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: the choice" loaded_choice "${rt#*:}" LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
   step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: rust GPU tests" \
     env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" "$here/loaded/gpu" --test-threads=1 ${1:+"$1"}
+  step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: doctor GPU tests" \
+    env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" LLAISYS_NVIDIA_DOCTOR_BIN="$here/loaded/llaisys-nvidia" \
+    "$here/loaded/doctor-gpu" --test-threads=1 --nocapture
   step "loaded, cudart $major: upstream llaisys test/test_runtime.py --device nvidia" loaded_llaisys LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
 done
 # Only 12.9 offered on the loader's path (no variable, no Python wheels): the search finds it,

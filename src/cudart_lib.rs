@@ -17,9 +17,12 @@
 //!    is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a failure, or is
 //!    of a major this build has no headers for is passed over (and closed).
 //!
-//! Failures: no driver support for any major of the build: `cudaErrorInsufficientDriver`; no
-//! runtime found: `cudaErrorSharedObjectInitFailed`; a function the loaded runtime lacks (or
-//! whose declaration in its headers does not match the crate's): `cudaErrorSharedObjectSymbolNotFound`.
+//! Failures, as `cudaError_t` values:
+//! - no driver support for any major of the build, or only runtimes found that need a newer
+//!   driver: `cudaErrorInsufficientDriver`;
+//! - no runtime found: `cudaErrorSharedObjectInitFailed`;
+//! - a function the loaded runtime lacks (or whose declaration in its headers does not match
+//!   the crate's): `cudaErrorSharedObjectSymbolNotFound`.
 
 use crate::libsearch::{self, Handle, Library, Search, Tried};
 use std::ffi::{CStr, CString};
@@ -221,7 +224,8 @@ fn choose(spec: &'static Spec) -> Choice {
                 tried.push(Tried::new(
                     format!("CUDA {m} runtimes"),
                     format!(
-                        "not considered: the driver supports CUDA {} (CUDA {m} needs {m}.0 or newer)",
+                        "not considered: the driver supports CUDA {} (CUDA {m} needs {m}.0 or \
+                         newer)",
                         version_text(*version)
                     ),
                 ));
@@ -269,13 +273,14 @@ fn choose(spec: &'static Spec) -> Choice {
     }
     let search = Search::from_env(LIBRARY_VAR, libraries);
     let named = search.var_value.is_some();
+    // Whether a runtime was found that needs a newer driver than this one.
+    let mut needs_newer_driver = false;
     let (found, more) = libsearch::search(&search, &mut |file, which| {
-        open(
-            spec,
-            file,
-            which.and_then(|w| indices.get(w).copied()),
-            &driver,
-        )
+        let which = which.and_then(|w| indices.get(w).copied());
+        open(spec, file, which, &driver).map_err(|r| {
+            needs_newer_driver |= r.driver;
+            r.why
+        })
     });
     tried.extend(more);
     match found {
@@ -319,7 +324,8 @@ fn choose(spec: &'static Spec) -> Choice {
             let reason = format!(
                 "no CUDA runtime (libcudart.so.{}) could be loaded; looked at: {}; fix: install \
                  one (python3 -m pip install nvidia-cuda-runtime for CUDA 13, \
-                 nvidia-cuda-runtime-cu12 for CUDA 12) or set {LIBRARY_VAR}=/path/to/libcudart.so.N",
+                 nvidia-cuda-runtime-cu12 for CUDA 12) or set \
+                 {LIBRARY_VAR}=/path/to/libcudart.so.N",
                 spec.majors
                     .iter()
                     .map(|m| m.to_string())
@@ -327,9 +333,15 @@ fn choose(spec: &'static Spec) -> Choice {
                     .join(" or .so."),
                 places.join("; ")
             );
+            // Every runtime found needs a newer driver: the driver is the reason.
+            let code = if needs_newer_driver {
+                spec.insufficient_driver
+            } else {
+                spec.no_runtime
+            };
             Choice {
                 driver,
-                runtime: Err(unavailable(spec.no_runtime, &reason)),
+                runtime: Err(unavailable(code, &reason)),
                 why: reason,
                 tried,
             }
@@ -344,6 +356,13 @@ fn unavailable(code: u32, reason: &str) -> Unavailable {
     }
 }
 
+/// Why a library found was not used.
+struct Rejected {
+    why: String,
+    /// It is a runtime this build could use, but the driver is too old for it.
+    driver: bool,
+}
+
 /// Opens `file` as a runtime of major index `which` (None: any major of the build) and checks
 /// it: `cudaRuntimeGetVersion` answers, its major is `which`'s (or one of the build's), and the
 /// driver supports it. A rejected library is closed: only its version was asked.
@@ -352,14 +371,15 @@ fn open(
     file: &str,
     which: Option<usize>,
     driver: &Driver,
-) -> Result<Runtime, String> {
-    let handle = Handle::open(file)?;
-    let reject = |why: String| {
+) -> Result<Runtime, Rejected> {
+    let handle = Handle::open(file).map_err(|why| Rejected { why, driver: false })?;
+    let reject_for = |why: String, driver: bool| {
         // SAFETY: only cudaRuntimeGetVersion was called, which starts nothing, and no
         // pointer into the library is kept.
         unsafe { handle.close() };
-        Err(why)
+        Err(Rejected { why, driver })
     };
+    let reject = |why: String| reject_for(why, false);
     // Which symbol to ask: the one of the expected major, else each the build knows.
     let candidates: Vec<&CStr> = match which {
         Some(i) => spec
@@ -409,13 +429,14 @@ fn open(
     }
     if let Driver::Version { version: d, .. } = driver {
         if *d < major as i32 * 1000 {
-            return reject(format!(
+            let why = format!(
                 "{file} is CUDA {} and the driver supports CUDA {} (CUDA {major} needs {major}.0 \
                  or newer): update the NVIDIA driver or use a CUDA {} runtime",
                 version_text(version),
                 version_text(*d),
                 d / 1000
-            ));
+            );
+            return reject_for(why, true);
         }
     }
     Ok(Runtime {
