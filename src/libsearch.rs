@@ -428,6 +428,11 @@ impl Handle {
         Ok(Handle(h))
     }
 
+    /// The `dlopen` handle, for code that resolves many symbols with `dlsym` itself.
+    pub fn as_raw(self) -> *mut c_void {
+        self.0
+    }
+
     /// `dlsym`: the address of `name`, NULL when the library has none.
     pub fn symbol(self, name: &CStr) -> *mut c_void {
         // SAFETY: a live handle (never closed) and a NUL-terminated name.
