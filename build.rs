@@ -1,13 +1,21 @@
 //! Build script: finds CUDA (build/discover.rs), resolves the headers' `#define` renames with
 //! the C preprocessor (build/renames.rs), finds libclang (build/libclang.rs), runs bindgen over
-//! wrapper.h, and links libcudart statically or dynamically. Every environment variable it
-//! reads goes through build/vars.rs, which declares it. Every failure prints what was tried and
-//! the command that fixes it, then exits 1: no panic a user can hit.
+//! wrapper.h, and links libcudart statically or dynamically; in the `loaded` mode it links
+//! nothing and writes the run-time dispatch over the CUDA 13 and 12 headers instead
+//! (build/dispatch.rs). Every environment variable it reads goes through build/vars.rs, which
+//! declares it. Every failure prints what was tried and the command that fixes it, then exits 1:
+//! no panic a user can hit.
 
 #[path = "build/bindings.rs"]
 mod bindings;
+#[path = "build/compare.rs"]
+mod compare;
 #[path = "build/discover.rs"]
 mod discover;
+#[path = "build/dispatch.rs"]
+mod dispatch;
+#[path = "build/headers.rs"]
+mod headers;
 #[path = "build/libclang.rs"]
 mod libclang;
 #[path = "build/nccl.rs"]
@@ -52,7 +60,12 @@ fn run() -> Result<()> {
     );
 
     let probe = real_probe(&manifest, &target)?;
-    let cuda = discover::find_cuda(&probe, mode)?;
+    let roots = if mode == LinkMode::Loaded {
+        discover::find_cuda_per_major(&probe)?
+    } else {
+        vec![discover::find_cuda(&probe, mode)?]
+    };
+    let cuda = &roots[0];
     // The C compiler as the `cc` crate finds it (CC, CFLAGS, TARGET; it declares those itself).
     let compiler = cc::Build::new()
         .cargo_warnings(false)
@@ -62,53 +75,129 @@ fn run() -> Result<()> {
              apt-get install -y build-essential, or set CC to a C compiler",
         )?;
     let wrapper = manifest.join("wrapper.h");
-    let renames =
-        renames::resolve(&compiler, &wrapper, &cuda.include_dirs, &out).with_context(|| {
-            format!(
-                "llaisys-nvidia: resolving the #define renames of the CUDA headers of {} ({}) \
-                 failed",
-                cuda.root.display(),
-                cuda.origin
-            )
-        })?;
     let clang = libclang::locate(&manifest, &host, &compiler)?;
-    bindings::generate(
-        &cuda,
-        &clang,
-        &compiler,
-        &wrapper,
-        &renames,
-        &out.join("cudart.rs"),
-    )?;
+    let mut renames_of_primary = Vec::new();
+    let mut sets = Vec::new();
+    for root in &roots {
+        let major = root.cudart_version / 1000;
+        // One scratch folder per header set for the preprocessor's probe files.
+        let scratch = if mode == LinkMode::Loaded {
+            out.join(format!("renames-v{major}"))
+        } else {
+            out.clone()
+        };
+        let renames = renames::resolve(&compiler, &wrapper, &root.include_dirs, &scratch)
+            .with_context(|| {
+                format!(
+                    "llaisys-nvidia: resolving the #define renames of the CUDA headers of {} ({}) \
+                     failed",
+                    root.root.display(),
+                    root.origin
+                )
+            })?;
+        if mode == LinkMode::Loaded {
+            let text = bindings::generate_text(
+                root,
+                &clang,
+                &compiler,
+                &wrapper,
+                &renames,
+                &[headers::DRIVER_VERSION],
+            )?;
+            let lib_dir = (!root.lib_name.is_empty()).then(|| root.lib_dir.display().to_string());
+            sets.push(headers::HeaderSet {
+                major,
+                text,
+                lib_dir,
+            });
+        } else {
+            bindings::generate(
+                root,
+                &clang,
+                &compiler,
+                &wrapper,
+                &renames,
+                &out.join("cudart.rs"),
+            )?;
+        }
+        if std::ptr::eq(root, cuda) {
+            renames_of_primary = renames;
+        }
+    }
+    if mode == LinkMode::Loaded {
+        loaded_bindings(&roots, &sets, &out)?;
+    }
     nccl::generate(&manifest, &clang, &compiler, &out).map_err(anyhow::Error::msg)?;
-    link(&cuda, mode);
-    publish(&cuda, mode, &renames);
+    link(cuda, mode);
+    publish(cuda, mode, &renames_of_primary, &roots);
     Ok(())
 }
 
-/// The cargo feature chosen. The features are additive: with both on (`--all-features`, or
-/// `--features dynamic` on top of the default `static`) dynamic wins, as the explicit choice.
+/// The `loaded` mode's raw bindings (build/dispatch.rs), and a warning when a supported major's
+/// headers were not found (the library then loads the other major only).
+fn loaded_bindings(roots: &[CudaRoot], sets: &[headers::HeaderSet], out: &Path) -> Result<()> {
+    let summary = dispatch::generate(sets, out)?;
+    for major in discover::LOADED_MAJORS {
+        if !roots.iter().any(|r| r.cudart_version / 1000 == major) {
+            println!(
+                "cargo:warning=llaisys-nvidia: the `loaded` mode found no CUDA {major} headers: \
+                 this library will load CUDA {} runtimes only. For both: bash \
+                 scripts/bootstrap.sh --cuda12, or set one CUDA root variable to each toolkit \
+                 (CUDA_HOME and CUDA_PATH).",
+                roots[0].cudart_version / 1000
+            );
+        }
+    }
+    for c in &summary.differing_constants {
+        println!(
+            "cargo:warning=llaisys-nvidia: a constant differs between the header sets: {c}; \
+             calls pass the value of the CUDA {} headers",
+            roots[0].cudart_version / 1000
+        );
+    }
+    Ok(())
+}
+
+/// The cargo feature chosen. The features are additive: with more than one on
+/// (`--all-features`, or `--features dynamic` or `loaded` on top of the default `static`) the
+/// least default one wins, as the explicit choice: `loaded`, then `dynamic`.
 fn link_mode() -> Result<LinkMode> {
     let s = vars::cargo_flag("CARGO_FEATURE_STATIC")?;
     let d = vars::cargo_flag("CARGO_FEATURE_DYNAMIC")?;
-    match (s, d) {
-        (true, false) => Ok(LinkMode::Static),
-        (false, true) => Ok(LinkMode::Dynamic),
-        (true, true) => {
-            println!(
-                "cargo:warning=llaisys-nvidia: features `static` and `dynamic` are both on: \
-                 `dynamic` wins (the shared libcudart is linked). For libcudart_static.a leave \
-                 `dynamic` off."
-            );
-            Ok(LinkMode::Dynamic)
-        }
-        // src/lib.rs carries the compile_error! with the same words; this keeps the build script
-        // from failing first with a less helpful message.
-        (false, false) => bail!(
-            "llaisys-nvidia: neither feature `static` nor `dynamic` is on; enable \
-             one: `--features static` (libcudart_static.a) or `--features dynamic` (libcudart.so)."
-        ),
+    let l = vars::cargo_flag("CARGO_FEATURE_LOADED")?;
+    let on: Vec<&str> = [(s, "static"), (d, "dynamic"), (l, "loaded")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+    let mode = if l {
+        LinkMode::Loaded
+    } else if d {
+        LinkMode::Dynamic
+    } else if s {
+        LinkMode::Static
+    } else {
+        // src/lib.rs carries the compile_error! with the same words; this keeps the build
+        // script from failing first with a less helpful message.
+        bail!(
+            "llaisys-nvidia: none of the features `static`, `dynamic`, `loaded` is on; enable \
+             one: `--features static` (libcudart_static.a), `--features dynamic` \
+             (libcudart.so) or `--features loaded` (libcudart loaded at run time)."
+        )
+    };
+    if on.len() > 1 {
+        println!(
+            "cargo:warning=llaisys-nvidia: features {} are on: `{}` wins (`loaded` over \
+             `dynamic` over `static`). For another mode build with --no-default-features \
+             --features <mode>.",
+            on.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            mode.name()
+        );
     }
+    Ok(mode)
 }
 
 /// Reads the real environment into a `Probe`.
@@ -157,7 +246,9 @@ fn python_site_packages() -> Result<Vec<PathBuf>> {
 
 fn link(cuda: &CudaRoot, mode: LinkMode) {
     let lib_dir = cuda.lib_dir.display();
-    println!("cargo:rustc-link-search=native={lib_dir}");
+    if mode != LinkMode::Loaded {
+        println!("cargo:rustc-link-search=native={lib_dir}");
+    }
     match mode {
         LinkMode::Static => {
             println!("cargo:rustc-link-lib=static=cudart_static");
@@ -166,6 +257,8 @@ fn link(cuda: &CudaRoot, mode: LinkMode) {
                 println!("cargo:rustc-link-lib=dylib={l}");
             }
         }
+        // Nothing to link: the runtime is loaded at run time (src/cudart_lib.rs).
+        LinkMode::Loaded => {}
         LinkMode::Dynamic => {
             // `+verbatim` links libcudart.so.13 by its file name when no unversioned name exists.
             if cuda.lib_name == "libcudart.so" {
@@ -182,12 +275,44 @@ fn link(cuda: &CudaRoot, mode: LinkMode) {
 }
 
 /// Build facts for the crate (env!) and for dependent crates (`links` metadata: DEP_LLAISYS_CUDART_*).
-fn publish(cuda: &CudaRoot, mode: LinkMode, renames: &[(String, String)]) {
+/// `roots` are every header set used (the `loaded` mode's: one per major, the primary first).
+fn publish(cuda: &CudaRoot, mode: LinkMode, renames: &[(String, String)], roots: &[CudaRoot]) {
     // CUDA 13 changed some signatures (cudaMemPrefetchAsync, cudaMemAdvise take a location).
     println!("cargo:rustc-check-cfg=cfg(llaisys_cuda13)");
     if cuda.cudart_version >= 13000 {
         println!("cargo:rustc-cfg=llaisys_cuda13");
     }
+    // The link mode that won (a feature alone does not say: they are additive).
+    println!("cargo:rustc-check-cfg=cfg(llaisys_loaded)");
+    if mode == LinkMode::Loaded {
+        println!("cargo:rustc-cfg=llaisys_loaded");
+    }
+    // The `loaded` mode: the majors it can load and, per major, the folder of libcudart.so.N
+    // found at build time ("13=/x/lib,12=" when the CUDA 12 one had none).
+    let loaded: Vec<String> = roots
+        .iter()
+        .filter(|_| mode == LinkMode::Loaded)
+        .map(|r| {
+            let dir = if r.lib_name.is_empty() {
+                String::new()
+            } else {
+                r.lib_dir.display().to_string()
+            };
+            format!("{}={dir}", r.cudart_version / 1000)
+        })
+        .collect();
+    // And the include folders of each major's headers ("13=/a:/b;12=/c:/d"), for tests that
+    // build stand-in runtimes against them.
+    let loaded_includes: Vec<String> = roots
+        .iter()
+        .filter(|_| mode == LinkMode::Loaded)
+        .map(|r| {
+            let dirs = std::env::join_paths(&r.include_dirs)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{}={dirs}", r.cudart_version / 1000)
+        })
+        .collect();
     let facts = [
         ("CUDART_VERSION", cuda.cudart_version.to_string()),
         ("ROOT", cuda.root.display().to_string()),
@@ -195,6 +320,8 @@ fn publish(cuda: &CudaRoot, mode: LinkMode, renames: &[(String, String)]) {
         ("LINK_MODE", mode.name().to_string()),
         ("LIB_DIR", cuda.lib_dir.display().to_string()),
         ("LIB_NAME", cuda.lib_name.clone()),
+        ("LOADED_RUNTIMES", loaded.join(",")),
+        ("LOADED_INCLUDES", loaded_includes.join(";")),
         (
             "RENAMES",
             renames

@@ -39,6 +39,21 @@ pub fn generate(
     renames: &[(String, String)],
     out: &Path,
 ) -> Result<()> {
+    let text = generate_text(cuda, clang, compiler, wrapper, renames, &[])?;
+    std::fs::write(out, text)
+        .with_context(|| format!("llaisys-nvidia: cannot write {}", out.display()))
+}
+
+/// The bindings as text. `driver_functions` are functions of the driver API (`cuda.h`) to
+/// declare too (the `loaded` mode asks the driver for its version before it loads a runtime).
+pub fn generate_text(
+    cuda: &CudaRoot,
+    clang: &Clang,
+    compiler: &cc::Tool,
+    wrapper: &Path,
+    renames: &[(String, String)],
+    driver_functions: &[&str],
+) -> Result<String> {
     // clang-sys (inside bindgen) loads libclang from LIBCLANG_PATH; bindgen offers no other way
     // to name the library.
     // SAFETY: the build script is single-threaded: no other thread reads or writes the
@@ -63,6 +78,12 @@ pub fn generate(
                 renames: renames.to_vec(),
             }))
             .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        if !driver_functions.is_empty() {
+            b = b.header_contents("llaisys_nvidia_driver.h", "#include <cuda.h>\n");
+            for f in driver_functions {
+                b = b.allowlist_function(f);
+            }
+        }
         for inc in &cuda.include_dirs {
             b = b.clang_arg(format!("-I{}", inc.display()));
         }
@@ -83,9 +104,7 @@ pub fn generate(
         }
         Err(e) => return Err(anyhow!(failure(cuda, clang, &e))),
     };
-    bindings
-        .write_to_file(out)
-        .with_context(|| format!("llaisys-nvidia: cannot write {}", out.display()))
+    Ok(bindings.to_string())
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

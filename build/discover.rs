@@ -2,7 +2,9 @@
 //! `tests/discovery.rs` can drive it against fake roots made in temporary directories.
 //!
 //! A place counts only if it has `cuda_runtime.h`, `crt/host_config.h` and the library the chosen
-//! link mode needs. A place may be a toolkit root (`include/`, `lib64/`, `lib/`, or
+//! link mode needs (the `loaded` mode needs none: it records the folder of `libcudart.so.N` when
+//! there is one, for the run-time search, and takes the headers of each major it supports,
+//! [`find_cuda_per_major`]). A place may be a toolkit root (`include/`, `lib64/`, `lib/`, or
 //! `targets/<target>/` with the target folder of the cargo `TARGET`: `x86_64-linux`, `sbsa-linux`
 //! or `aarch64-linux` for aarch64, see [`cuda_target_dirs`]), the CUDA 13 PyPI layout
 //! (`nvidia/cu13`), the CUDA 12 PyPI layout (`nvidia/cuda_runtime` with `crt/` from
@@ -54,7 +56,12 @@ pub enum LinkMode {
     Static,
     /// The shared `libcudart.so` or, when only that exists, a versioned `libcudart.so.N`.
     Dynamic,
+    /// Not linked: `libcudart.so.N` is loaded at run time; the build needs headers only.
+    Loaded,
 }
+
+/// The CUDA majors the `loaded` mode supports, newest first (the order it prefers at run time).
+pub const LOADED_MAJORS: [u32; 2] = [13, 12];
 
 impl LinkMode {
     /// The feature name, as the user spells it.
@@ -62,6 +69,7 @@ impl LinkMode {
         match self {
             LinkMode::Static => "static",
             LinkMode::Dynamic => "dynamic",
+            LinkMode::Loaded => "loaded",
         }
     }
 
@@ -69,6 +77,7 @@ impl LinkMode {
         match self {
             LinkMode::Static => "libcudart_static.a",
             LinkMode::Dynamic => "libcudart.so or libcudart.so.N",
+            LinkMode::Loaded => "no library (CUDA 12 or 13 headers only)",
         }
     }
 }
@@ -130,13 +139,22 @@ pub struct NotFound {
 
 impl fmt::Display for NotFound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "llaisys-nvidia: no usable CUDA for the `{}` link mode (a root needs cuda_runtime.h, \
-             crt/host_config.h and {}).",
-            self.mode.name(),
-            self.mode.library_wanted()
-        )?;
+        if self.mode == LinkMode::Loaded {
+            writeln!(
+                f,
+                "llaisys-nvidia: no usable CUDA headers for the `loaded` link mode (a root \
+                 needs cuda_runtime.h and crt/host_config.h of CUDA {}).",
+                majors_text()
+            )?;
+        } else {
+            writeln!(
+                f,
+                "llaisys-nvidia: no usable CUDA for the `{}` link mode (a root needs \
+                 cuda_runtime.h, crt/host_config.h and {}).",
+                self.mode.name(),
+                self.mode.library_wanted()
+            )?;
+        }
         if !self.vars_set.is_empty() {
             writeln!(
                 f,
@@ -174,6 +192,85 @@ impl std::error::Error for NotFound {}
 /// Searches in the documented order and returns the first usable root.
 pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
     let mut rejected = Vec::new();
+    let (candidates, vars_set) = candidates(probe);
+    for (origin, path) in candidates {
+        match inspect(&path, mode, &probe.cuda_targets) {
+            Ok(mut root) => {
+                root.origin = origin;
+                return Ok(root);
+            }
+            Err(reason) => rejected.push(Rejected { origin, reason }),
+        }
+    }
+    Err(NotFound {
+        mode,
+        rejected,
+        vars_set,
+    })
+}
+
+/// The `loaded` mode's search: the same places in the same order, every usable layout of each
+/// (a site-packages folder may hold the CUDA 13 and the CUDA 12 wheels), the first root of each
+/// major of [`LOADED_MAJORS`], newest major first: the crate's code is compiled against the
+/// newest headers, whose functions the older runtime serves under its versioned names
+/// (build/compare.rs). Fails only when no root of a supported major is found.
+pub fn find_cuda_per_major(probe: &Probe) -> Result<Vec<CudaRoot>, NotFound> {
+    let mode = LinkMode::Loaded;
+    let mut rejected = Vec::new();
+    let mut found: Vec<CudaRoot> = Vec::new();
+    let (candidates, vars_set) = candidates(probe);
+    for (origin, path) in candidates {
+        let (roots, errors) = match inspect_each(&path, mode, &probe.cuda_targets) {
+            Ok(r) => r,
+            Err(reason) => {
+                rejected.push(Rejected { origin, reason });
+                continue;
+            }
+        };
+        if roots.is_empty() {
+            rejected.push(Rejected {
+                origin,
+                reason: errors.join("; "),
+            });
+            continue;
+        }
+        for mut root in roots {
+            let major = root.cudart_version / 1000;
+            if !LOADED_MAJORS.contains(&major) {
+                rejected.push(Rejected {
+                    origin: origin.clone(),
+                    reason: format!(
+                        "CUDA {major} headers in {}: the loaded mode supports CUDA {}",
+                        root.root.display(),
+                        majors_text()
+                    ),
+                });
+            } else if !found.iter().any(|f| f.cudart_version / 1000 == major) {
+                root.origin = origin.clone();
+                found.push(root);
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(NotFound {
+            mode,
+            rejected,
+            vars_set,
+        });
+    }
+    found.sort_by_key(|r| std::cmp::Reverse(r.cudart_version / 1000));
+    Ok(found)
+}
+
+/// "13 and 12".
+fn majors_text() -> String {
+    let m: Vec<String> = LOADED_MAJORS.iter().map(u32::to_string).collect();
+    m.join(" and ")
+}
+
+/// The places to look at, in order, and the names of the root variables that are set (when
+/// any is, only they are places).
+fn candidates(probe: &Probe) -> (Vec<(String, PathBuf)>, Vec<String>) {
     let vars_set: Vec<String> = probe
         .root_vars
         .iter()
@@ -204,20 +301,7 @@ pub fn find_cuda(probe: &Probe, mode: LinkMode) -> Result<CudaRoot, NotFound> {
         let plain = probe.usr_local.join("cuda");
         candidates.push((plain.display().to_string(), plain));
     }
-    for (origin, path) in candidates {
-        match inspect(&path, mode, &probe.cuda_targets) {
-            Ok(mut root) => {
-                root.origin = origin;
-                return Ok(root);
-            }
-            Err(reason) => rejected.push(Rejected { origin, reason }),
-        }
-    }
-    Err(NotFound {
-        mode,
-        rejected,
-        vars_set,
-    })
+    (candidates, vars_set)
 }
 
 /// `cuda-X.Y` folders under `usr_local`, newest first.
@@ -241,42 +325,52 @@ fn versioned_roots(usr_local: &Path) -> Vec<PathBuf> {
 /// Checks one place; `Err` says why it is unusable. `targets` are the `targets/` folders to look
 /// in ([`cuda_target_dirs`]).
 pub fn inspect(path: &Path, mode: LinkMode, targets: &[String]) -> Result<CudaRoot, String> {
+    let (found, errors) = inspect_each(path, mode, targets)?;
+    found.into_iter().next().ok_or_else(|| errors.join("; "))
+}
+
+/// Every usable layout of one place, most specific first, and why each other layout is not:
+/// `nvidia/cu13` and `nvidia/cuda_runtime` of a site-packages folder (an incomplete CUDA 13 must
+/// not hide a complete CUDA 12), else the place itself as a toolkit root. `Err` when the place
+/// is not a folder.
+pub fn inspect_each(
+    path: &Path,
+    mode: LinkMode,
+    targets: &[String],
+) -> Result<(Vec<CudaRoot>, Vec<String>), String> {
     if !path.is_dir() {
         return Err(format!(
             "{} does not exist or is not a folder",
             path.display()
         ));
     }
-    // The layouts a place may have, most specific first.
     let cu13 = path.join("nvidia").join("cu13");
     let cu12 = path.join("nvidia").join("cuda_runtime");
-    // A site-packages folder may hold both wheel sets; an incomplete CUDA 13 must not hide a
-    // complete CUDA 12.
-    let mut cu13_err = None;
+    let mut layouts = Vec::new();
     if cu13.is_dir() {
-        match inspect_layout(&cu13, &cu13, mode, targets) {
-            Ok(r) => return Ok(r),
-            Err(e) => cu13_err = Some(e),
-        }
+        layouts.push((cu13.clone(), cu13));
     }
     if cu12.is_dir() {
-        let nvcc = path.join("nvidia").join("cuda_nvcc");
-        return inspect_layout(&cu12, &nvcc, mode, targets).map_err(|e| match cu13_err {
-            Some(first) => format!("{first}; {e}"),
-            None => e,
-        });
+        layouts.push((cu12, path.join("nvidia").join("cuda_nvcc")));
     }
-    if let Some(e) = cu13_err {
-        return Err(e);
+    if layouts.is_empty() {
+        let crt_root = if path.file_name().is_some_and(|n| n == "cuda_runtime") {
+            path.parent()
+                .map(|p| p.join("cuda_nvcc"))
+                .unwrap_or_default()
+        } else {
+            path.to_path_buf()
+        };
+        layouts.push((path.to_path_buf(), crt_root));
     }
-    if path.file_name().is_some_and(|n| n == "cuda_runtime") {
-        let nvcc = path
-            .parent()
-            .map(|p| p.join("cuda_nvcc"))
-            .unwrap_or_default();
-        return inspect_layout(path, &nvcc, mode, targets);
+    let (mut found, mut errors) = (Vec::new(), Vec::new());
+    for (root, crt_root) in layouts {
+        match inspect_layout(&root, &crt_root, mode, targets) {
+            Ok(r) => found.push(r),
+            Err(e) => errors.push(e),
+        }
     }
-    inspect_layout(path, path, mode, targets)
+    Ok((found, errors))
 }
 
 /// Checks a root whose headers are in `root` and whose `crt/` may be in `crt_root` (the CUDA 12
@@ -315,7 +409,7 @@ fn inspect_layout(
             )
         })?;
     let cudart_version = read_cudart_version(&main_inc.join("cuda_runtime_api.h"))?;
-    let (lib_dir, lib_name) = find_library(root, mode, targets)?;
+    let (lib_dir, lib_name) = find_library(root, mode, targets, cudart_version / 1000)?;
     let mut include_dirs = vec![main_inc.clone()];
     if crt_inc != main_inc {
         include_dirs.push(crt_inc);
@@ -355,11 +449,14 @@ fn shown(dirs: &[PathBuf]) -> String {
     }
 }
 
-/// The library the mode needs, in `lib64`, `lib` or `targets/<target>/lib`.
+/// The library the mode needs, in `lib64`, `lib` or `targets/<target>/lib`. For the `loaded`
+/// mode, the folder holding `libcudart.so.<major>` (an empty name and `root/lib` when none does:
+/// nothing is linked, and the run-time search then has no build-time folder for this major).
 fn find_library(
     root: &Path,
     mode: LinkMode,
     targets: &[String],
+    major: u32,
 ) -> Result<(PathBuf, String), String> {
     let mut dirs = vec![root.join("lib64"), root.join("lib")];
     dirs.extend(
@@ -382,7 +479,16 @@ fn find_library(
                     return Ok((d.clone(), name));
                 }
             }
+            LinkMode::Loaded => {
+                let name = format!("libcudart.so.{major}");
+                if d.join(&name).exists() {
+                    return Ok((d.clone(), name));
+                }
+            }
         }
+    }
+    if mode == LinkMode::Loaded {
+        return Ok((root.join("lib"), String::new()));
     }
     Err(format!(
         "headers found but no {} in {}",

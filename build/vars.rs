@@ -32,13 +32,14 @@ pub const TRACKED: [&str; 8] = [
 ];
 
 /// The variables cargo sets for build scripts that this build script reads.
-pub const CARGO_SET: [&str; 6] = [
+pub const CARGO_SET: [&str; 7] = [
     "CARGO_MANIFEST_DIR",
     "OUT_DIR",
     "TARGET",
     "HOST",
     "CARGO_FEATURE_STATIC",
     "CARGO_FEATURE_DYNAMIC",
+    "CARGO_FEATURE_LOADED",
 ];
 
 /// Prints `cargo:rerun-if-env-changed` for every variable of `TRACKED`.

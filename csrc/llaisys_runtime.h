@@ -352,6 +352,15 @@ typedef struct llaisysNvidiaVersions {
 LLAISYS_NVIDIA_API const char *llaisysNvidiaVersion(void); /* crate version, static string */
 LLAISYS_NVIDIA_API int llaisysNvidiaGetVersions(llaisysNvidiaVersions *out);
 LLAISYS_NVIDIA_API const char *llaisysNvidiaStatusName(int status); /* static string */
+/* Which CUDA runtime this library uses and why. *version (may be NULL) gets its
+ * cudaRuntimeGetVersion, 0 when none could be loaded; buf gets a report, one fact per line (the
+ * link mode, the file, why, and in the `loaded` mode the driver's CUDA version and every place
+ * tried), copied like llaisysNvidiaLastErrorMessage; *length (may be NULL) its full length. In
+ * the `loaded` mode the first call loads the runtime; it succeeds also when none can be loaded
+ * (the report says why, and every call that needs CUDA fails with a status naming the library
+ * and the symbol or version). */
+LLAISYS_NVIDIA_API int llaisysNvidiaCudartLibrary(int *version, char *buf, size_t len,
+                                                  size_t *length);
 
 /* Devices. */
 typedef struct llaisysNvidiaDeviceProperties {

@@ -12,6 +12,9 @@
 # $OUT/bench-samples.csv (every sample), $OUT/torch.csv and $OUT/bench-progress.log. About 3
 # minutes; table_bench starts no new workload after 270 s (killed at 300 s), torch_bench none
 # after 100 s (killed at 150 s), so the whole script stays under 8 minutes.
+# --loaded (first): the "ours dynamic" column measures the loaded build instead
+# (loaded/libllaisys_nvidia.so with loaded/cudart13/libcudart.so.13, the CUDA 13.0 the static
+# build links), so that the per-call rows compare the run-time dispatch with static in one run.
 # Other modes, each its own run:
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
@@ -97,6 +100,16 @@ if [ "${1:-}" = --peer ]; then
   [ -z "$out" ] || { mkdir -p "$out"; cp "$work/peer.md" "$out/peer.md"; }
   exit 0
 fi
+second=$stage/dynamic/libllaisys_nvidia.so
+second_note="ours dynamic: the dynamic build (shared libcudart linked)"
+if [ "${1:-}" = --loaded ]; then
+  shift
+  second=$stage/loaded/libllaisys_nvidia.so
+  export LLAISYS_NVIDIA_CUDART_LIBRARY=$stage/loaded/cudart13/libcudart.so.13
+  second_note="ours dynamic: the LOADED build (no link-time cudart; $LLAISYS_NVIDIA_CUDART_LIBRARY loaded at run time)"
+  [ -f "$second" ] && [ -f "$LLAISYS_NVIDIA_CUDART_LIBRARY" ] ||
+    { echo "bench: no staged loaded build; run 'bash scripts/stage-gpu.sh' again" >&2; exit 2; }
+fi
 echo "bench: building with nvcc ($nvcc_version)" >&2
 # The reference as a llaisys core would build it: nvcc's default static cudart, kept private
 # (--exclude-libs) so that it cannot bind to any other cudart in the process.
@@ -114,7 +127,8 @@ rc=0
 timeout -k 10 300 "$work/table_bench" --budget-s 270 --csv "$work/bench-samples.csv" \
   --note "command: \`bash gpu-stage/bench.sh${*:+ $*}\` (scripts/gpu-bench.sh); built with nvcc $nvcc_version" \
   --note "nvidia-smi (name, driver, PCIe gen, width, SM/mem clocks, temp, util, mem used) at start: ${smi:-unavailable}" \
-  "$@" "$stage/static/libllaisys_nvidia.so" "$stage/dynamic/libllaisys_nvidia.so" "$work/libseed_runtime.so" \
+  --note "$second_note" \
+  "$@" "$stage/static/libllaisys_nvidia.so" "$second" "$work/libseed_runtime.so" \
   >"$work/bench.md" 2> >(tee "$work/bench-progress.log" >&2) || rc=$?
 wait  # for tee
 

@@ -96,6 +96,49 @@ for mode in static dynamic; do
   step "$mode: upstream llaisys test/test_runtime.py --device nvidia" upstream_runtime_test "$mode"
 done
 step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" $gpu_tests ${1:+"$1"}
+# ---- the loaded link mode: the same files under the CUDA 13 and the CUDA 12.9 runtime ----
+# loaded_choice VERSION ENV...: with ENV, the loaded build's doctor reports the runtime it chose
+# (text) and that runtime's cudaRuntimeGetVersion is VERSION.
+loaded_choice() {
+  local want=$1 json
+  shift
+  env "$@" "$here/loaded/llaisys-nvidia" doctor | sed -n '/^== Machine/,/^== Environment/p'
+  json=$(env "$@" "$here/loaded/llaisys-nvidia" doctor --json) || true
+  python3 -c 'import json,sys
+c = json.loads(sys.argv[1])["machine"]["libcudart"]["loaded"]
+v = (c.get("version") or {}).get("number")
+print("loaded:", c.get("path"), v)
+sys.exit(0 if v == int(sys.argv[2]) else 1)' "$json" "$want"
+}
+loaded_llaisys() { # loaded_llaisys ENV...: upstream test_runtime.py with the loaded libllaisys.so
+  local d=$here/llaisys-loaded log n
+  log=$(cd "$d" && env "$@" PYTHONPATH="$d/python${PYTHONPATH:+:$PYTHONPATH}" python3 test/test_runtime.py --device nvidia 2>&1) || { echo "$log"; return 1; }
+  echo "$log"
+  n=$(sed -n 's/^Found \([0-9][0-9]*\) nvidia devices$/\1/p' <<<"$log")
+  [ "${n:-0}" -ge 1 ] && [ "$(grep -c "Passed" <<<"$log")" -eq "$n" ] && grep -q "Test passed" <<<"$log"
+}
+for rt in 13:13000 12:12090; do
+  major=${rt%%:*}
+  lib=$here/loaded/cudart$major/libcudart.so.$major
+  step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: the choice" loaded_choice "${rt#*:}" LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
+  step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: rust GPU tests" \
+    env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" "$here/loaded/gpu" $gpu_tests ${1:+"$1"}
+  step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: doctor GPU tests" \
+    env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" LLAISYS_NVIDIA_DOCTOR_BIN="$here/loaded/llaisys-nvidia" \
+    "$here/loaded/doctor-gpu" --test-threads=1 --nocapture
+  step "loaded, cudart $major: upstream llaisys test/test_runtime.py --device nvidia" loaded_llaisys LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
+done
+# Only 12.9 offered on the loader's path (no variable, no Python wheels): the search finds it,
+# unless the system's loader cache holds a libcudart.so.13, which then comes first (13 first).
+only12=(LD_LIBRARY_PATH="$here/loaded/cudart12" LLAISYS_NVIDIA_PYTHON=/nonexistent/python)
+only12_want=12090
+if ldconfig -p 2>/dev/null | grep -q 'libcudart\.so\.13 '; then
+  only12_want=13000
+  echo "note: ld.so.cache has a libcudart.so.13; the loaded build must choose it over 12.9 on LD_LIBRARY_PATH"
+fi
+step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: the choice" loaded_choice "$only12_want" "${only12[@]}"
+step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: rust GPU tests" env "${only12[@]}" "$here/loaded/gpu" $gpu_tests ${1:+"$1"}
+# ---- end of the loaded link mode block ----
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
 echo "$pass passed, $fail failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llaisys-nvidia (release) and installs it for C/C++ frameworks under a prefix:
-#   bash scripts/install.sh --prefix PREFIX [--cudart static|dynamic] [--cuda12 | --cuda-home DIR]
+#   bash scripts/install.sh --prefix PREFIX [--cudart static|dynamic|loaded] [--cuda12 | --cuda-home DIR]
 # PREFIX/include/llaisys-nvidia/   llaisys_runtime.h (C99/C++17), llaisys_nvidia_exceptions.hpp
 # PREFIX/lib/                      libllaisys_nvidia.so (cdylib), libllaisys_nvidia.a (staticlib)
 # PREFIX/lib/pkgconfig/            llaisys-nvidia.pc (shared; Libs.private: the static natives),
@@ -8,8 +8,10 @@
 # PREFIX/lib/cmake/llaisys-nvidia/ find_package(llaisys-nvidia): llaisys-nvidia::shared, ::static
 # The static link line is rustc's own --print native-static-libs for this build (with, for the
 # dynamic cudart, the folder of libcudart.so.N as -L and rpath). --cudart dynamic links the shared
-# libcudart (default static: cudart inside); --cuda12 builds against CUDA 12.9 (.deps/cuda12),
-# --cuda-home DIR against the CUDA root DIR. Cargo builds into CARGO_TARGET_DIR (default target/).
+# libcudart (default static: cudart inside); --cudart loaded links none (the library loads
+# libcudart.so.13 or .12 at run time: no cudart in any link line); --cuda12 builds against CUDA
+# 12.9 (.deps/cuda12), --cuda-home DIR against the CUDA root DIR. Cargo builds into
+# CARGO_TARGET_DIR (default target/).
 set -euo pipefail
 crate=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prefix=
@@ -20,21 +22,22 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) [ $# -ge 2 ] || die "--prefix needs a folder"; prefix=$2; shift ;;
     --prefix=*) prefix=${1#--prefix=} ;;
-    --cudart) [ $# -ge 2 ] || die "--cudart needs static or dynamic"; cudart=$2; shift ;;
+    --cudart) [ $# -ge 2 ] || die "--cudart needs static, dynamic or loaded"; cudart=$2; shift ;;
     --cudart=*) cudart=${1#--cudart=} ;;
     --cuda12) cuda_home=$crate/.deps/cuda12 ;;
     --cuda-home) [ $# -ge 2 ] || die "--cuda-home needs a folder"; cuda_home=$2; shift ;;
     --cuda-home=*) cuda_home=${1#--cuda-home=} ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
 done
 [ -n "$prefix" ] || die "--prefix PREFIX is required (for example --prefix \$HOME/.local)"
-case "$cudart" in static|dynamic) ;; *) die "--cudart must be static or dynamic, not '$cudart'" ;; esac
+case "$cudart" in static|dynamic|loaded) ;; *) die "--cudart must be static, dynamic or loaded, not '$cudart'" ;; esac
 case "$prefix" in /*) ;; *) prefix=$(pwd)/$prefix ;; esac
 
-if [ "$cuda_home" = "$crate/.deps/cuda12" ]; then
+# The loaded mode compiles against the CUDA 13 and the 12.9 headers.
+if [ "$cuda_home" = "$crate/.deps/cuda12" ] || [ "$cudart" = loaded ]; then
   bash "$crate/scripts/bootstrap.sh" --cuda12 >/dev/null
 else
   bash "$crate/scripts/bootstrap.sh" >/dev/null
@@ -43,7 +46,7 @@ if [ -n "$cuda_home" ]; then
   export CUDA_HOME=$cuda_home
 fi
 features=()
-[ "$cudart" = dynamic ] && features=(--no-default-features --features dynamic)
+[ "$cudart" = static ] || features=(--no-default-features --features "$cudart")
 target_dir=${CARGO_TARGET_DIR:-$crate/target}
 
 # One cargo call builds both library kinds and prints rustc's native-static-libs; cargo's JSON
@@ -135,7 +138,12 @@ fill "$crate/csrc/cmake/llaisys-nvidiaConfig.cmake.in" "$lib/cmake/llaisys-nvidi
 fill "$crate/csrc/cmake/llaisys-nvidiaConfigVersion.cmake.in" \
   "$lib/cmake/llaisys-nvidia/llaisys-nvidiaConfigVersion.cmake"
 
-echo "install: llaisys-nvidia $version ($cudart cudart, CUDA $cuda_version) installed under $prefix"
+if [ "$cudart" = loaded ]; then
+  cuda_words="no link-time cudart: CUDA 13 or 12 loaded at run time, headers of CUDA $cuda_version"
+else
+  cuda_words="$cudart cudart, CUDA $cuda_version"
+fi
+echo "install: llaisys-nvidia $version ($cuda_words) installed under $prefix"
 echo "install: static link line: $lib/libllaisys_nvidia.a $natives"
 echo "install: pkg-config: PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags --libs llaisys-nvidia[-static]"
 echo "install: CMake: -DCMAKE_PREFIX_PATH=$prefix, find_package(llaisys-nvidia), llaisys-nvidia::shared or ::static"

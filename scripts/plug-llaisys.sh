@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Plugs llaisys-nvidia into a llaisys checkout as its NVIDIA backend, or takes it out again:
-#   bash scripts/plug-llaisys.sh [--cudart static|dynamic] [--cuda12 | --cuda-home DIR] [LLAISYS_TREE]
+#   bash scripts/plug-llaisys.sh [--cudart static|dynamic|loaded] [--cuda12 | --cuda-home DIR] [LLAISYS_TREE]
 #   bash scripts/plug-llaisys.sh --undo [LLAISYS_TREE]
 # LLAISYS_TREE defaults to the current folder. Works on the unmodified upstream tree:
 #   - src/device/nvidia/nvidia_runtime_api.cu (the stub) is moved to LLAISYS_TREE/.llaisys-nvidia/saved/;
@@ -10,21 +10,24 @@
 #     put in place; a file of the tree they replace is saved first.
 # Then llaisys's own `xmake f --nv-gpu=y && xmake && xmake install` and `pip install ./python`.
 # Options: --cudart dynamic links our cdylib and the shared libcudart (default static: everything
-# inside libllaisys.so); --cuda12 builds against CUDA 12.9 (.deps/cuda12, for drivers older than
-# r580); --cuda-home DIR against the CUDA root DIR. Idempotent: run it again to change options.
-# --undo puts back every saved file and removes what it added (and our libraries it installed).
+# inside libllaisys.so); --cudart loaded puts our library inside libllaisys.so with no cudart at
+# all: it loads libcudart.so.13 or .12 at run time, the newest the driver supports (one
+# libllaisys.so for r525+ and r580+ drivers); --cuda12 builds against CUDA 12.9 (.deps/cuda12,
+# for drivers older than r580); --cuda-home DIR against the CUDA root DIR. Idempotent: run it
+# again to change options. --undo puts back every saved file and removes what it added (and our
+# libraries it installed).
 set -euo pipefail
 crate=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 undo=0
 cudart=static
 cuda_home=
 tree=
-usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "plug-llaisys: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --undo) undo=1 ;;
-    --cudart) [ $# -ge 2 ] || die "--cudart needs static or dynamic"; cudart=$2; shift ;;
+    --cudart) [ $# -ge 2 ] || die "--cudart needs static, dynamic or loaded"; cudart=$2; shift ;;
     --cudart=*) cudart=${1#--cudart=} ;;
     --cuda12) cuda_home=$crate/.deps/cuda12 ;;
     --cuda-home) [ $# -ge 2 ] || die "--cuda-home needs a folder"; cuda_home=$2; shift ;;
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$cudart" in static|dynamic) ;; *) die "--cudart must be static or dynamic, not '$cudart'" ;; esac
+case "$cudart" in static|dynamic|loaded) ;; *) die "--cudart must be static, dynamic or loaded, not '$cudart'" ;; esac
 tree=${tree:-.}
 [ -d "$tree" ] || die "no folder '$tree'"
 tree=$(cd "$tree" && pwd)
@@ -80,8 +83,9 @@ if [ "$undo" = 1 ]; then
   exit 0
 fi
 
-# The crate's build needs what the bootstrap installs (CUDA headers and libraries, xmake).
-if [ "$cuda_home" = "$crate/.deps/cuda12" ]; then
+# The crate's build needs what the bootstrap installs (CUDA headers and libraries, xmake; the
+# loaded mode both header sets).
+if [ "$cuda_home" = "$crate/.deps/cuda12" ] || [ "$cudart" = loaded ]; then
   bash "$crate/scripts/bootstrap.sh" --cuda12
 else
   bash "$crate/scripts/bootstrap.sh"
@@ -129,7 +133,7 @@ chmod 644 "$tree/$rule" "$tree/$adapter"
   echo "file $(sha "$tree/$rule") $rule"
 } >"$manifest"
 # A mode switch must not leave the other mode's cdylib to be installed.
-[ "$cudart" = static ] && for f in "${installed[@]}"; do rm -f "$tree/$f"; done
+[ "$cudart" = dynamic ] || for f in "${installed[@]}"; do rm -f "$tree/$f"; done
 
 echo "plug-llaisys: llaisys-nvidia ($cudart cudart${cuda_home:+, CUDA at $cuda_home}) plugged into $tree"
 echo "plug-llaisys: undo with: bash $crate/scripts/plug-llaisys.sh --undo $tree"

@@ -110,6 +110,37 @@ exe=$(CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 test_exe gpu
 mkdir -p "$stage/cuda12"
 cp "$exe" "$stage/cuda12/gpu"
 strip --strip-debug "$stage/cuda12/gpu"
+# ---- the loaded link mode: one library for the CUDA 13 and the CUDA 12.9 runtime ----
+# $stage/loaded: its GPU test binaries, doctor and cdylib (no cudart inside), the runtimes they
+# load there (cudart13/libcudart.so.13, cudart12/libcudart.so.12), and upstream llaisys plugged
+# with --cudart loaded (libllaisys.so holds our staticlib, no cudart). run.sh's block runs them.
+echo "stage-gpu: building loaded"
+lexe=$(CARGO_TARGET_DIR=target/loaded test_exe gpu --test gpu --no-default-features --features loaded | tail -n 1)
+[ -x "$lexe" ] || { echo "stage-gpu: no GPU test binary for loaded" >&2; exit 1; }
+ldexe=$(CARGO_TARGET_DIR=target/loaded test_exe doctor_gpu -p llaisys-nvidia-doctor --test doctor_gpu --no-default-features --features loaded | tail -n 1)
+[ -x "$ldexe" ] || { echo "stage-gpu: no doctor GPU test binary for loaded" >&2; exit 1; }
+CARGO_TARGET_DIR=target/loaded cargo build --release -p llaisys-nvidia -p llaisys-nvidia-doctor --lib --bins --no-default-features --features loaded
+mkdir -p "$stage/loaded/cudart13" "$stage/loaded/cudart12"
+cp "$lexe" "$stage/loaded/gpu"
+cp "$ldexe" "$stage/loaded/doctor-gpu"
+cp target/loaded/release/llaisys-nvidia target/loaded/release/libllaisys_nvidia.so "$stage/loaded/"
+strip --strip-debug "$stage/loaded/gpu" "$stage/loaded/doctor-gpu" "$stage/loaded/llaisys-nvidia" "$stage/loaded/libllaisys_nvidia.so"
+cp .deps/cuda13/nvidia/cu13/lib/libcudart.so.13 "$stage/loaded/cudart13/"
+cp .deps/cuda12/nvidia/cuda_runtime/lib/libcudart.so.12 "$stage/loaded/cudart12/"
+tree=$(mktemp -d)
+cp -r "$upstream/." "$tree/"
+chmod -R u+w "$tree"
+bash scripts/plug-llaisys.sh --cudart loaded "$tree" >/dev/null
+(cd "$tree" && export XMAKE_ROOT=y CARGO_TARGET_DIR=$here/target/loaded &&
+  "$here/.deps/xmake/bin/xmake" f --nv-gpu=y -y >/dev/null && "$here/.deps/xmake/bin/xmake" -y >/dev/null &&
+  "$here/.deps/xmake/bin/xmake" install >/dev/null)
+[ -f "$tree/python/llaisys/libllaisys/libllaisys.so" ] || { echo "stage-gpu: xmake install made no libllaisys.so (loaded)" >&2; exit 1; }
+strip --strip-debug "$tree/python/llaisys/libllaisys/"*.so
+mkdir -p "$stage/llaisys-loaded"
+cp -r "$tree/python" "$tree/test" "$stage/llaisys-loaded/"
+rm -rf "$tree"
+du -sh "$stage/loaded" "$stage/llaisys-loaded"
+# ---- end of the loaded link mode block ----
 du -sh "$stage"
 echo "stage-gpu: done; on the GPU machine, from the crate's root: bash gpu-stage/run.sh"
 echo "stage-gpu: benchmark: bash gpu-stage/bench.sh; sanitizers: bash gpu-stage/sanitize.sh;"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (what CI runs), on a machine with or without a GPU: formatting, lints,
-# docs, and the tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static.
+# docs, and the tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static, and the
+# loaded mode's own tests (the library's unit tests, tests/loaded.rs, the build's discovery).
 # `--workspace`: the library and the doctor crate (doctor/). The host-only tests make the
 # conditions they test (a child process without a driver, stand-in libraries), so they pass on
 # either machine. The GPU tests (tests/gpu) are #[ignore]d and counted as skipped in the summary
@@ -43,7 +44,7 @@ fi
 
 echo "== rustfmt"
 cargo fmt --all --check
-echo "== clippy (static, dynamic)"
+echo "== clippy (static, dynamic; loaded below)"
 cargo clippy --workspace --all-targets -- -D warnings
 CARGO_TARGET_DIR=target/dynamic cargo clippy --workspace --all-targets --no-default-features --features dynamic -- -D warnings
 echo "== rustdoc"
@@ -70,8 +71,10 @@ done
 echo "== tests: dynamic cudart, CUDA 13"
 CARGO_TARGET_DIR=target/dynamic tests --workspace --no-default-features --features dynamic
 CARGO_TARGET_DIR=target/dynamic gpu_tests --no-default-features --features dynamic
-echo "== features are additive: --all-features builds (dynamic wins)"
-CARGO_TARGET_DIR=target/dynamic cargo build --all-features -q
+echo "== the loaded mode (no link-time cudart): clippy, its tests, --all-features builds it (loaded wins)"
+CARGO_TARGET_DIR=target/loaded cargo clippy --workspace --all-targets --no-default-features --features loaded -- -D warnings
+CARGO_TARGET_DIR=target/loaded tests --no-default-features --features loaded --lib --test loaded --test discovery
+CARGO_TARGET_DIR=target/loaded cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
 CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 tests --workspace
 CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 gpu_tests

@@ -5,7 +5,9 @@
 //! wrote, or a [`Failed`] naming the call and its code; the safe layer above adds the
 //! arguments that matter ([`Detail::detail`]).
 //!
-//! This is the only module besides `error` that touches [`crate::raw`].
+//! This is the only module besides `error` that touches [`crate::raw`]. With the `loaded`
+//! feature the same `raw::` functions resolve their symbols in the runtime loaded at run time
+//! (`cudart_lib`); nothing here differs but where the runtime's address comes from.
 
 use crate::error::{CudaError, Error};
 use crate::raw;
@@ -102,8 +104,23 @@ pub(crate) fn get_last_error() -> CudaError {
 
 /// The address of cudart's `cudaRuntimeGetVersion` in this process (which library provides
 /// cudart, for `dladdr`).
+#[cfg(not(llaisys_loaded))]
 pub(crate) fn runtime_symbol_address() -> *const c_void {
     raw::cudaRuntimeGetVersion as *const c_void
+}
+
+/// The address of `cudaRuntimeGetVersion` in the runtime the `loaded` mode loaded (NULL when
+/// none could be loaded); loads it on the first call.
+#[cfg(llaisys_loaded)]
+pub(crate) fn runtime_symbol_address() -> *const c_void {
+    crate::cudart_lib::runtime_address(&raw::SPEC)
+}
+
+/// The `loaded` mode's choice of runtime: which, why, every place tried; loads it on the first
+/// call.
+#[cfg(llaisys_loaded)]
+pub(crate) fn loaded_runtime() -> &'static crate::cudart_lib::Choice {
+    crate::cudart_lib::choice(&raw::SPEC)
 }
 
 // ---- devices --------------------------------------------------------------------------------

@@ -252,7 +252,14 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            ErrorKind::Cuda => write!(f, "{} failed: {}", self.call, self.cuda)?,
+            ErrorKind::Cuda => {
+                write!(f, "{} failed: {}", self.call, self.cuda)?;
+                // The `loaded` mode: a function the loaded runtime lacks, named with the library.
+                #[cfg(llaisys_loaded)]
+                if let Some(note) = raw::loaded_note(self.call) {
+                    write!(f, " ({note})")?;
+                }
+            }
             ErrorKind::DeferredCuda => write!(
                 f,
                 "{} reported {}, an error left by earlier asynchronous work (a kernel or copy \

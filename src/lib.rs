@@ -2,7 +2,11 @@
 //!
 //! Layers, each using only the layers before it (a test, `tests/layers.rs`, checks every
 //! `crate::` path of src/ against this order and for loops):
-//! 0. `raw`: the bindgen output over `wrapper.h` (`cuda_runtime.h`), nothing else.
+//! 0. What loads libraries at run time, below the bindings: `libsearch` (finding and opening a
+//!    shared library: a variable, the loader's path, a build-time folder, the Python wheels, each
+//!    place recorded) and, with the `loaded` feature, `cudart_lib` (which CUDA runtime to load,
+//!    and each function's symbol on first use). Then `raw`: the bindgen output over `wrapper.h`
+//!    (`cuda_runtime.h`), and with `loaded` the dispatch build.rs writes over it.
 //! 1. [`error`] ([`CudaError`], [`Error`]), `cudart` (one thin function per cudart call, each
 //!    with its safety argument: the only user of `raw` besides `error`), `sync` (the lock
 //!    helper), `env` (switches), `hash` (the address hasher of the caches' maps).
@@ -34,10 +38,16 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-// `static` and `dynamic` are additive: with both on, `dynamic` wins (build.rs).
-#[cfg(not(any(feature = "static", feature = "dynamic")))]
-compile_error!("enable one of the features `static` (libcudart_static.a, the default) or `dynamic` (shared libcudart)");
+// The link-mode features are additive: `loaded` wins over `dynamic`, which wins over `static`
+// (build.rs).
+#[cfg(not(any(feature = "static", feature = "dynamic", feature = "loaded")))]
+compile_error!("enable one of the features `static` (libcudart_static.a, the default), `dynamic` (shared libcudart) or `loaded` (libcudart loaded at run time)");
 
+// Layer 0: what loads libraries at run time, then the raw bindings.
+#[cfg(llaisys_loaded)]
+pub(crate) mod cudart_lib;
+#[allow(dead_code)] // its users differ by link mode (NCCL's loader, the `loaded` mode's)
+pub(crate) mod libsearch;
 mod raw;
 
 /// The raw cudart bindings (bindgen output over `cuda_runtime.h`), for tests and tools that want

@@ -34,18 +34,101 @@ pub mod build {
     pub const CUDA_ROOT: &str = env!("LLAISYS_NVIDIA_BUILD_ROOT");
     /// How that root was found (`CUDA_HOME=...`, `project-local ...`).
     pub const CUDA_ORIGIN: &str = env!("LLAISYS_NVIDIA_BUILD_ORIGIN");
-    /// `static` or `dynamic`.
+    /// `static`, `dynamic` or `loaded`.
     pub const LINK_MODE: &str = env!("LLAISYS_NVIDIA_BUILD_LINK_MODE");
-    /// The folder of the linked libcudart.
+    /// The folder of the linked libcudart (`loaded`: of the `libcudart.so.N` beside the headers
+    /// built against, searched at run time; `LIB_NAME` is empty when there was none).
     pub const LIB_DIR: &str = env!("LLAISYS_NVIDIA_BUILD_LIB_DIR");
     /// The file name of the linked libcudart.
     pub const LIB_NAME: &str = env!("LLAISYS_NVIDIA_BUILD_LIB_NAME");
+    /// The `loaded` mode: per major it can load, the folder of `libcudart.so.N` found at build
+    /// time (`13=/x/lib,12=/y/lib`; empty after `=` when there was none); empty for the other
+    /// modes.
+    pub const LOADED_RUNTIMES: &str = env!("LLAISYS_NVIDIA_BUILD_LOADED_RUNTIMES");
+    /// The `loaded` mode: per major, the include folders of its headers
+    /// (`13=/a/include:/b/include;12=...`); empty for the other modes.
+    pub const LOADED_INCLUDES: &str = env!("LLAISYS_NVIDIA_BUILD_LOADED_INCLUDES");
     /// The crate version.
     pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
     /// `CUDART_VERSION` as a number.
     pub fn cudart_version() -> i32 {
         CUDART_VERSION.parse().unwrap_or(0)
+    }
+}
+
+/// Which CUDA runtime this library uses, and why (`cudart_library`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudartLibrary {
+    /// `static`, `dynamic` or `loaded` (this build's link mode).
+    pub link_mode: &'static str,
+    /// The file that holds the runtime in use (this library or program with `static`); None
+    /// when it cannot be told or none could be loaded.
+    pub path: Option<String>,
+    /// `cudaRuntimeGetVersion` of the runtime in use; None when none could be loaded.
+    pub version: Option<i32>,
+    /// Why this runtime (or why none), in words.
+    pub why: String,
+    /// The `loaded` mode: what the driver said before the choice (`cuDriverGetVersion` of
+    /// libcuda.so.1, or why there is none); empty for the other modes.
+    pub driver: String,
+    /// The `loaded` mode: every place looked at, in order, as (place, outcome); empty for the
+    /// other modes.
+    pub tried: Vec<(String, String)>,
+}
+
+/// Which CUDA runtime this library uses and why. In the `loaded` mode the first call loads it
+/// (the status it answers when none can be loaded is in `why`); it never fails.
+pub fn cudart_library() -> CudartLibrary {
+    let path = crate::libsearch::object_of(cudart::runtime_symbol_address());
+    #[cfg(llaisys_loaded)]
+    {
+        let c = cudart::loaded_runtime();
+        let driver = match &c.driver {
+            crate::cudart_lib::Driver::Version { version, library } => {
+                format!(
+                    "supports CUDA {} (cuDriverGetVersion of {library})",
+                    version_string(*version)
+                )
+            }
+            crate::cudart_lib::Driver::Missing(why) => format!("none: {why}"),
+        };
+        CudartLibrary {
+            link_mode: build::LINK_MODE,
+            path: c.runtime.as_ref().ok().map(|rt| rt.path.clone()).or(path),
+            version: c.runtime.as_ref().ok().map(|rt| rt.version),
+            why: c.why.clone(),
+            driver,
+            tried: c
+                .tried
+                .iter()
+                .map(|t| (t.place.clone(), t.outcome.clone()))
+                .collect(),
+        }
+    }
+    #[cfg(not(llaisys_loaded))]
+    {
+        let version = runtime_version().ok();
+        let why = if build::LINK_MODE == "static" {
+            format!(
+                "libcudart_static.a of CUDA {} is linked into this library",
+                version_string(build::cudart_version())
+            )
+        } else {
+            format!(
+                "the shared libcudart the dynamic loader found at start (the build linked {}/{})",
+                build::LIB_DIR,
+                build::LIB_NAME
+            )
+        };
+        CudartLibrary {
+            link_mode: build::LINK_MODE,
+            path,
+            version,
+            why,
+            driver: String::new(),
+            tried: Vec::new(),
+        }
     }
 }
 

@@ -13,8 +13,8 @@ mod renames;
 mod vars;
 
 use discover::{
-    cuda_target_dirs, find_cuda, inspect, read_cudart_version, CudaRoot, LinkMode, NotFound, Probe,
-    Rejected, PIP_CUDA12, PIP_CUDA13, ROOT_VARS,
+    cuda_target_dirs, find_cuda, find_cuda_per_major, inspect, read_cudart_version, CudaRoot,
+    LinkMode, NotFound, Probe, Rejected, PIP_CUDA12, PIP_CUDA13, ROOT_VARS,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1020,7 +1020,20 @@ fn the_built_bindings_carry_the_renames_the_build_resolved() {
             "{built:?}"
         );
     }
-    // ... and the generated bindings give each the plain name and link the versioned symbol.
+    // ... and the generated bindings give each the plain name and link the versioned symbol
+    // (the loaded mode: the dispatch resolves the versioned symbol of the primary headers).
+    if llaisys_nvidia::runtime::build::LINK_MODE == "loaded" {
+        let dispatch = fs::read_to_string(Path::new(env!("OUT_DIR")).join("cudart_loaded.rs"))
+            .expect("OUT_DIR/cudart_loaded.rs");
+        for (versioned, plain) in &built {
+            let entry = format!("Symbol::new({plain:?}, &[Some(c{versioned:?})");
+            assert!(
+                dispatch.contains(&entry),
+                "{entry} missing from the dispatch"
+            );
+        }
+        return;
+    }
     let bindings = fs::read_to_string(Path::new(env!("OUT_DIR")).join("cudart.rs"))
         .expect("OUT_DIR/cudart.rs");
     for (versioned, plain) in &built {
@@ -1422,7 +1435,9 @@ fn bootstrapped_cuda12_when_present_is_accepted() {
 fn compiled_in_build_facts_agree_with_the_linked_runtime() {
     use llaisys_nvidia::runtime::{self, build};
 
-    let expected_mode = if cfg!(feature = "dynamic") {
+    let expected_mode = if cfg!(feature = "loaded") {
+        "loaded"
+    } else if cfg!(feature = "dynamic") {
         "dynamic"
     } else {
         "static"
@@ -1477,4 +1492,136 @@ fn incomplete_cuda13_wheel_does_not_hide_complete_cuda12() {
     );
     let root = inspect(site.path(), LinkMode::Static, &x86()).expect("CUDA 12 found");
     assert_eq!(root.cudart_version, 12090);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loaded mode: headers of each major, no library needed
+// ---------------------------------------------------------------------------------------------
+
+fn per_major(probe: &Probe) -> Vec<CudaRoot> {
+    find_cuda_per_major(probe)
+        .unwrap_or_else(|nf| panic!("find_cuda_per_major should succeed, failed:\n{nf}"))
+}
+
+#[test]
+fn loaded_mode_takes_both_wheel_sets_of_one_site_packages_newest_first() {
+    let t = TempDir::new("loaded_both_wheels");
+    let site = t.join("site");
+    let cu13 = pypi_cu13(&site);
+    let cu12 = pypi_cu12(&site, true);
+    let mut probe = empty_probe(t.path());
+    probe.site_packages = vec![site.clone()];
+    let roots = per_major(&probe);
+    let found: Vec<(u32, PathBuf, PathBuf, String)> = roots
+        .iter()
+        .map(|r| {
+            (
+                r.cudart_version,
+                r.root.clone(),
+                r.lib_dir.clone(),
+                r.lib_name.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                13000,
+                cu13.clone(),
+                cu13.join("lib"),
+                "libcudart.so.13".into()
+            ),
+            (
+                12090,
+                cu12.clone(),
+                cu12.join("lib"),
+                "libcudart.so.12".into()
+            ),
+        ]
+    );
+    let origin = format!("python3 wheels {}", site.display());
+    assert!(roots.iter().all(|r| r.origin == origin), "{roots:?}");
+}
+
+#[test]
+fn loaded_mode_takes_one_root_per_major_from_the_root_variables_and_needs_no_library() {
+    let t = TempDir::new("loaded_vars");
+    // CUDA 12 found first; the newest headers come first all the same (the crate is compiled
+    // against them).
+    let twelve = t.join("cuda-12.9");
+    toolkit(&twelve, Layout::Lib64, 12090, &[]);
+    let thirteen = t.join("cuda-13.0");
+    toolkit(&thirteen, Layout::Lib, 13000, &["libcudart.so.13"]);
+    let other13 = t.join("cuda-13.1");
+    full_toolkit(&other13, 13010);
+    let mut probe = empty_probe(t.path());
+    set_root_var(&mut probe, "CUDA_HOME", &twelve);
+    set_root_var(&mut probe, "CUDA_PATH", &thirteen);
+    set_root_var(&mut probe, "CUDA_ROOT", &other13);
+    // Not searched: a root variable is set.
+    probe.project_local = vec![t.join("never")];
+    let roots = per_major(&probe);
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    assert_eq!(
+        (roots[0].cudart_version, roots[0].lib_name.as_str()),
+        (13000, "libcudart.so.13")
+    );
+    assert_eq!(roots[0].lib_dir, thirteen.join("lib"));
+    assert_eq!(roots[0].origin, format!("CUDA_PATH={}", thirteen.display()));
+    assert_eq!(
+        (roots[1].cudart_version, roots[1].lib_name.as_str()),
+        (12090, ""),
+        "no libcudart.so.12 beside the CUDA 12 headers: nothing recorded"
+    );
+    assert_eq!(roots[1].origin, format!("CUDA_HOME={}", twelve.display()));
+    // One major only: that one.
+    let mut probe = empty_probe(t.path());
+    set_root_var(&mut probe, "CUDA_HOME", &thirteen);
+    let roots = per_major(&probe);
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].cudart_version, 13000);
+}
+
+#[test]
+fn loaded_mode_passes_over_a_major_it_does_not_support_and_says_so() {
+    let t = TempDir::new("loaded_major11");
+    let eleven = t.join("cuda-11.8");
+    full_toolkit(&eleven, 11080);
+    let mut probe = empty_probe(t.path());
+    set_root_var(&mut probe, "CUDA_HOME", &eleven);
+    let nf = find_cuda_per_major(&probe).expect_err("CUDA 11 is not supported");
+    assert_eq!(nf.mode, LinkMode::Loaded);
+    assert_eq!(
+        nf.rejected,
+        vec![Rejected {
+            origin: format!("CUDA_HOME={}", eleven.display()),
+            reason: format!(
+                "CUDA 11 headers in {}: the loaded mode supports CUDA 13 and 12",
+                eleven.display()
+            ),
+        }]
+    );
+    let text = nf.to_string();
+    assert!(
+        text.starts_with(
+            "llaisys-nvidia: no usable CUDA headers for the `loaded` link mode (a root needs \
+             cuda_runtime.h and crt/host_config.h of CUDA 13 and 12)."
+        ),
+        "{text}"
+    );
+    // Headers without crt/: rejected with the usual reason.
+    let site = t.join("site");
+    let cu13 = pypi_cu13(&site);
+    fs::remove_dir_all(cu13.join("include/crt")).unwrap();
+    let mut probe = empty_probe(t.path());
+    probe.site_packages = vec![site];
+    let nf = find_cuda_per_major(&probe).expect_err("no crt/");
+    assert!(
+        nf.rejected[0]
+            .reason
+            .contains("has cuda_runtime.h but no crt/host_config.h"),
+        "{:?}",
+        nf.rejected
+    );
 }

@@ -39,7 +39,7 @@ fn installed() -> (PathBuf, PathBuf) {
     static PREFIX: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     PREFIX
         .get_or_init(|| {
-            let (name, dynamic, cuda12) = build_name();
+            let (name, _, cuda12) = build_name();
             let root = support::tmp_dir().join(format!("install-{name}"));
             let prefix = root.join("prefix");
             let cargo_target = root.join("cargo-target");
@@ -57,8 +57,9 @@ fn installed() -> (PathBuf, PathBuf) {
             ] {
                 cmd.env_remove(v);
             }
-            if dynamic {
-                cmd.args(["--cudart", "dynamic"]);
+            let mode = llaisys_nvidia::runtime::build::LINK_MODE;
+            if mode != "static" {
+                cmd.args(["--cudart", mode]);
             }
             if cuda12 {
                 cmd.arg("--cuda12");
@@ -73,7 +74,7 @@ fn installed() -> (PathBuf, PathBuf) {
 /// rustc's own `--print native-static-libs` for the staticlib install.sh built (replayed by
 /// cargo from its cache when nothing changed).
 fn rustc_native_static_libs(cargo_target: &Path) -> String {
-    let (_, dynamic, cuda12) = build_name();
+    let (_, _, cuda12) = build_name();
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(crate_dir())
         .args([
@@ -96,8 +97,9 @@ fn rustc_native_static_libs(cargo_target: &Path) -> String {
     if cuda12 {
         cmd.env("CUDA_HOME", crate_dir().join(".deps/cuda12"));
     }
-    if dynamic {
-        cmd.args(["--no-default-features", "--features", "dynamic"]);
+    let mode = llaisys_nvidia::runtime::build::LINK_MODE;
+    if mode != "static" {
+        cmd.args(["--no-default-features", "--features", mode]);
     }
     cmd.args(["--", "--print", "native-static-libs"]);
     let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);

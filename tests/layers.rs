@@ -30,11 +30,13 @@ struct Layout {
     root_items: bool,
 }
 
-/// The library: raw bindings -> safe layer -> resources -> caches and the pageable path ->
-/// operations -> the C ABI.
+/// The library: what loads libraries at run time -> raw bindings -> safe layer -> resources ->
+/// caches and the pageable path -> operations -> the C ABI.
 const LIBRARY: Layout = Layout {
     src: "src",
     layers: &[
+        &["libsearch"],
+        &["cudart_lib"],
         &["raw"],
         &["error", "cudart", "sync", "env", "hash"],
         &[

@@ -10,23 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// TEMPORARY: files owned by other work in progress that still hold narrative. Their findings
-/// are printed but do not fail the test. An entry whose file is clean fails the test, so the
-/// list only shrinks; it is to be emptied once that work has landed. Never add a file here to
-/// make the test pass: remove the narrative instead.
-const TEMPORARILY_ALLOWED: &[&str] = &[
-    "scripts/gpu-run.sh",
-    "scripts/stage-gpu.sh",
-    "tests/broken_driver.rs",
-    "tests/c/lifecycle_fork.c",
-    "tests/gpu/nccl/two_gpu.rs",
-    "tests/gpu/stress.rs",
-    "tests/gpu/sync_semantics.rs",
-    "tests/gpu_clients/dlclose_cycles.c",
-    "tests/hostile.rs",
-    "tests/lifecycle.rs",
-];
-
 /// Files never scanned: generated, or this test's own patterns and examples.
 const SKIPPED: &[&str] = &["Cargo.lock", "tests/narrative.rs"];
 
@@ -244,8 +227,6 @@ fn no_development_narrative_in_the_tracked_tree() {
         files.len()
     );
     let mut failing = Vec::new();
-    let mut allowed = Vec::new();
-    let mut allowed_files_with_findings = Vec::new();
     let mut scanned = 0;
     for rel in &files {
         if SKIPPED.contains(&rel.as_str()) {
@@ -261,40 +242,20 @@ fn no_development_narrative_in_the_tracked_tree() {
             continue;
         };
         scanned += 1;
-        let temporary = TEMPORARILY_ALLOWED.contains(&rel.as_str());
         for (n, line) in text.lines().enumerate() {
             let hits = findings(rel, line);
             if hits.is_empty() {
                 continue;
             }
             let shown: String = line.trim().chars().take(160).collect();
-            let entry = format!("{rel}:{}: [{}] {shown}", n + 1, hits.join(", "));
-            if temporary {
-                allowed.push(entry);
-                if !allowed_files_with_findings.contains(rel) {
-                    allowed_files_with_findings.push(rel.clone());
-                }
-            } else {
-                failing.push(entry);
-            }
+            failing.push(format!("{rel}:{}: [{}] {shown}", n + 1, hits.join(", ")));
         }
     }
     assert!(scanned > 50, "only {scanned} text files scanned");
-    if !allowed.is_empty() {
-        eprintln!(
-            "narrative in temporarily allowed files ({}):\n{}",
-            allowed.len(),
-            allowed.join("\n")
-        );
-    }
-    let stale: Vec<&&str> = TEMPORARILY_ALLOWED
-        .iter()
-        .filter(|f| !allowed_files_with_findings.iter().any(|a| a == *f))
-        .collect();
     assert!(
-        failing.is_empty() && stale.is_empty(),
+        failing.is_empty(),
         "development narrative ({} lines; say what the code does now, history goes to \
-         CHANGELOG.md):\n{}\nTEMPORARILY_ALLOWED entries that are clean now (remove them): {stale:?}",
+         CHANGELOG.md):\n{}",
         failing.len(),
         failing.join("\n")
     );

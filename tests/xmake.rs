@@ -119,6 +119,14 @@ fn plug_switches_modes_and_cuda_root() {
     std::fs::write(t.join("lib/libllaisys_nvidia.so"), b"old").unwrap();
     plug_ok(&[s(&t)]);
     assert!(!t.join("lib/libllaisys_nvidia.so").exists());
+    // The loaded mode: our staticlib inside libllaisys.so (no cdylib installed either), built
+    // with the feature of that name.
+    std::fs::write(t.join("lib/libllaisys_nvidia.so"), b"old").unwrap();
+    plug_ok(&["--cudart", "loaded", s(&t)]);
+    let rule = read(&t, RULE);
+    assert!(rule.contains("local cudart = \"loaded\""), "{rule}");
+    assert!(read(&t, ".llaisys-nvidia/plugged").contains("cudart loaded"));
+    assert!(!t.join("lib/libllaisys_nvidia.so").exists());
     std::fs::remove_dir(t.join("lib")).unwrap();
     plug_ok(&["--undo", s(&t)]);
     assert_eq!(differences(&before, &snapshot(&t)), Vec::<String>::new());

@@ -11,7 +11,9 @@
 -- Written by the plug command (a hand copy of this file can name the crate by LLAISYS_NVIDIA_DIR).
 local crate = "@LLAISYS_NVIDIA_DIR@"       -- the llaisys-nvidia checkout
 local cudart = "@LLAISYS_NVIDIA_CUDART@"   -- "static": libcudart_static.a inside libllaisys.so;
-                                           -- "dynamic": our cdylib + the shared libcudart
+                                           -- "dynamic": our cdylib + the shared libcudart;
+                                           -- "loaded": our staticlib, no cudart: it loads
+                                           -- libcudart.so.13 or .12 at run time
 local cuda_home = "@LLAISYS_NVIDIA_CUDA_HOME@" -- CUDA root for cargo ("" = the crate's own search)
 
 -- A value the plug command did not write still starts with its placeholder's "@".
@@ -24,8 +26,8 @@ local problem = nil
 if crate == "" or not os.isfile(path.join(crate, "Cargo.toml")) then
     problem = string.format("xmake/nvidia.lua: no llaisys-nvidia checkout at '%s'; run llaisys-nvidia's " ..
                             "scripts/plug-llaisys.sh on this tree (it writes the checkout's path here)", crate)
-elseif cudart ~= "static" and cudart ~= "dynamic" then
-    problem = string.format("xmake/nvidia.lua: cudart must be static or dynamic, not '%s'", cudart)
+elseif cudart ~= "static" and cudart ~= "dynamic" and cudart ~= "loaded" then
+    problem = string.format("xmake/nvidia.lua: cudart must be static, dynamic or loaded, not '%s'", cudart)
 end
 
 -- Our library, copied out of cargo's target folder (so -lllaisys_nvidia finds only the kind
@@ -47,7 +49,7 @@ target("llaisys-device-nvidia")
         -- Installed beside libllaisys.so (on_install below), found there through $ORIGIN.
         add_rpathdirs("$ORIGIN", libdir, {public = true})
     else
-        -- The static cudart inside stays private to libllaisys.so.
+        -- The static cudart inside (none with "loaded") stays private to libllaisys.so.
         add_shflags("-Wl,--exclude-libs,libllaisys_nvidia.a", {public = true})
         add_ldflags("-Wl,--exclude-libs,libllaisys_nvidia.a", {public = true})
         -- rustc --print native-static-libs (llaisys-nvidia README "Linking from C/C++").
@@ -65,8 +67,8 @@ target("llaisys-device-nvidia")
         local target_dir = os.getenv("CARGO_TARGET_DIR") or path.join(crate, "target")
         local args = {"build", "--release", "--lib", "--manifest-path", path.join(crate, "Cargo.toml"),
                       "--target-dir", target_dir}
-        if cudart == "dynamic" then
-            table.join2(args, {"--no-default-features", "--features", "dynamic"})
+        if cudart ~= "static" then
+            table.join2(args, {"--no-default-features", "--features", cudart})
         end
         local envs = nil
         if cuda_home ~= "" then

@@ -7,7 +7,7 @@
 //! Nothing here swaps the library's process-wide error handler: the smoke test's table calls go
 //! through [`ops`], bodies that return a `Result` and never call the handler.
 
-use crate::report::{CudaErr, DeviceProperties, Failure};
+use crate::report::{CudaErr, DeviceProperties, Failure, LoadedRuntime};
 use std::os::raw::c_void;
 use std::time::Instant;
 
@@ -80,8 +80,23 @@ pub fn device_count() -> Result<i32, Failure> {
     Ok(lib::runtime::device_count()?)
 }
 
+/// The `loaded` mode's choice of CUDA runtime; the first call loads it (it asks libcuda.so.1
+/// for the driver's version first: a probe). `shared_mapped` is left for the caller.
+pub fn loaded_runtime() -> LoadedRuntime {
+    let l = lib::runtime::cudart_library();
+    LoadedRuntime {
+        path: l.path,
+        version: l.version,
+        why: l.why,
+        driver: l.driver,
+        tried: l.tried,
+        shared_mapped: Vec::new(),
+    }
+}
+
 /// The address of a cudart function, for `dladdr`: which file holds the cudart in use (this
-/// program for the static feature, the shared library for the dynamic one).
+/// program for the static feature, the shared library for the dynamic one; in the `loaded`
+/// mode the first call loads the runtime).
 pub fn cudart_code_address() -> *const c_void {
     lib::runtime::cudart_symbol_address()
 }

@@ -7,7 +7,7 @@ use crate::evidence::Evidence;
 use crate::exit;
 use crate::names::{
     BENCH_PREFIX, CONTEXT_PREFIX, DEVICE_COUNT, DEVICE_PREFIX, DRIVER_VERSION, EXITING, LIBCUDA,
-    PEER_ACCESS, RUNTIME_VERSION, SMOKE_PREFIX, STARTING,
+    LOAD_CUDART, PEER_ACCESS, RUNTIME_VERSION, SMOKE_PREFIX, STARTING,
 };
 use crate::options::{seconds, TIMEOUT_ENV};
 use crate::report::{CudaErr, DeviceNode, How, Libcuda, LoaderAnswer, ProbeFailure};
@@ -46,6 +46,8 @@ pub enum Cause {
     RuntimeOlderThanHeaders,
     /// Two cudarts in one process.
     MixedCudart,
+    /// The `loaded` mode found no CUDA runtime it could load (the driver is not the reason).
+    NoCudaRuntime,
     /// A check (a device query, the smoke test, the bench) failed.
     CheckFailed,
 }
@@ -69,6 +71,7 @@ impl Cause {
             Cause::SharedCudartElsewhere => "shared_cudart_elsewhere",
             Cause::RuntimeOlderThanHeaders => "runtime_older_than_headers",
             Cause::MixedCudart => "mixed_cudart",
+            Cause::NoCudaRuntime => "no_cuda_runtime",
             Cause::CheckFailed => "check_failed",
         }
     }
@@ -202,15 +205,20 @@ pub fn diagnose(ev: &Evidence) -> Diagnosis {
     if let Some(pf) = &ev.probe_failure {
         f.push(probe_failure(ev, pf));
     }
+    let no_runtime = no_cuda_runtime(ev);
     match &ev.device_count {
         // Not known: the probe failure above says why.
         None => {}
+        // The `loaded` mode loaded no runtime for a reason other than the driver: that is the
+        // cause, not the devices.
+        Some(Err(e)) if no_runtime.is_some() && e.code != CudaErr::INSUFFICIENT_DRIVER => {}
         Some(Ok(n)) if *n > 0 => partly_hidden(ev, *n, &mut f),
         Some(Err(e)) if e.code == CudaErr::INSUFFICIENT_DRIVER => f.push(insufficient_driver(ev)),
         Some(Err(e)) if e.code == CudaErr::STUB_LIBRARY => f.push(stub_library(ev)),
         Some(Ok(_)) => f.push(no_device(ev, None)),
         Some(Err(e)) => f.push(no_device(ev, Some(e))),
     }
+    f.extend(no_runtime);
     older_driver_note(ev, &mut f);
     libcudart(ev, &mut f);
     for (what, error) in &ev.failed_checks {
@@ -690,8 +698,45 @@ fn no_device(ev: &Evidence, error: Option<&CudaErr>) -> Finding {
     }
 }
 
+/// The `loaded` mode without a runtime, when the driver is not the reason (a driver too old for
+/// every runtime answers cudaErrorInsufficientDriver, which the driver's findings explain).
+fn no_cuda_runtime(ev: &Evidence) -> Option<Finding> {
+    let loaded = ev.libcudart.loaded.as_ref()?;
+    if loaded.path.is_some() || loaded.version.is_some() {
+        return None;
+    }
+    if let Some(Err(e)) = &ev.device_count {
+        if e.code == CudaErr::INSUFFICIENT_DRIVER {
+            return None;
+        }
+    }
+    Some(Finding {
+        cause: Cause::NoCudaRuntime,
+        severity: Severity::Error,
+        summary: format!("no CUDA runtime could be loaded: {}", loaded.why),
+        fix: "Install a CUDA runtime where the library looks: `python3 -m pip install \
+              nvidia-cuda-runtime` (CUDA 13, driver 580 or newer) or `python3 -m pip install \
+              nvidia-cuda-runtime-cu12` (CUDA 12, driver 525 or newer) for the Python on PATH \
+              (or LLAISYS_NVIDIA_PYTHON), or the system's CUDA toolkit; or set \
+              LLAISYS_NVIDIA_CUDART_LIBRARY to a libcudart.so.13 or .so.12, or to its folder."
+            .into(),
+    })
+}
+
 fn libcudart(ev: &Evidence, f: &mut Vec<Finding>) {
     let lc = &ev.libcudart;
+    if ev.link_mode == "loaded" {
+        // One runtime of the process: the one the library opened; the dispatch serves both
+        // majors, so no comparison with the headers' version.
+        let mapped = lc
+            .loaded
+            .as_ref()
+            .map_or(&lc.shared_mapped, |l| &l.shared_mapped);
+        if mapped.len() > 1 {
+            f.push(mixed(mapped, "two shared libcudart files are loaded"));
+        }
+        return;
+    }
     if ev.link_mode == "dynamic" {
         let lib = std::path::Path::new(&lc.built_path)
             .file_name()
@@ -793,6 +838,7 @@ fn mixed(paths: &[String], what: &str) -> Finding {
 fn probe_does(probe: &str) -> &'static str {
     match probe {
         LIBCUDA => "this program's own dlopen of the driver's library, which runs its initialisers",
+        LOAD_CUDART => "the library's choice of CUDA runtime: libcuda.so.1's cuDriverGetVersion, then opening a libcudart",
         RUNTIME_VERSION => "cudart's first call, which needs no driver",
         DRIVER_VERSION => "cudart loads libcuda.so.1 here and calls the driver's cuInit: the driver's initialisation",
         DEVICE_COUNT => "counting the devices",

@@ -7,7 +7,7 @@ use crate::report::{CudaErr, DeviceNode, Libcuda, Libcudart, ProbeFailure, Repor
 /// What the diagnosis looks at.
 #[derive(Clone, Debug)]
 pub struct Evidence {
-    /// `static` or `dynamic`.
+    /// `static`, `dynamic` or `loaded`.
     pub link_mode: String,
     /// `CUDART_VERSION` of the headers built against.
     pub built_cudart_version: i32,

@@ -78,6 +78,11 @@ fn assemble(opts: &Options, parts: Vec<Part>, watchdog: report::Watchdog) -> Rep
     for part in parts {
         match part {
             Part::Libcuda(l) => machine.libcuda = l,
+            Part::LoadedRuntime(l) => {
+                machine.libcudart.loaded_from = l.path.clone();
+                machine.libcudart.shared_mapped = l.shared_mapped.clone();
+                machine.libcudart.loaded = Some(l);
+            }
             Part::RuntimeVersion { result, ms } => {
                 machine.runtime_version = Some(result);
                 first_calls.push(call(names::RUNTIME_VERSION, ms));

@@ -217,6 +217,23 @@ struct LibcudartJ<'a> {
     built_path_exists: bool,
     without_ld_library_path: LoaderJ<'a>,
     shared_mapped: &'a [String],
+    /// The `loaded` mode's choice (null for the other modes).
+    loaded: Option<LoadedJ<'a>>,
+}
+
+#[derive(Serialize)]
+struct LoadedJ<'a> {
+    path: Option<&'a str>,
+    version: Option<VersionJ>,
+    why: &'a str,
+    driver: &'a str,
+    tried: Vec<TriedJ<'a>>,
+}
+
+#[derive(Serialize)]
+struct TriedJ<'a> {
+    place: &'a str,
+    outcome: &'a str,
 }
 
 fn libcudart(l: &Libcudart) -> LibcudartJ<'_> {
@@ -238,6 +255,17 @@ fn libcudart(l: &Libcudart) -> LibcudartJ<'_> {
             detail,
         },
         shared_mapped: &l.shared_mapped,
+        loaded: l.loaded.as_ref().map(|c| LoadedJ {
+            path: c.path.as_deref(),
+            version: c.version.map(version),
+            why: &c.why,
+            driver: &c.driver,
+            tried: c
+                .tried
+                .iter()
+                .map(|(place, outcome)| TriedJ { place, outcome })
+                .collect(),
+        }),
     }
 }
 

@@ -78,6 +78,23 @@ fn object_of(addr: *const c_void) -> Option<String> {
 /// Where the libcudart in use comes from.
 pub fn libcudart() -> Libcudart {
     let built = Path::new(build::LIB_DIR).join(build::LIB_NAME);
+    if build::LINK_MODE == "loaded" {
+        // The library opens libcudart at its first CUDA call, after asking the driver: that
+        // happens in the probe process (`probes`), which reports the choice.
+        return Libcudart {
+            link_mode: build::LINK_MODE.to_string(),
+            loaded_from: None,
+            found_via: None,
+            built_path: built.display().to_string(),
+            built_path_exists: built.exists(),
+            without_ld_library_path: LoaderAnswer::NotChecked(
+                "the loaded mode has no link-time libcudart: the library finds one at run time"
+                    .into(),
+            ),
+            shared_mapped: Vec::new(),
+            loaded: None,
+        };
+    }
     let dynamic = build::LINK_MODE == "dynamic";
     let shared_mapped = mapped_objects("libcudart");
     let code = backend::cudart_code_address();
@@ -102,6 +119,7 @@ pub fn libcudart() -> Libcudart {
         built_path_exists: built.exists(),
         without_ld_library_path,
         shared_mapped,
+        loaded: None,
     }
 }
 

@@ -29,6 +29,9 @@ pub const EXITING: &str = "exit of the probe process";
 
 /// This program's own `dlopen` of the driver's library (group `libcuda`).
 pub const LIBCUDA: &str = "dlopen libcuda.so.1";
+/// The `loaded` mode: the library finds and opens a CUDA runtime (it asks libcuda.so.1 for the
+/// driver's CUDA version first).
+pub const LOAD_CUDART: &str = "load the CUDA runtime";
 /// cudart's first call, which needs no driver.
 pub const RUNTIME_VERSION: &str = "cudaRuntimeGetVersion";
 /// cudart loads libcuda.so.1 here and calls the driver's `cuInit`.

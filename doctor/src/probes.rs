@@ -6,7 +6,8 @@
 //!
 //! Two groups, two processes: `libcuda` (this program's own `dlopen` of libcuda.so.1, which runs
 //! the library's initialisers), then `cuda` (cudart's calls, in the order a process makes them:
-//! versions, the device count, the context, the devices, peers, the smoke test, the bench), so
+//! in the `loaded` mode the choice of runtime first, then versions, the device count, the
+//! context, the devices, peers, the smoke test, the bench), so
 //! that the first CUDA calls of the `cuda` process are the real first calls, timed.
 
 use crate::names::{self, Group};
@@ -39,6 +40,12 @@ fn start(out: &mut dyn Write, probe: &str) {
 }
 
 fn cuda(device: i32, with_bench: bool, out: &mut dyn Write) {
+    if backend::build::LINK_MODE == "loaded" {
+        start(out, names::LOAD_CUDART);
+        let mut l = backend::loaded_runtime();
+        l.shared_mapped = loader::mapped_objects("libcudart");
+        send(out, &Msg::Part(Part::LoadedRuntime(l)));
+    }
     start(out, names::RUNTIME_VERSION);
     let (result, ms) = facts::timed(backend::runtime_version);
     send(out, &Msg::Part(Part::RuntimeVersion { result, ms }));

@@ -4,7 +4,7 @@
 //! Lines that are not messages (a driver printing to stdout) are kept as stray output.
 
 use crate::report::{
-    nan_as_null, Bench, CudaErr, DeviceReport, Failure, Libcuda, PeerAccess, Smoke,
+    nan_as_null, Bench, CudaErr, DeviceReport, Failure, Libcuda, LoadedRuntime, PeerAccess, Smoke,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -33,6 +33,8 @@ pub enum Msg {
 pub enum Part {
     /// Whether `libcuda.so.1` loads, from where.
     Libcuda(Libcuda),
+    /// The `loaded` mode: which CUDA runtime the library loaded, why, every place tried.
+    LoadedRuntime(LoadedRuntime),
     /// `cudaRuntimeGetVersion` and its milliseconds.
     RuntimeVersion {
         /// The version or the error.

@@ -128,7 +128,7 @@ pub struct Report {
 pub struct Build {
     /// The crate version.
     pub crate_version: String,
-    /// `static` or `dynamic`.
+    /// `static`, `dynamic` or `loaded`.
     pub link_mode: String,
     /// The CUDA root built against.
     pub cuda_root: String,
@@ -167,7 +167,7 @@ pub struct Machine {
 /// Where the libcudart in use comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Libcudart {
-    /// `static` (linked in) or `dynamic`.
+    /// `static` (linked in), `dynamic` or `loaded` (opened by the library at run time).
     pub link_mode: String,
     /// The file holding `cudaRuntimeGetVersion` (dladdr): this program for the static feature,
     /// the shared library for the dynamic one. None when it could not be told.
@@ -180,7 +180,28 @@ pub struct Libcudart {
     pub built_path_exists: bool,
     /// The loader's own answer for libcudart when this program starts without `LD_LIBRARY_PATH`.
     pub without_ld_library_path: LoaderAnswer,
-    /// Every shared libcudart mapped into this process (`/proc/self/maps`).
+    /// Every shared libcudart mapped into this process (`/proc/self/maps`; for `loaded`, into
+    /// the probe process once it loaded one).
+    pub shared_mapped: Vec<String>,
+    /// The `loaded` mode: the library's choice of runtime, made in the probe process; None for
+    /// the other modes or when that probe did not run.
+    pub loaded: Option<LoadedRuntime>,
+}
+
+/// The `loaded` mode's choice of CUDA runtime (the library's `runtime::cudart_library`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadedRuntime {
+    /// The file loaded; None when none could be.
+    pub path: Option<String>,
+    /// Its `cudaRuntimeGetVersion`.
+    pub version: Option<i32>,
+    /// Why this one, or why none.
+    pub why: String,
+    /// What the driver told the loader (`cuDriverGetVersion`), or why there is none.
+    pub driver: String,
+    /// Every place looked at, in order: (place, outcome).
+    pub tried: Vec<(String, String)>,
+    /// Every shared libcudart mapped into the probe process after the choice.
     pub shared_mapped: Vec<String>,
 }
 

@@ -81,12 +81,15 @@ fn build(r: &Report, o: &mut String) {
     let b = &r.build;
     section(o, "Build");
     kv(o, "crate version", &b.crate_version);
-    let mode = if b.link_mode == "static" {
-        "static (libcudart_static.a linked into this program)".to_string()
-    } else {
-        "dynamic (shared libcudart, found by the loader at start)".to_string()
+    let mode = match b.link_mode.as_str() {
+        "static" => "static (libcudart_static.a linked into this program)",
+        "loaded" => {
+            "loaded (no link-time libcudart: the first CUDA call opens libcudart.so.13 or .12, \
+             the newest the driver supports)"
+        }
+        _ => "dynamic (shared libcudart, found by the loader at start)",
     };
-    kv(o, "link mode", &mode);
+    kv(o, "link mode", mode);
     kv(
         o,
         "built against",
@@ -101,11 +104,46 @@ fn build(r: &Report, o: &mut String) {
         "CUDA root",
         &format!("{} ({})", b.cuda_root, b.cuda_origin),
     );
-    kv(
-        o,
-        "libcudart linked",
-        &format!("{}/{}", b.lib_dir, b.lib_name),
-    );
+    if b.link_mode == "loaded" {
+        let beside = if b.lib_name.is_empty() {
+            "none beside these headers".to_string()
+        } else {
+            format!("{}/{} (searched at run time too)", b.lib_dir, b.lib_name)
+        };
+        kv(o, "libcudart linked", &format!("none; {beside}"));
+    } else {
+        kv(
+            o,
+            "libcudart linked",
+            &format!("{}/{}", b.lib_dir, b.lib_name),
+        );
+    }
+}
+
+/// The `loaded` mode's choice of runtime: the file, why, what the driver said, every place.
+fn loaded_runtime(l: &crate::report::Libcudart, o: &mut String) {
+    let Some(c) = &l.loaded else {
+        kv(
+            o,
+            "libcudart",
+            "not loaded: its probe did not run (see Diagnosis)",
+        );
+        return;
+    };
+    let file = match (&c.path, c.version) {
+        (Some(p), Some(v)) => format!("{p} (CUDA {}), opened at run time", version_string(v)),
+        _ => "none could be loaded".to_string(),
+    };
+    kv(o, "libcudart", &file);
+    kv(o, "  why", &c.why);
+    kv(o, "  driver (loader)", &c.driver);
+    for (i, (place, outcome)) in c.tried.iter().enumerate() {
+        kv(
+            o,
+            if i == 0 { "  places tried" } else { "" },
+            &format!("{place}: {outcome}"),
+        );
+    }
 }
 
 fn machine(m: &Machine, o: &mut String) {
@@ -132,6 +170,9 @@ fn machine(m: &Machine, o: &mut String) {
         .unwrap_or_else(|| "not loaded (no /proc/driver/nvidia/version)".to_string());
     kv(o, "kernel module", &module);
     let l = &m.libcudart;
+    if l.link_mode == "loaded" {
+        loaded_runtime(l, o);
+    }
     let cudart = if l.link_mode == "static" {
         format!(
             "linked in ({})",
@@ -144,8 +185,10 @@ fn machine(m: &Machine, o: &mut String) {
             l.found_via.as_deref().unwrap_or("unknown")
         )
     };
-    kv(o, "libcudart", &cudart);
-    if l.link_mode != "static" {
+    if l.link_mode != "loaded" {
+        kv(o, "libcudart", &cudart);
+    }
+    if l.link_mode == "dynamic" {
         let answer = match &l.without_ld_library_path {
             LoaderAnswer::Found(p) => p.clone(),
             LoaderAnswer::NotFound => "not found".into(),
@@ -157,8 +200,19 @@ fn machine(m: &Machine, o: &mut String) {
             &format!("without LD_LIBRARY_PATH, the loader would load: {answer}"),
         );
     }
+    // The maps name files with links resolved; the loader's path may go through a link.
+    let same_file = |a: &str, b: &str| {
+        a == b
+            || std::fs::canonicalize(a)
+                .ok()
+                .is_some_and(|x| std::fs::canonicalize(b).ok() == Some(x))
+    };
     for other in &l.shared_mapped {
-        if Some(other) != l.loaded_from.as_ref() {
+        if !l
+            .loaded_from
+            .as_deref()
+            .is_some_and(|f| same_file(f, other))
+        {
             kv(o, "  also mapped", other);
         }
     }

@@ -10,7 +10,8 @@ use llaisys_nvidia_doctor::diagnose::{
 };
 use llaisys_nvidia_doctor::evidence::Evidence;
 use llaisys_nvidia_doctor::report::{
-    CudaErr, DeviceNode, How, Libcuda, Libcudart, LoaderAnswer, ProbeFailure, SmokeStatus, Step,
+    CudaErr, DeviceNode, How, Libcuda, Libcudart, LoadedRuntime, LoaderAnswer, ProbeFailure,
+    SmokeStatus, Step,
 };
 use llaisys_nvidia_doctor::{display, env, exit, loader, nodes, smoke, text};
 use std::io::Write;
@@ -257,7 +258,24 @@ fn json_says_where_libcudart_comes_from() {
     let lines: Vec<&str> = got.lines().collect();
     let built = format!("{}/{}", build::LIB_DIR, build::LIB_NAME);
     assert_eq!(lines[2], built);
-    if build::LINK_MODE == "static" {
+    if build::LINK_MODE == "loaded" {
+        // The library's own choice, made in the probe process: the file it opened (if any) and
+        // every place it looked at.
+        let choice = python(
+            &out,
+            "import json,sys\n\
+             l=json.load(sys.stdin)['machine']['libcudart']\n\
+             c=l['loaded']\n\
+             print(c['path'] == l['loaded_from']); print(len(c['tried']) > 0); print(c['why'] != '')",
+        );
+        assert_eq!(
+            choice.lines().collect::<Vec<_>>(),
+            ["True", "True", "True"],
+            "{out}"
+        );
+        assert_eq!(lines[1], "None");
+        assert_eq!(lines[3], "not_checked");
+    } else if build::LINK_MODE == "static" {
         // dladdr of a cudart function names this program itself: cudart is linked in.
         let exe = std::fs::canonicalize(BIN).expect("binary path");
         let shown = std::fs::canonicalize(lines[0]).expect("an existing file");
@@ -402,10 +420,18 @@ fn every_driver_call_ran_in_a_probe_process_under_the_watchdog() {
     assert_eq!(lines[0], "7.5 ok None None None None", "{got}");
     assert_eq!(lines[2], "{'ok'} True", "{got}");
     if no_driver_here() {
+        // The loaded mode asks the driver and opens a runtime first, in a probe of its own.
+        let load = if build::LINK_MODE == "loaded" {
+            "'load the CUDA runtime', "
+        } else {
+            ""
+        };
         assert_eq!(
             lines[1],
-            "['dlopen libcuda.so.1', 'cudaRuntimeGetVersion', 'cudaDriverGetVersion', \
-             'cudaGetDeviceCount']",
+            format!(
+                "['dlopen libcuda.so.1', {load}'cudaRuntimeGetVersion', 'cudaDriverGetVersion', \
+                 'cudaGetDeviceCount']"
+            ),
             "{got}"
         );
     } else {
@@ -493,6 +519,7 @@ fn healthy() -> Evidence {
             built_path_exists: true,
             without_ld_library_path: LoaderAnswer::NotChecked("static".into()),
             shared_mapped: Vec::new(),
+            loaded: None,
         },
         uid: 1000,
         failed_checks: Vec::new(),
@@ -872,6 +899,7 @@ fn diagnosis_shared_cudart_not_found_without_ld_library_path() {
         built_path_exists: false,
         without_ld_library_path: LoaderAnswer::NotFound,
         shared_mapped: vec!["/opt/cuda/lib/libcudart.so.13".into()],
+        loaded: None,
     };
     let d = diagnose(&ev);
     let f = d.find(Cause::SharedCudartNotFound).expect("finding");
@@ -915,6 +943,63 @@ fn diagnosis_mixed_and_old_cudart() {
     let d = diagnose(&ev);
     let f = d.find(Cause::RuntimeOlderThanHeaders).expect("finding");
     assert!(f.summary.contains("CUDA 13.0, older than") && f.summary.contains("(CUDA 13.1)"));
+}
+
+/// The `loaded` mode's evidence: the library chose `version` at `path` (None: none loaded).
+fn loaded(path: Option<&str>, version: Option<i32>, why: &str) -> Evidence {
+    let mut ev = healthy();
+    ev.link_mode = "loaded".into();
+    ev.libcudart.link_mode = "loaded".into();
+    ev.libcudart.loaded_from = path.map(String::from);
+    ev.libcudart.loaded = Some(LoadedRuntime {
+        path: path.map(String::from),
+        version,
+        why: why.into(),
+        driver: "supports CUDA 13.0 (cuDriverGetVersion of /usr/lib/libcuda.so.1)".into(),
+        tried: vec![("LLAISYS_NVIDIA_CUDART_LIBRARY".into(), "not set".into())],
+        shared_mapped: path.map(String::from).into_iter().collect(),
+    });
+    ev.runtime_version = version;
+    ev
+}
+
+#[test]
+fn diagnosis_loaded_mode_serves_cuda_12_with_cuda_13_headers() {
+    // The dispatch serves both majors: an older runtime than the headers is no finding.
+    let ev = loaded(
+        Some("/opt/cuda-12.9/lib64/libcudart.so.12"),
+        Some(12090),
+        "CUDA 12.9: the newest runtime found that the driver (CUDA 12.2) supports",
+    );
+    assert!(diagnose(&ev).findings.is_empty(), "{:#?}", diagnose(&ev));
+    let mut two = ev.clone();
+    if let Some(l) = two.libcudart.loaded.as_mut() {
+        l.shared_mapped.push("/usr/lib/libcudart.so.13".into());
+    }
+    assert_eq!(
+        diagnose(&two).find(Cause::MixedCudart).map(|f| f.severity),
+        Some(Severity::Warning)
+    );
+}
+
+#[test]
+fn diagnosis_loaded_mode_without_a_runtime_names_the_cause_not_the_devices() {
+    let why = "no CUDA runtime (libcudart.so.13 or .so.12) could be loaded; looked at: ...";
+    let mut ev = loaded(None, None, why);
+    ev.device_count = count_error(303);
+    let d = diagnose(&ev);
+    let f = the_error(&ev, Cause::NoCudaRuntime);
+    assert_eq!(f.summary, format!("no CUDA runtime could be loaded: {why}"));
+    assert!(f.fix.contains("LLAISYS_NVIDIA_CUDART_LIBRARY"), "{}", f.fix);
+    assert!(d.find(Cause::NoDevice).is_none(), "{d:#?}");
+    assert_eq!(d.status, Status::CheckFailed);
+    // A driver too old for every runtime: the driver's finding, as for any runtime.
+    let mut ev = loaded(None, None, "the NVIDIA driver supports CUDA 11.8 ...");
+    ev.device_count = count_error(35);
+    ev.driver_version = Some(11080);
+    let d = diagnose(&ev);
+    assert!(d.find(Cause::NoCudaRuntime).is_none(), "{d:#?}");
+    assert_eq!(d.status, Status::NoDriver);
 }
 
 #[test]
@@ -1091,7 +1176,8 @@ fn environment_selection_keeps_known_order_then_sorted_others() {
 }
 
 /// The doctor's binary finds the shared libcudart of the dynamic feature by itself (its own
-/// build script writes the rpath the library's programs have), and needs none when static.
+/// build script writes the rpath the library's programs have), and needs none when static or
+/// loaded.
 #[test]
 fn the_binary_finds_libcudart_through_its_rpath() {
     let out = Command::new("readelf")
@@ -1102,10 +1188,11 @@ fn the_binary_finds_libcudart_through_its_rpath() {
     let needs_cudart = dynamic
         .lines()
         .any(|l| l.contains("NEEDED") && l.contains("libcudart"));
-    if build::LINK_MODE == "static" {
+    if build::LINK_MODE != "dynamic" {
         assert!(
             !needs_cudart,
-            "static build needs a shared libcudart:\n{dynamic}"
+            "a {} build needs a shared libcudart:\n{dynamic}",
+            build::LINK_MODE
         );
     } else {
         assert!(needs_cudart, "{dynamic}");

@@ -7,7 +7,8 @@
 //! under LLAISYS_TEST_REQUIRE_GPU=1.
 //!
 //! The raw side is cudart's own C functions declared here (the library links cudart into this
-//! test binary), so the comparison does not go through the code under test.
+//! test binary; with the `loaded` feature they are looked up in the very runtime the library
+//! loaded), so the comparison does not go through the code under test.
 
 use llaisys_nvidia_doctor::{bench, exit};
 use serde_json::Value;
@@ -18,14 +19,64 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Instant;
 
-// The library is what links cudart into this binary.
+// The library is what links cudart into this binary (or, `loaded`, loads it).
 use llaisys_nvidia as _;
+
+/// `static`/`dynamic`: the declarations, linked. `loaded`: each a function that calls the
+/// symbol of that name in the runtime the library loaded (opened again with RTLD_NOLOAD: the
+/// same file, not a second copy), bypassing the library's own dispatch.
+macro_rules! raw_cudart {
+    ($(pub fn $name:ident($($arg:ident: $t:ty),*) -> c_int;)*) => {
+        #[cfg(not(feature = "loaded"))]
+        extern "C" {
+            $(pub fn $name($($arg: $t),*) -> c_int;)*
+        }
+        $(
+            #[cfg(feature = "loaded")]
+            pub unsafe fn $name($($arg: $t),*) -> c_int {
+                let f = crate::loaded::symbol(concat!(stringify!($name), "\0"));
+                // SAFETY: cudart's own function of this name, declared as its header does.
+                let f: unsafe extern "C" fn($($t),*) -> c_int = unsafe { std::mem::transmute(f) };
+                // SAFETY: the caller's arguments, as for the C function.
+                unsafe { f($($arg),*) }
+            }
+        )*
+    };
+}
+
+/// The runtime the library loaded, for the `loaded` feature's raw side.
+#[cfg(feature = "loaded")]
+mod loaded {
+    use std::os::raw::c_void;
+    use std::sync::OnceLock;
+
+    /// `name` (NUL-terminated) in the runtime the library loaded; panics (a test) when there is
+    /// none.
+    pub fn symbol(name: &str) -> *mut c_void {
+        static HANDLE: OnceLock<usize> = OnceLock::new();
+        let h = *HANDLE.get_or_init(|| {
+            let lib = llaisys_nvidia::runtime::cudart_library();
+            let path = lib
+                .path
+                .unwrap_or_else(|| panic!("no CUDA runtime loaded: {}", lib.why));
+            let c = std::ffi::CString::new(path.clone()).expect("a path without NUL");
+            // SAFETY: a NUL-terminated path; RTLD_NOLOAD only returns the library already loaded.
+            let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+            assert!(!h.is_null(), "{path} is not loaded");
+            h as usize
+        });
+        // SAFETY: a live handle and a NUL-terminated name.
+        let f = unsafe { libc::dlsym(h as *mut c_void, name.as_ptr().cast()) };
+        assert!(!f.is_null(), "the loaded runtime has no {name}");
+        f
+    }
+}
 
 #[allow(non_snake_case)]
 mod cudart {
     use super::{c_char, c_float, c_int, c_void};
     pub type Event = *mut c_void;
-    extern "C" {
+    raw_cudart! {
         pub fn cudaGetDeviceCount(n: *mut c_int) -> c_int;
         pub fn cudaSetDevice(d: c_int) -> c_int;
         pub fn cudaGetDeviceProperties(prop: *mut c_void, d: c_int) -> c_int;

@@ -5,7 +5,9 @@
 //! reports an old driver. cudart really loads each and calls into it (the C file says how).
 //! Each test checks what the doctor concludes: which probe, what to check, the exit status; and
 //! what it shows on stderr while it waits for a hanging probe, on a pseudo-terminal and on a
-//! pipe.
+//! pipe. The `loaded` build is given the runtime beside its headers (the one the static build
+//! links) through LLAISYS_NVIDIA_CUDART_LIBRARY, and asks the fake driver for its version first,
+//! in a probe of its own.
 
 use llaisys_nvidia_doctor::backend::build;
 use llaisys_nvidia_doctor::exit;
@@ -55,10 +57,30 @@ fn command(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
         c.env("PATH", path);
     }
     c.env("LD_LIBRARY_PATH", fake);
+    if build::LINK_MODE == "loaded" && !build::LIB_NAME.is_empty() {
+        c.env(
+            "LLAISYS_NVIDIA_CUDART_LIBRARY",
+            Path::new(build::LIB_DIR).join(build::LIB_NAME),
+        );
+    }
     for (k, v) in vars {
         c.env(k, v);
     }
     c
+}
+
+/// The probes a run shows, `probes` for the static and dynamic builds: the `loaded` build's
+/// choice of runtime comes right after the libcuda probe process's.
+fn expected_probes(probes: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let mut v = probes.to_vec();
+    if build::LINK_MODE == "loaded" {
+        let at = v
+            .iter()
+            .position(|(p, _)| *p == "cudaRuntimeGetVersion")
+            .unwrap_or(v.len());
+        v.insert(at, ("load the CUDA runtime", "ok"));
+    }
+    v
 }
 
 /// The doctor run as `command` says, its stdout and stderr on pipes.
@@ -200,11 +222,11 @@ fn cuinit_that_hangs_is_stopped_by_the_watchdog_and_named() {
         .collect();
     assert_eq!(
         probes,
-        [
+        expected_probes(&[
             ("dlopen libcuda.so.1", "ok"),
             ("cudaRuntimeGetVersion", "ok"),
             ("cudaDriverGetVersion", "hung")
-        ]
+        ])
     );
     // What finished is reported; what did not is null, never made up.
     assert_eq!(d["machine"]["libcuda"]["path"], lib_path(&dir).as_str());
@@ -330,6 +352,25 @@ fn a_libcuda_that_crashes_in_its_teardown() {
             )
         })
         .collect();
+    if build::LINK_MODE == "loaded" {
+        // The library's own handle on libcuda.so.1 (it asked the driver's version) keeps it
+        // loaded when cudart lets go: the teardown comes at exit, after every result.
+        assert_eq!(
+            probes,
+            [
+                ("dlopen libcuda.so.1", "ok"),
+                ("exit of the probe process", "crashed"),
+                ("load the CUDA runtime", "ok"),
+                ("cudaRuntimeGetVersion", "ok"),
+                ("cudaDriverGetVersion", "ok"),
+                ("cudaGetDeviceCount", "ok"),
+                ("exit of the probe process", "crashed")
+            ],
+            "{w}"
+        );
+        assert_eq!(w["probe"], "exit of the probe process", "{w}");
+        return;
+    }
     assert_eq!(
         probes,
         [
@@ -407,6 +448,10 @@ fn cuinit_returning_2_is_diagnosed() {
     init_fails(2, "cudaErrorMemoryAllocation");
 }
 
+/// The static and dynamic builds: one runtime, whose major decides. The `loaded` build chooses
+/// the runtime for the driver (tests/loaded.rs: a driver for CUDA 12.2 gets the CUDA 12 runtime,
+/// a driver too old for every runtime cudaErrorInsufficientDriver).
+#[cfg(not(feature = "loaded"))]
 #[test]
 fn a_driver_older_than_the_build_names_the_driver_needed_and_the_cuda12_build() {
     let major = build::cudart_version() / 1000;
@@ -456,6 +501,8 @@ fn a_driver_older_than_the_build_names_the_driver_needed_and_the_cuda12_build() 
     }
 }
 
+/// As above: the static and dynamic builds.
+#[cfg(not(feature = "loaded"))]
 #[test]
 fn a_cuda12_driver_runs_the_cuda12_build_through_minor_version_compatibility() {
     let major = build::cudart_version() / 1000;

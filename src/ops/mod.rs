@@ -4,7 +4,8 @@
 //! (`capi::table`) and the status API (`capi::api`) differ only in what they do with an error.
 //!
 //! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `comm` (the
-//! communicator over NCCL), `graphs` (capture and CUDA graphs); the checks and handle
+//! communicator over NCCL), `graphs` (capture and CUDA graphs), `runtime_library` (which CUDA
+//! runtime is in use and why); the checks and handle
 //! registries in `validate`; what every operation does while a stream captures in `capturing`. This is also the crate's Rust API for the table's
 //! behaviour (the doctor's smoke test calls it).
 
@@ -14,6 +15,7 @@ pub mod copies;
 pub mod device;
 pub mod graphs;
 pub mod memory;
+pub mod runtime_library;
 pub mod streams;
 pub(crate) mod validate;
 

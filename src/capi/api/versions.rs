@@ -40,6 +40,39 @@ pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
     })
 }
 
+/// Which CUDA runtime this library uses and why: `*version` (may be NULL) gets its
+/// `cudaRuntimeGetVersion` (0 when none could be loaded), `buf` the report (NUL-terminated,
+/// truncated to `len`) and `*length` (may be NULL) its full length. In the `loaded` mode the
+/// first call loads the runtime; it succeeds also when none can be loaded (the report says
+/// why).
+///
+/// # Safety
+/// `version` and `length` are NULL or valid for writing; `buf` is NULL or valid for `len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaCudartLibrary(
+    version: *mut c_int,
+    buf: *mut c_char,
+    len: usize,
+    length: *mut usize,
+) -> c_int {
+    status("llaisysNvidiaCudartLibrary", || {
+        let (v, text) = crate::ops::runtime_library::cudart_library();
+        let c = std::ffi::CString::new(text.replace('\0', "?")).unwrap_or_default();
+        // SAFETY: the caller's contract for `buf`.
+        let n = unsafe { crate::capi::policy::copy_out(&c, buf, len) };
+        if !version.is_null() {
+            // SAFETY: the caller's contract; not NULL (checked).
+            unsafe { version.write(v) };
+        }
+        if !length.is_null() {
+            // SAFETY: the caller's contract; not NULL (checked).
+            unsafe { length.write(n) };
+        }
+        Ok(())
+    })
+}
+
 /// A static name for a status value (`"LLAISYS_NVIDIA_ERROR_CUDA"`), `"unknown status"` for others.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaStatusName(s: c_int) -> *const c_char {

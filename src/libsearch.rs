@@ -1,0 +1,723 @@
+//! Finding a shared library at run time and opening it, with a record of every place looked at
+//! and why each was not used. One search for every library this crate loads itself (the CUDA
+//! runtime of the `loaded` mode, NCCL).
+//!
+//! Order, for a list of libraries in order of preference (`libcudart.so.13`, then `.so.12`):
+//! 1. The variable ([`Search::var`]), a file or a folder holding one of the libraries. When it is
+//!    set nothing else is searched: mixing roots silently is how wrong libraries get loaded.
+//! 2. Else, for each library in turn, each place in turn:
+//!    - the dynamic loader's own search for its file name (`LD_LIBRARY_PATH`, the RUNPATH of the
+//!      object asking, `ld.so.cache`, the default folders);
+//!    - the folder recorded at build time, if any;
+//!    - the PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
+//!      `<site-packages>/<wheel folder>/<file name>`. The Python is asked once, only when a search
+//!      gets that far, with a bounded wait and a bounded read of its answer.
+//!
+//! What "opening" means is the caller's: a closure that loads the file and checks it, or says
+//! why it does not serve. This module only finds and records.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::AsRawFd;
+use std::os::raw::c_void;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The variable naming the Python whose site-packages may hold the wheels.
+pub const PYTHON_VAR: &str = "LLAISYS_NVIDIA_PYTHON";
+/// How long the Python may take to answer.
+const PYTHON_LIMIT: Duration = Duration::from_secs(10);
+/// The most of the Python's answer that is read.
+const PYTHON_READ_LIMIT: usize = 64 << 10;
+/// How long the Python may take to exit once its output has ended.
+const EXIT_AFTER_OUTPUT: Duration = Duration::from_millis(500);
+/// How long a pipe may stay open and silent after its writer exited.
+const QUIET_AFTER_EXIT: Duration = Duration::from_millis(100);
+
+/// One library to look for.
+#[derive(Clone, Debug)]
+pub struct Library {
+    /// The file name its packages ship (`libcudart.so.13`; the wheels have no unversioned name).
+    pub file_name: String,
+    /// A folder recorded at build time that may hold it.
+    pub build_dir: Option<PathBuf>,
+    /// Folders under a site-packages folder that may hold it (`nvidia/cu13/lib`).
+    pub wheel_dirs: Vec<String>,
+}
+
+/// What to look for and where.
+#[derive(Clone, Debug)]
+pub struct Search {
+    /// The variable naming a file or a folder (`LLAISYS_NVIDIA_CUDART_LIBRARY`).
+    pub var: &'static str,
+    /// Its value (None when unset or empty).
+    pub var_value: Option<PathBuf>,
+    /// The Python to ask for its site-packages (`LLAISYS_NVIDIA_PYTHON`, else `python3`).
+    pub python: String,
+    /// How long the Python may take to answer.
+    pub python_limit: Duration,
+    /// The libraries, in order of preference.
+    pub libraries: Vec<Library>,
+}
+
+impl Search {
+    /// A search for `libraries` with the variable `var` and the Python as the environment has
+    /// them.
+    pub fn from_env(var: &'static str, libraries: Vec<Library>) -> Search {
+        Search {
+            var,
+            var_value: std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            python: std::env::var(PYTHON_VAR)
+                .ok()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "python3".into()),
+            python_limit: PYTHON_LIMIT,
+            libraries,
+        }
+    }
+}
+
+/// One place looked at and what came of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tried {
+    /// The place, in words (`libcudart.so.13 on the dynamic loader's path`).
+    pub place: String,
+    /// What happened (`loaded`, or why not).
+    pub outcome: String,
+}
+
+impl Tried {
+    /// A record.
+    pub fn new(place: impl Into<String>, outcome: impl Into<String>) -> Tried {
+        Tried {
+            place: place.into(),
+            outcome: outcome.into(),
+        }
+    }
+}
+
+/// What the search found.
+#[derive(Debug)]
+pub struct Found<T> {
+    /// What the caller's `open` made of it.
+    pub value: T,
+    /// Which step found it, in words (`the dynamic loader's path`).
+    pub via: String,
+}
+
+/// Which library of the list a file is expected to be: `None` for the file the variable names
+/// (the caller finds out by opening it).
+pub type Which = Option<usize>;
+
+/// What `open` is given: a path (or a bare file name) and which library it should be.
+type Open<'a, T> = dyn FnMut(&str, Which) -> Result<T, String> + 'a;
+
+/// Where the dynamic loader looks, for `Found::via`.
+const LOADER_PATH: &str = "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, ld.so.cache, \
+                           /lib, /usr/lib)";
+
+/// Runs the search. `open(file, which)` gets a path, or a bare file name for the dynamic
+/// loader's own search, and returns what it made of the library or why it does not serve.
+/// Returns the first library that served (if any) and every place looked at, in order.
+pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<Tried>) {
+    let mut tried = Vec::new();
+    if let Some(given) = &s.var_value {
+        let found = from_variable(s, given, open, &mut tried);
+        if found.is_none() {
+            if let Some(last) = tried.last_mut() {
+                let note = format!(" (when {} is set nothing else is searched)", s.var);
+                last.outcome.push_str(&note);
+            }
+        }
+        return (found, tried);
+    }
+    tried.push(Tried::new(s.var, "not set"));
+    let mut python = None;
+    for (i, lib) in s.libraries.iter().enumerate() {
+        let which = Some(i);
+        let place = format!("{} on the dynamic loader's path", lib.file_name);
+        if let Some(f) = attempt(&mut tried, open, place, &lib.file_name, which, LOADER_PATH) {
+            return (Some(f), tried);
+        }
+        if let Some(dir) = &lib.build_dir {
+            let file = dir.join(&lib.file_name);
+            let place = format!("{} (the folder recorded at build time)", file.display());
+            let via = "the folder recorded at build time";
+            if let Some(f) = attempt_file(&mut tried, open, place, &file, which, via) {
+                return (Some(f), tried);
+            }
+        }
+        if !lib.wheel_dirs.is_empty() {
+            let sites =
+                python.get_or_insert_with(|| python_site_packages(&s.python, s.python_limit));
+            if let Some(f) = from_wheels(lib, which, sites, open, &mut tried) {
+                return (Some(f), tried);
+            }
+        }
+    }
+    (None, tried)
+}
+
+/// The variable's file, or each library in its folder.
+fn from_variable<T>(
+    s: &Search,
+    given: &std::path::Path,
+    open: &mut Open<'_, T>,
+    tried: &mut Vec<Tried>,
+) -> Option<Found<T>> {
+    if !given.is_dir() {
+        let place = format!("{}={}", s.var, given.display());
+        let via = format!("the file {} names", s.var);
+        let file = given.display().to_string();
+        return attempt(tried, open, place, &file, None, &via);
+    }
+    let via = format!("the folder {} names", s.var);
+    s.libraries.iter().enumerate().find_map(|(i, lib)| {
+        let place = format!(
+            "{}/{} ({} names the folder)",
+            given.display(),
+            lib.file_name,
+            s.var
+        );
+        attempt_file(
+            tried,
+            open,
+            place,
+            &given.join(&lib.file_name),
+            Some(i),
+            &via,
+        )
+    })
+}
+
+/// `lib` in the wheel folders of each site folder the Python named.
+fn from_wheels<T>(
+    lib: &Library,
+    which: Which,
+    sites: &Result<(String, Vec<PathBuf>), String>,
+    open: &mut Open<'_, T>,
+    tried: &mut Vec<Tried>,
+) -> Option<Found<T>> {
+    let (py, sites) = match sites {
+        Ok(found) => found,
+        Err(why) => {
+            let place = format!("the PyPI wheels holding {}", lib.file_name);
+            tried.push(Tried::new(place, why.clone()));
+            return None;
+        }
+    };
+    let via = format!("the PyPI wheels of {py}");
+    let files: Vec<PathBuf> = sites
+        .iter()
+        .flat_map(|site| {
+            lib.wheel_dirs
+                .iter()
+                .map(move |d| site.join(d).join(&lib.file_name))
+        })
+        .filter(|f| f.exists())
+        .collect();
+    if files.is_empty() {
+        let subs: Vec<String> = lib
+            .wheel_dirs
+            .iter()
+            .map(|d| format!("{d}/{}", lib.file_name))
+            .collect();
+        let shown: Vec<String> = sites.iter().map(|s| s.display().to_string()).collect();
+        let within = if shown.is_empty() {
+            "(no site-packages reported)".to_string()
+        } else {
+            shown.join(", ")
+        };
+        tried.push(Tried::new(
+            via.clone(),
+            format!("no {} in {within}", subs.join(" or ")),
+        ));
+        return None;
+    }
+    files.iter().find_map(|file| {
+        let place = format!("{} (a PyPI wheel of {py})", file.display());
+        attempt(tried, open, place, &file.display().to_string(), which, &via)
+    })
+}
+
+/// `file` if it exists (else "no such file" is recorded).
+fn attempt_file<T>(
+    tried: &mut Vec<Tried>,
+    open: &mut Open<'_, T>,
+    place: String,
+    file: &std::path::Path,
+    which: Which,
+    via: &str,
+) -> Option<Found<T>> {
+    if !file.exists() {
+        tried.push(Tried::new(place, "no such file"));
+        return None;
+    }
+    attempt(tried, open, place, &file.display().to_string(), which, via)
+}
+
+/// Opens `file` as library `which`, recording `place` and what came of it.
+fn attempt<T>(
+    tried: &mut Vec<Tried>,
+    open: &mut Open<'_, T>,
+    place: String,
+    file: &str,
+    which: Which,
+    via: &str,
+) -> Option<Found<T>> {
+    match open(file, which) {
+        Ok(value) => {
+            tried.push(Tried::new(place, "loaded"));
+            Some(Found {
+                value,
+                via: via.to_string(),
+            })
+        }
+        Err(why) => {
+            tried.push(Tried::new(place, why));
+            None
+        }
+    }
+}
+
+/// The site folders of `python`: (which Python, existing folders). The Python gets `limit` to
+/// answer and at most [`PYTHON_READ_LIMIT`] bytes of it are read; a Python that leaves a process
+/// holding its output open cannot make the read wait past the limit.
+pub fn python_site_packages(
+    python: &str,
+    limit: Duration,
+) -> Result<(String, Vec<PathBuf>), String> {
+    let python = python.to_string();
+    let script =
+        "import site,sys\nfor p in site.getsitepackages()+[site.getusersitepackages()]: print(p)";
+    let mut child = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{python} could not be run ({e})"))?;
+    let mut status = None;
+    let read = match child.stdout.take() {
+        Some(out) => read_bounded(&out, limit, PYTHON_READ_LIMIT, &mut || {
+            if status.is_none() {
+                status = child.try_wait().ok().flatten();
+            }
+            status.is_some()
+        }),
+        None => Err("no output pipe".into()),
+    };
+    // Its output is complete (or the limit passed): it exits now, or is stopped.
+    let deadline = Instant::now() + EXIT_AFTER_OUTPUT;
+    while status.is_none() {
+        status = child.try_wait().ok().flatten();
+        if status.is_none() {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let text = read.map_err(|why| format!("{python}: {why}"))?;
+    match status {
+        Some(s) if s.success() => {}
+        Some(s) => return Err(format!("{python} failed ({s})")),
+        None => return Err(format!("{python} did not exit after writing its answer")),
+    }
+    let sites = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .collect();
+    Ok((python, sites))
+}
+
+/// Reads `out` until end of file, at most `max` bytes and until `limit` has passed, without a
+/// thread: `poll` says when there is something to read. Once `exited()` says the writer has
+/// exited, a pipe that stays open and silent for [`QUIET_AFTER_EXIT`] (a process it started
+/// holds it) ends the read too: what the writer wrote has arrived.
+fn read_bounded(
+    out: &impl AsRawFd,
+    limit: Duration,
+    max: usize,
+    exited: &mut dyn FnMut() -> bool,
+) -> Result<String, String> {
+    let fd = out.as_raw_fd();
+    let start = Instant::now();
+    let mut quiet_since: Option<Instant> = None;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(format!(
+                "no complete answer within {} s",
+                limit.as_secs_f32()
+            ));
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.min(Duration::from_millis(20)).as_millis().max(1) as i32;
+        // SAFETY: one valid pollfd on the stack; the fd is the child's open pipe.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("poll failed: {}", std::io::Error::last_os_error()));
+        }
+        if n == 0 {
+            if exited() {
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= QUIET_AFTER_EXIT {
+                    break;
+                }
+            }
+            continue;
+        }
+        // SAFETY: reads into a stack buffer of its length from the pipe's fd.
+        let got = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if got < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("read failed: {}", std::io::Error::last_os_error()));
+        }
+        if got == 0 {
+            break;
+        }
+        quiet_since = None;
+        data.extend_from_slice(&buf[..got as usize]);
+        if data.len() > max {
+            return Err(format!("answered more than {max} bytes"));
+        }
+    }
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+/// A library opened with `dlopen`. Never closed by this type: a library may keep threads or
+/// handlers that outlive any one user.
+#[derive(Clone, Copy, Debug)]
+pub struct Handle(*mut c_void);
+
+// SAFETY: a dlopen handle is an opaque token the loader accepts from any thread.
+unsafe impl Send for Handle {}
+// SAFETY: as above; the handle is never written through.
+unsafe impl Sync for Handle {}
+
+impl Handle {
+    /// `dlopen(file, RTLD_NOW | RTLD_LOCAL)`: its symbols do not interpose on anyone's. `Err`
+    /// is the loader's message.
+    pub fn open(file: &str) -> Result<Handle, String> {
+        let name = CString::new(file).map_err(|_| "the path holds a NUL byte".to_string())?;
+        // SAFETY: a NUL-terminated name; dlopen has no other precondition (it runs the
+        // library's initialisers, which is what loading it means).
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            return Err(dlerror().unwrap_or_else(|| "dlopen failed without a message".into()));
+        }
+        Ok(Handle(h))
+    }
+
+    /// The `dlopen` handle, for code that resolves many symbols with `dlsym` itself.
+    pub fn as_raw(self) -> *mut c_void {
+        self.0
+    }
+
+    /// `dlsym`: the address of `name`, NULL when the library has none.
+    pub fn symbol(self, name: &CStr) -> *mut c_void {
+        // SAFETY: a live handle (never closed) and a NUL-terminated name.
+        unsafe { libc::dlsym(self.0, name.as_ptr()) }
+    }
+
+    /// `dlclose`, for a library opened only to be checked and rejected.
+    ///
+    /// # Safety
+    /// Nothing of the library is in use: no pointer into it is kept, none of its functions
+    /// has been called that starts threads or registers handlers.
+    pub unsafe fn close(self) {
+        // SAFETY: the caller's contract.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+/// The text of the last `dlerror()`, if any.
+pub fn dlerror() -> Option<String> {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call.
+    let p = unsafe { libc::dlerror() };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as above; copied at once.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// The file of the loaded object holding `addr` (`dladdr`).
+pub fn object_of(addr: *const c_void) -> Option<String> {
+    // SAFETY: plain data, overwritten by dladdr.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: any address may be asked about.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string owned by the loader.
+    Some(
+        unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    /// A fresh folder, removed at the end.
+    struct Temp(PathBuf);
+    impl Temp {
+        fn new(name: &str) -> Temp {
+            let p = std::env::temp_dir()
+                .join(format!("llaisys-libsearch-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Temp(p)
+        }
+    }
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn touch(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "stand-in").unwrap();
+    }
+
+    /// A "python" that prints `body`'s output (a shell script).
+    fn python(dir: &Path, body: &str) -> String {
+        let p = dir.join("python");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.display().to_string()
+    }
+
+    fn two_libraries(build_dir: &Path) -> Vec<Library> {
+        vec![
+            Library {
+                file_name: "libx.so.13".into(),
+                build_dir: Some(build_dir.join("b13")),
+                wheel_dirs: vec!["nvidia/cu13/lib".into()],
+            },
+            Library {
+                file_name: "libx.so.12".into(),
+                build_dir: Some(build_dir.join("b12")),
+                wheel_dirs: vec!["nvidia/cuda_runtime/lib".into()],
+            },
+        ]
+    }
+
+    fn search_for(var: Option<PathBuf>, python: String, libraries: Vec<Library>) -> Search {
+        Search {
+            var: "LIBX",
+            var_value: var,
+            python,
+            python_limit: Duration::from_secs(5),
+            libraries,
+        }
+    }
+
+    /// Runs the search with an `open` that accepts the files in `good` and records every call.
+    fn run(s: &Search, good: &[&str]) -> (Option<String>, Vec<Tried>, Vec<(String, Which)>) {
+        let mut calls = Vec::new();
+        let (found, tried) = search(s, &mut |file, which| {
+            calls.push((file.to_string(), which));
+            if good.iter().any(|g| file.ends_with(g)) {
+                Ok(file.to_string())
+            } else {
+                Err(format!("{file}: not it"))
+            }
+        });
+        (
+            found.map(|f| format!("{} via {}", f.value, f.via)),
+            tried,
+            calls,
+        )
+    }
+
+    #[test]
+    fn the_variable_naming_a_file_is_the_only_place() {
+        let t = Temp::new("var-file");
+        let file = t.0.join("custom.so");
+        touch(&file);
+        let s = search_for(Some(file.clone()), "python3".into(), two_libraries(&t.0));
+        let (found, tried, calls) = run(&s, &["custom.so"]);
+        assert_eq!(
+            found,
+            Some(format!("{} via the file LIBX names", file.display()))
+        );
+        assert_eq!(calls, vec![(file.display().to_string(), None)]);
+        assert_eq!(
+            tried,
+            vec![Tried::new(format!("LIBX={}", file.display()), "loaded")]
+        );
+
+        let (found, tried, calls) = run(&s, &[]);
+        assert_eq!(found, None);
+        assert_eq!(calls.len(), 1, "nothing else is searched");
+        assert_eq!(
+            tried[0].outcome,
+            format!(
+                "{}: not it (when LIBX is set nothing else is searched)",
+                file.display()
+            )
+        );
+    }
+
+    #[test]
+    fn the_variable_naming_a_folder_is_searched_for_each_library_in_order() {
+        let t = Temp::new("var-folder");
+        touch(&t.0.join("libx.so.12"));
+        let s = search_for(Some(t.0.clone()), "python3".into(), two_libraries(&t.0));
+        let (found, tried, calls) = run(&s, &["libx.so.12"]);
+        let twelve = t.0.join("libx.so.12").display().to_string();
+        assert_eq!(found, Some(format!("{twelve} via the folder LIBX names")));
+        assert_eq!(calls, vec![(twelve, Some(1))]);
+        assert_eq!(tried[0].outcome, "no such file");
+        assert!(tried[0].place.contains("libx.so.13"), "{tried:?}");
+        assert_eq!(tried[1].outcome, "loaded");
+
+        let empty = Temp::new("var-empty");
+        let s = search_for(Some(empty.0.clone()), "python3".into(), two_libraries(&t.0));
+        let (found, tried, calls) = run(&s, &[]);
+        assert_eq!((found, calls.len()), (None, 0));
+        assert_eq!(tried.len(), 2);
+        assert_eq!(
+            tried[1].outcome,
+            "no such file (when LIBX is set nothing else is searched)"
+        );
+    }
+
+    #[test]
+    fn unset_it_tries_the_loader_the_build_folder_then_the_wheels_per_library() {
+        let t = Temp::new("order");
+        let site = t.0.join("site");
+        touch(&site.join("nvidia/cuda_runtime/lib/libx.so.12"));
+        touch(&t.0.join("b13/libx.so.13"));
+        let py = python(&t.0, &format!("echo {}", site.display()));
+        let s = search_for(None, py.clone(), two_libraries(&t.0));
+        let wheel = site.join("nvidia/cuda_runtime/lib/libx.so.12");
+        let (found, tried, calls) = run(&s, &[&wheel.display().to_string()]);
+        assert_eq!(
+            found,
+            Some(format!("{} via the PyPI wheels of {py}", wheel.display()))
+        );
+        let b13 = t.0.join("b13/libx.so.13").display().to_string();
+        assert_eq!(
+            calls,
+            vec![
+                ("libx.so.13".to_string(), Some(0)),
+                (b13.clone(), Some(0)),
+                ("libx.so.12".to_string(), Some(1)),
+                (wheel.display().to_string(), Some(1)),
+            ]
+        );
+        let places: Vec<&str> = tried.iter().map(|t| t.place.as_str()).collect();
+        assert_eq!(places[0], "LIBX");
+        assert_eq!(tried[0].outcome, "not set");
+        assert_eq!(places[1], "libx.so.13 on the dynamic loader's path");
+        assert_eq!(
+            places[2],
+            format!("{b13} (the folder recorded at build time)")
+        );
+        assert_eq!(places[3], format!("the PyPI wheels of {py}"));
+        assert!(
+            tried[3]
+                .outcome
+                .starts_with("no nvidia/cu13/lib/libx.so.13 in "),
+            "{tried:?}"
+        );
+        assert_eq!(tried[5].outcome, "no such file", "no b12: {tried:?}");
+        assert_eq!(tried.last().map(|t| t.outcome.as_str()), Some("loaded"));
+    }
+
+    #[test]
+    fn a_python_that_fails_hangs_or_leaves_its_output_open_is_bounded() {
+        let t = Temp::new("python");
+        let site = t.0.join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        let limit = Duration::from_millis(500);
+
+        let missing = t.0.join("no-such-python").display().to_string();
+        let e = python_site_packages(&missing, limit).unwrap_err();
+        assert!(e.starts_with(&format!("{missing} could not be run")), "{e}");
+
+        let failing = python(&t.0, "exit 3");
+        let e = python_site_packages(&failing, limit).unwrap_err();
+        assert!(e.contains("failed") && e.contains('3'), "{e}");
+
+        let hanging = python(&t.0, "exec sleep 30");
+        let start = Instant::now();
+        let e = python_site_packages(&hanging, limit).unwrap_err();
+        assert!(e.contains("no complete answer within 0.5 s"), "{e}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+
+        // Exits at once, but a process it started keeps the pipe open for 5 s.
+        let holder = python(&t.0, &format!("echo {}\n(sleep 5) &", site.display()));
+        let start = Instant::now();
+        let (_, sites) = python_site_packages(&holder, Duration::from_secs(5)).unwrap();
+        assert_eq!(sites, vec![site.clone()]);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn nothing_found_lists_every_place_with_its_reason() {
+        let t = Temp::new("nothing");
+        let py = python(&t.0, "exit 1");
+        let s = search_for(None, py.clone(), two_libraries(&t.0));
+        let (found, tried, _) = run(&s, &[]);
+        assert_eq!(found, None);
+        let lines: Vec<String> = tried
+            .iter()
+            .map(|t| format!("{}: {}", t.place, t.outcome))
+            .collect();
+        let b = |m: u32| t.0.join(format!("b{m}/libx.so.{m}")).display().to_string();
+        assert_eq!(
+            lines,
+            vec![
+                "LIBX: not set".to_string(),
+                "libx.so.13 on the dynamic loader's path: libx.so.13: not it".to_string(),
+                format!(
+                    "{} (the folder recorded at build time): no such file",
+                    b(13)
+                ),
+                format!("the PyPI wheels holding libx.so.13: {py} failed (exit status: 1)"),
+                "libx.so.12 on the dynamic loader's path: libx.so.12: not it".to_string(),
+                format!(
+                    "{} (the folder recorded at build time): no such file",
+                    b(12)
+                ),
+                format!("the PyPI wheels holding libx.so.12: {py} failed (exit status: 1)"),
+            ]
+        );
+    }
+}
