@@ -3,29 +3,14 @@
 //! reader cannot know what "the ninth session", "device call 3", an issue number, a dated diary
 //! heading or one machine's temporary folder refer to, so none of them may come back.
 //!
-//! The files are `git ls-files` (without git: every file under the crate but `.git`, `target`,
-//! `.deps` and `gpu-stage`), minus binary files, `Cargo.lock` and this file (its patterns and
-//! examples would match themselves). Every finding is printed as `path:line: [rule] text`.
+//! The files are `git ls-files` of the crate's sources (`support::source_dir()`; without git:
+//! every file there but `.git`, `target`, `.deps`, `gpu-stage` and `host-stage`), minus binary
+//! files, `Cargo.lock` and this file (its patterns and examples would match themselves). Every finding is printed as `path:line: [rule] text`.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
-
-/// TEMPORARY: files owned by other work in progress that still hold narrative. Their findings
-/// are printed but do not fail the test. An entry whose file is clean fails the test, so the
-/// list only shrinks; it is to be emptied once that work has landed. Never add a file here to
-/// make the test pass: remove the narrative instead.
-const TEMPORARILY_ALLOWED: &[&str] = &[
-    "scripts/gpu-run.sh",
-    "scripts/stage-gpu.sh",
-    "tests/broken_driver.rs",
-    "tests/c/lifecycle_fork.c",
-    "tests/gpu/nccl/two_gpu.rs",
-    "tests/gpu/stress.rs",
-    "tests/gpu/sync_semantics.rs",
-    "tests/gpu_clients/dlclose_cycles.c",
-    "tests/hostile.rs",
-    "tests/lifecycle.rs",
-];
 
 /// Files never scanned: generated, or this test's own patterns and examples.
 const SKIPPED: &[&str] = &["Cargo.lock", "tests/narrative.rs"];
@@ -190,21 +175,15 @@ fn findings(path: &str, line: &str) -> Vec<&'static str> {
         .collect()
 }
 
-fn crate_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
 /// The tracked files, relative to the crate; every file but build outputs without git.
 fn tracked_files(root: &Path) -> Vec<String> {
-    let git = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(root)
-        .output();
-    if let Ok(out) = git {
-        if out.status.success() && !out.stdout.is_empty() {
-            return String::from_utf8_lossy(&out.stdout)
+    if support::on_path("git") {
+        let mut git = Command::new("git");
+        git.args(["ls-files", "-z"]).current_dir(root);
+        let out = support::child::run(&mut git, support::child::DEFAULT_LIMIT);
+        if out.success() && !out.stdout.is_empty() {
+            return out
+                .stdout
                 .split('\0')
                 .filter(|p| !p.is_empty())
                 .map(String::from)
@@ -219,7 +198,8 @@ fn tracked_files(root: &Path) -> Vec<String> {
             let rel = path.strip_prefix(root).expect("under the crate");
             let top = rel.components().next().map(|c| c.as_os_str().to_owned());
             if top.is_some_and(|t| {
-                [".git", "target", ".deps", "gpu-stage"].contains(&t.to_str().unwrap_or(""))
+                [".git", "target", ".deps", "gpu-stage", "host-stage"]
+                    .contains(&t.to_str().unwrap_or(""))
             }) {
                 continue;
             }
@@ -235,7 +215,7 @@ fn tracked_files(root: &Path) -> Vec<String> {
 
 #[test]
 fn no_development_narrative_in_the_tracked_tree() {
-    let root = crate_dir();
+    let root = support::source_dir();
     let files = tracked_files(&root);
     assert!(
         files.iter().any(|f| f == "README.md") && files.iter().any(|f| f.starts_with("src/")),
@@ -244,8 +224,6 @@ fn no_development_narrative_in_the_tracked_tree() {
         files.len()
     );
     let mut failing = Vec::new();
-    let mut allowed = Vec::new();
-    let mut allowed_files_with_findings = Vec::new();
     let mut scanned = 0;
     for rel in &files {
         if SKIPPED.contains(&rel.as_str()) {
@@ -261,40 +239,20 @@ fn no_development_narrative_in_the_tracked_tree() {
             continue;
         };
         scanned += 1;
-        let temporary = TEMPORARILY_ALLOWED.contains(&rel.as_str());
         for (n, line) in text.lines().enumerate() {
             let hits = findings(rel, line);
             if hits.is_empty() {
                 continue;
             }
             let shown: String = line.trim().chars().take(160).collect();
-            let entry = format!("{rel}:{}: [{}] {shown}", n + 1, hits.join(", "));
-            if temporary {
-                allowed.push(entry);
-                if !allowed_files_with_findings.contains(rel) {
-                    allowed_files_with_findings.push(rel.clone());
-                }
-            } else {
-                failing.push(entry);
-            }
+            failing.push(format!("{rel}:{}: [{}] {shown}", n + 1, hits.join(", ")));
         }
     }
     assert!(scanned > 50, "only {scanned} text files scanned");
-    if !allowed.is_empty() {
-        eprintln!(
-            "narrative in temporarily allowed files ({}):\n{}",
-            allowed.len(),
-            allowed.join("\n")
-        );
-    }
-    let stale: Vec<&&str> = TEMPORARILY_ALLOWED
-        .iter()
-        .filter(|f| !allowed_files_with_findings.iter().any(|a| a == *f))
-        .collect();
     assert!(
-        failing.is_empty() && stale.is_empty(),
+        failing.is_empty(),
         "development narrative ({} lines; say what the code does now, history goes to \
-         CHANGELOG.md):\n{}\nTEMPORARILY_ALLOWED entries that are clean now (remove them): {stale:?}",
+         CHANGELOG.md):\n{}",
         failing.len(),
         failing.join("\n")
     );

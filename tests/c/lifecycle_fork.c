@@ -91,7 +91,7 @@ static int child_checks(void) {
     bad += child_seen != 1 || child_status != LLAISYS_NVIDIA_ERROR_CUDA || child_cuda != 3;
     api->memcpy_sync(b, a, sizeof a, LLAISYS_MEMCPY_H2H);
     bad += child_seen != 2 || b[0] != 0;
-    /* Refused before the call's body, and the pointer out-parameters hold NULL (issue 16 point 2). */
+    /* Refused before the call's body, and the pointer out-parameters hold NULL. */
     s = (void *)0x5eed;
     p = (void *)0x5eed;
     bad += llaisysNvidiaStreamCreate(&s, 0, 0) != LLAISYS_NVIDIA_ERROR_CUDA;

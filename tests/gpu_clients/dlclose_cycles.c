@@ -1,4 +1,4 @@
-/* GPU client (issue 16, point 8): dlopen our cdylib, make staged pageable copies (which start the
+/* GPU client: dlopen our cdylib, make staged pageable copies (which start the
  * fast path's threads), dlclose it while those threads may still spin, dlopen it again, repeat.
  * The library pins itself once its threads run, so nothing they execute is ever unmapped.
  *   cc -std=c99 dlclose_cycles.c -ldl -o dlclose_cycles && ./dlclose_cycles PATH/libllaisys_nvidia.so
