@@ -18,6 +18,7 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::last_error_message;
 
 fn wheel_lib() -> PathBuf {
     support::source_dir().join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
@@ -35,21 +36,10 @@ fn in_child(name: &str, env: &[(&str, &str)]) -> String {
         .run_passing()
 }
 
-fn last_message() -> String {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: `buf` holds `buf.len()` bytes; the call writes at most that, NUL included.
-    unsafe {
-        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
-    };
-    std::ffi::CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Asserts `status == want` and that the message holds each of `words`.
 #[track_caller]
 fn expect(status: c_int, want: c_int, words: &[&str]) -> String {
-    let msg = last_message();
+    let msg = last_error_message();
     assert_eq!(
         status, want,
         "status {status}, wanted {want}; message: {msg}"

@@ -24,6 +24,7 @@ mod support;
 
 use llaisys_nvidia::ffi::*;
 use std::os::raw::{c_char, c_double, c_float, c_int, c_void};
+use support::last_error_message;
 
 const POISON_PTR: *mut c_void = 0x5eed as *mut c_void;
 const POISON_INT: c_int = 7;
@@ -332,17 +333,6 @@ fn stream_capture_status() -> Check {
     Check::new("llaisysNvidiaStreamCaptureStatus", s).value("status", status, CAPTURE_STATUS_NONE)
 }
 
-/// The thread's last error message.
-fn last_message() -> String {
-    let mut buf = vec![0 as c_char; 1024];
-    // SAFETY: a buffer of its length.
-    unsafe { llaisysNvidiaLastErrorMessage(buf.as_mut_ptr(), buf.len()) };
-    // SAFETY: NUL-terminated by the call (the buffer is not empty).
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn graph_instantiate() -> Check {
     let mut exec = POISON_PTR;
     let mut log = [b'x' as c_char; 1024];
@@ -357,7 +347,7 @@ fn graph_instantiate() -> Check {
     // The log's failure value is the failure's message (the header's exception to "empty").
     Check::new("llaisysNvidiaGraphInstantiate", s)
         .value("exec", exec, null())
-        .value("log", text, last_message())
+        .value("log", text, last_error_message())
 }
 
 fn graph_exec_update() -> Check {
