@@ -424,13 +424,15 @@ fn nccl_absent() {
     );
 }
 
+/// Whether the loader's cache (`ldconfig -p`) lists libnccl.so.2; false without ldconfig.
 fn system_has_nccl() -> bool {
-    support::child::run(
-        Command::new("ldconfig").arg("-p"),
-        support::child::DEFAULT_LIMIT,
-    )
-    .stdout
-    .contains("libnccl.so.2")
+    support::on_path("ldconfig")
+        && support::child::run(
+            Command::new("ldconfig").arg("-p"),
+            support::child::DEFAULT_LIMIT,
+        )
+        .stdout
+        .contains("libnccl.so.2")
 }
 
 #[test]
