@@ -698,72 +698,37 @@ fn comm_table_is_the_exported_functions() {
     assert!(!t.is_null());
     // SAFETY: a static table.
     let t = unsafe { &*t };
-    let pairs: [(usize, usize); 16] = [
-        (
-            t.get_unique_id as usize,
-            llaisysNvidiaCommGetUniqueId as *const () as usize,
-        ),
-        (
-            t.init_rank as usize,
-            llaisysNvidiaCommInitRank as *const () as usize,
-        ),
-        (
-            t.init_all as usize,
-            llaisysNvidiaCommInitAll as *const () as usize,
-        ),
-        (
-            t.destroy as usize,
-            llaisysNvidiaCommDestroy as *const () as usize,
-        ),
-        (
-            t.abort as usize,
-            llaisysNvidiaCommAbort as *const () as usize,
-        ),
-        (
-            t.get_rank as usize,
-            llaisysNvidiaCommRank as *const () as usize,
-        ),
-        (
-            t.get_size as usize,
-            llaisysNvidiaCommSize as *const () as usize,
-        ),
-        (
-            t.allreduce as usize,
-            llaisysNvidiaAllReduce as *const () as usize,
-        ),
-        (
-            t.allgather as usize,
-            llaisysNvidiaAllGather as *const () as usize,
-        ),
-        (
-            t.reduce_scatter as usize,
-            llaisysNvidiaReduceScatter as *const () as usize,
-        ),
-        (
-            t.broadcast as usize,
-            llaisysNvidiaBroadcast as *const () as usize,
-        ),
-        (t.send as usize, llaisysNvidiaSend as *const () as usize),
-        (t.recv as usize, llaisysNvidiaRecv as *const () as usize),
-        (
-            t.group_start as usize,
-            llaisysNvidiaGroupStart as *const () as usize,
-        ),
-        (
-            t.group_end as usize,
-            llaisysNvidiaGroupEnd as *const () as usize,
-        ),
-        (
-            t.synchronize as usize,
-            llaisysNvidiaCommSynchronize as *const () as usize,
-        ),
-    ];
-    for (i, (a, b)) in pairs.iter().enumerate() {
-        assert_eq!(a, b, "field {i}");
+    // (field, the table's pointer, the exported function's address), in the header's order.
+    macro_rules! fields {
+        ($t:ident: $($field:ident => $function:ident),* $(,)?) => {
+            [$((stringify!($field), $t.$field as usize, $function as *const () as usize)),*]
+        };
+    }
+    let fields = fields!(t:
+        get_unique_id => llaisysNvidiaCommGetUniqueId,
+        init_rank => llaisysNvidiaCommInitRank,
+        init_all => llaisysNvidiaCommInitAll,
+        destroy => llaisysNvidiaCommDestroy,
+        abort => llaisysNvidiaCommAbort,
+        get_rank => llaisysNvidiaCommRank,
+        get_size => llaisysNvidiaCommSize,
+        allreduce => llaisysNvidiaAllReduce,
+        allgather => llaisysNvidiaAllGather,
+        reduce_scatter => llaisysNvidiaReduceScatter,
+        broadcast => llaisysNvidiaBroadcast,
+        send => llaisysNvidiaSend,
+        recv => llaisysNvidiaRecv,
+        group_start => llaisysNvidiaGroupStart,
+        group_end => llaisysNvidiaGroupEnd,
+        synchronize => llaisysNvidiaCommSynchronize,
+    );
+    for (field, in_table, exported) in fields {
+        assert_eq!(in_table, exported, "field {field}");
     }
     assert_eq!(
         std::mem::size_of::<LlaisysNvidiaCommAPI>(),
-        16 * std::mem::size_of::<usize>()
+        fields.len() * std::mem::size_of::<usize>(),
+        "a field of the table is not checked"
     );
     assert_eq!(std::mem::size_of::<CommId>(), 128);
 }
