@@ -52,7 +52,7 @@ for mode in static dynamic; do
   step "$mode: rust GPU tests, caches and pageable fast path switched off" \
     env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 LLAISYS_NVIDIA_PAGEABLE_FAST=0 \
     "$d/gpu" $gpu_tests caching table graphs
-  step "$mode: doctor GPU tests" env LLAISYS_NVIDIA_DOCTOR_BIN="$d/llaisys-nvidia" "$d/doctor-gpu" --test-threads=1 --nocapture
+  step "$mode: doctor GPU tests" env LLAISYS_NVIDIA_DOCTOR_BIN="$d/llaisys-nvidia" "$d/doctor-gpu" $gpu_tests --nocapture
   step "$mode: doctor --bench" "$d/llaisys-nvidia" doctor --bench
   # A C++ host with its own shared cudart, linked against our staticlib, then our cdylib.
   step "$mode: nvcc host + staticlib builds" nvcc -std=c++17 -O2 --cudart shared -I"$here/csrc" \
@@ -125,7 +125,7 @@ for rt in 13:13000 12:12090; do
     env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" "$here/loaded/gpu" $gpu_tests ${1:+"$1"}
   step "loaded, cudart $major by LLAISYS_NVIDIA_CUDART_LIBRARY: doctor GPU tests" \
     env LLAISYS_NVIDIA_CUDART_LIBRARY="$lib" LLAISYS_NVIDIA_DOCTOR_BIN="$here/loaded/llaisys-nvidia" \
-    "$here/loaded/doctor-gpu" --test-threads=1 --nocapture
+    "$here/loaded/doctor-gpu" $gpu_tests --nocapture
   step "loaded, cudart $major: upstream llaisys test/test_runtime.py --device nvidia" loaded_llaisys LLAISYS_NVIDIA_CUDART_LIBRARY="$lib"
 done
 # Only 12.9 offered on the loader's path (no variable, no Python wheels): the search finds it,

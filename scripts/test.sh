@@ -4,9 +4,10 @@
 # loaded mode's own tests (the library's unit tests, tests/loaded.rs, the build's discovery).
 # `--workspace`: the library and the doctor crate (doctor/). The host-only tests make the
 # conditions they test (a child process without a driver, stand-in libraries), so they pass on
-# either machine. The GPU tests (tests/gpu) are #[ignore]d and counted as skipped in the summary
-# at the end; with LLAISYS_TEST_REQUIRE_GPU=1 they run too, for each build, and fail without a
-# CUDA device (scripts/stage-gpu.sh and the GPU machine run them with everything else they need).
+# either machine. The GPU tests (tests/gpu, doctor/tests/doctor_gpu.rs) are #[ignore]d and
+# counted as skipped in the summary at the end; with LLAISYS_TEST_REQUIRE_GPU=1 they run too, for
+# each build, and fail without a CUDA device (scripts/stage-gpu.sh and the GPU machine run them
+# with everything else they need).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -21,6 +22,7 @@ gpu_tests() { # with LLAISYS_TEST_REQUIRE_GPU=1: the GPU tests of the build of `
   [ "$require_gpu" = 1 ] || return 0
   echo "== GPU tests of this build (LLAISYS_TEST_REQUIRE_GPU=1)"
   NCCL_NVLS_ENABLE=0 tests "$@" --test gpu -- --include-ignored --skip ::child_ --test-threads=1
+  NCCL_NVLS_ENABLE=0 tests "$@" -p llaisys-nvidia-doctor --test doctor_gpu -- --include-ignored --test-threads=1
 }
 # --llaisys-python: torch and safetensors for upstream llaisys's Python tests (tests/llaisys_upstream.rs).
 bash scripts/bootstrap.sh --cuda12 --llaisys-python

@@ -1,9 +1,9 @@
 //! Host-only tests of what the header promises about the last error and unloading, with C and
 //! C++ programs (tests/c/last_error_exit.{c,cpp}, tests/c/unload_cycles.c) linked against the
-//! staticlib and the cdylib, or loading the cdylib with dlopen. Every failing call they make is
-//! bad input, refused the same way with or without a GPU; the unload test runs over a stand-in
-//! libcuda.so.1 that reports a driver older than the runtime, so its calls take the same path on
-//! every machine.
+//! staticlib and the cdylib, or loading the cdylib with dlopen. They run without a driver on any
+//! machine (`support::run`: the no-driver stand-in libcuda.so.1 first on the loader's path), so
+//! their calls take the same path everywhere; every failing call of the last-error programs is
+//! bad input, refused the same way with or without a driver.
 //! - The calling thread's last error is readable in its own pthread key destructors (of a key
 //!   made after the library was loaded, whose destructor runs after the library's), in atexit
 //!   handlers and in C++ thread_local and static destructors; records are freed when threads
@@ -11,29 +11,11 @@
 //! - A host that loads the cdylib, makes failing calls (one through an error handler) and
 //!   unloads it, again and again, keeps no memory per cycle.
 
-mod old_driver;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use support::Linkage;
-
-fn run_ok(exe: &Path, args: &[&str], envs: &[(&str, &Path)]) -> String {
-    let out = Command::new(exe)
-        .args(args)
-        .env_remove("LD_LIBRARY_PATH")
-        .envs(envs.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
-    let text = support::output_text(&out);
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed ({:?}):\n{text}",
-        exe.display(),
-        out.status
-    );
-    text
-}
 
 #[test]
 fn last_error_is_kept_in_key_destructors_and_at_exit() {
@@ -45,7 +27,7 @@ fn last_error_is_kept_in_key_destructors_and_at_exit() {
             (&["leak", "200"][..], "ok: records freed at thread exit"),
             (&["atexit"][..], "ok: atexit"),
         ] {
-            let text = run_ok(&exe, args, &[]);
+            let text = support::run_ok(&exe, args);
             assert!(text.contains(ok), "{linkage:?} {args:?}:\n{text}");
         }
     }
@@ -59,7 +41,7 @@ fn last_error_is_kept_in_cpp_destructors() {
             ("thread_local", "ok: C++ thread_local destructor"),
             ("static", "ok: C++ static destructor"),
         ] {
-            let text = run_ok(&exe, &[mode], &[]);
+            let text = support::run_ok(&exe, &[mode]);
             assert!(text.contains(ok), "{linkage:?} {mode}:\n{text}");
         }
     }
@@ -83,12 +65,7 @@ fn unload_host() -> PathBuf {
 fn unloading_keeps_no_memory_per_cycle() {
     let cdylib = support::target_dir().join("libllaisys_nvidia.so");
     let host = unload_host();
-    let driver = old_driver::dir();
-    let text = run_ok(
-        &host,
-        &[cdylib.to_str().unwrap(), "50", "1000"],
-        &[("LD_LIBRARY_PATH", &driver)],
-    );
+    let text = support::run_ok(&host, &[cdylib.to_str().unwrap(), "50", "1000"]);
     assert!(text.contains("unloaded: yes"), "{text}");
     let growth: f64 = text
         .lines()

@@ -2,10 +2,13 @@
 //! ours is refused before CUDA sees it, with the documented status and failure values. Nothing
 //! here depends on the machine having a GPU or not: no refused call reaches CUDA.
 
+mod support;
+
 use llaisys_nvidia::ffi::*;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_void};
 use std::ptr::null_mut;
+use support::last_error_message;
 
 const INVALID: i32 = 3;
 
@@ -14,27 +17,19 @@ fn foreign() -> *mut c_void {
     0x5151_0000usize as *mut c_void
 }
 
-fn last() -> String {
-    let mut buf = vec![0u8; 512];
-    unsafe { llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
-    CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 #[test]
 fn captures_need_a_stream_of_ours_and_a_known_mode_and_pool() {
     assert_eq!(llaisysNvidiaStreamBeginCapture(null_mut(), 0, 0), INVALID);
     assert!(
-        last().contains("legacy default stream cannot capture"),
+        last_error_message().contains("legacy default stream cannot capture"),
         "{}",
-        last()
+        last_error_message()
     );
     assert_eq!(llaisysNvidiaStreamBeginCapture(foreign(), 0, 0), INVALID);
     assert!(
-        last().contains("was not made by create_stream"),
+        last_error_message().contains("was not made by create_stream"),
         "{}",
-        last()
+        last_error_message()
     );
     let mut graph = foreign();
     assert_eq!(
@@ -67,7 +62,7 @@ fn the_legacy_stream_is_not_capturing_in_a_process_that_never_captured() {
         unsafe { llaisysNvidiaStreamCaptureStatus(null_mut(), &mut status) },
         0,
         "{}",
-        last()
+        last_error_message()
     );
     assert_eq!(status, CAPTURE_STATUS_NONE);
 }
@@ -106,9 +101,9 @@ fn graphs_and_executable_graphs_not_made_here_are_refused() {
     assert_eq!(llaisysNvidiaGraphUpload(foreign(), null_mut()), INVALID);
     assert_eq!(llaisysNvidiaGraphLaunch(foreign(), null_mut()), INVALID);
     assert!(
-        last().contains("was not made by llaisysNvidiaGraphInstantiate"),
+        last_error_message().contains("was not made by llaisysNvidiaGraphInstantiate"),
         "{}",
-        last()
+        last_error_message()
     );
     assert_eq!(llaisysNvidiaGraphExecDestroy(foreign()), INVALID);
     assert_eq!(llaisysNvidiaGraphDestroy(foreign()), INVALID);
@@ -144,9 +139,9 @@ fn graph_pools_not_made_here_are_refused() {
     assert_eq!(llaisysNvidiaGraphPoolRelease(0), INVALID);
     assert_eq!(llaisysNvidiaGraphPoolRelease(0x5151), INVALID);
     assert!(
-        last().contains("was not made by llaisysNvidiaGraphPoolCreate"),
+        last_error_message().contains("was not made by llaisysNvidiaGraphPoolCreate"),
         "{}",
-        last()
+        last_error_message()
     );
     assert_eq!(unsafe { llaisysNvidiaGraphPoolCreate(null_mut()) }, INVALID);
 }

@@ -11,6 +11,8 @@ use std::ffi::CStr;
 
 mod support;
 
+use support::last_error_message;
+
 const H2D: i32 = 1;
 
 /// A function of the stand-in cudart, looked up in the loaded library.
@@ -35,13 +37,6 @@ unsafe fn fake<T: Copy>(name: &CStr) -> T {
 #[track_caller]
 fn ok(status: libc::c_int) {
     assert_eq!(status, 0, "{}", last_error_message());
-}
-
-fn last_error_message() -> String {
-    let mut buf = [0u8; 1024];
-    // SAFETY: `buf` holds 1024 bytes.
-    let len = unsafe { ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
-    String::from_utf8_lossy(&buf[..len.min(buf.len() - 1)]).into_owned()
 }
 
 #[test]

@@ -14,6 +14,8 @@
 //! The checks are functions of a set of files, so that tests below run them on small made-up
 //! crates too and show that each one fails where it should.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -129,7 +131,7 @@ fn rust_files(dir: &Path, skip: &[&str], out: &mut Vec<PathBuf>) {
 
 /// The crate's files as (module, text).
 fn files_of(layout: &Layout) -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(layout.src);
+    let src = support::source_dir().join(layout.src);
     let mut files = Vec::new();
     rust_files(&src, layout.not_modules, &mut files);
     files

@@ -17,19 +17,25 @@
 mod llaisys_tree;
 mod support;
 
-use llaisys_tree::{copy_tree, crate_dir, text, upstream, xmake_bin_dir};
+use llaisys_tree::{copy_tree, text, upstream, xmake_bin_dir};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use support::child;
+use support::source_dir;
+
+/// How long the README flow may take (a cold cargo build of the library and the xmake build of
+/// upstream, on a busy machine).
+const FLOW_LIMIT: Duration = Duration::from_secs(3600);
 
 /// The user the unprivileged run uses (made with useradd when missing).
 const USER: &str = "llaisys-ci";
 
 /// The README's block after `<!-- llaisys-flow -->` (inside its ```sh fence).
 fn readme_flow() -> String {
-    let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("README.md");
+    let readme = std::fs::read_to_string(source_dir().join("README.md")).expect("README.md");
     let mut lines = readme
         .lines()
         .skip_while(|l| l.trim() != "<!-- llaisys-flow -->");
@@ -67,7 +73,7 @@ fn flow_script(tree: &Path, plug_options: &[&str]) -> String {
         let mut l = line
             .replace(
                 "/path/to/llaisys-nvidia",
-                crate_dir().to_str().expect("utf-8"),
+                source_dir().to_str().expect("utf-8"),
             )
             .replace("/path/to/llaisys", tree.to_str().expect("utf-8"));
         if line.contains("scripts/plug-llaisys.sh") && !plug_options.is_empty() {
@@ -100,7 +106,7 @@ struct Layout {
 }
 
 fn layout(name: &str) -> Layout {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("llaisys-upstream-{name}"));
+    let root = support::tmp_dir().join(format!("llaisys-upstream-{name}"));
     Layout {
         tree: root.join("tree"),
         home: root.join("home"),
@@ -111,16 +117,13 @@ fn layout(name: &str) -> Layout {
 }
 
 fn real_python() -> PathBuf {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3");
-    assert!(out.status.success(), "python3: {}", text(&out));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", "import sys; print(sys.executable)"]);
+    PathBuf::from(child::run(&mut cmd, child::DEFAULT_LIMIT).ok().trim())
 }
 
 fn deps_python() -> PathBuf {
-    let d = crate_dir().join(".deps/python");
+    let d = source_dir().join(".deps/python");
     assert!(
         d.join("torch").is_dir() && d.join("safetensors").is_dir() && d.join("pip").is_dir(),
         "{} lacks torch/safetensors/pip: run `bash scripts/bootstrap.sh --llaisys-python`",
@@ -137,12 +140,9 @@ fn prepare(l: &Layout, upstream: &Path) {
     }
     std::fs::create_dir_all(&l.home).expect("home");
     std::fs::create_dir_all(&l.cargo_target).expect("cargo target");
-    let out = Command::new(real_python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&l.venv)
-        .output()
-        .expect("python3 -m venv");
-    assert!(out.status.success(), "venv: {}", text(&out));
+    let mut venv = Command::new(real_python());
+    venv.args(["-m", "venv", "--without-pip"]).arg(&l.venv);
+    child::run(&mut venv, child::DEFAULT_LIMIT).ok();
     // pip itself comes from .deps/python (PYTHONPATH); it installs into the venv.
     let pip = l.venv.join("bin/pip");
     std::fs::write(
@@ -221,11 +221,8 @@ fn run_flow(l: &Layout, plug_options: &[&str], as_user: Option<&str>) -> String 
         cmd.env("RUSTFLAGS", "-Clinker-features=-lld");
     }
     let started = Instant::now();
-    let out = cmd
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("run the README flow");
+    cmd.arg("-c").arg(&script);
+    let out = child::run(&mut cmd, FLOW_LIMIT);
     let log = text(&out);
     let who = as_user.unwrap_or("self");
     std::fs::write(l.root.join(format!("flow-{who}.log")), &log).expect("write the flow's log");
@@ -240,8 +237,9 @@ fn run_flow(l: &Layout, plug_options: &[&str], as_user: Option<&str>) -> String 
         started.elapsed().as_secs_f64()
     );
     assert!(
-        out.status.success(),
-        "README flow failed:\n{script}\n---\n{log}"
+        out.success(),
+        "README flow failed ({}):\n{script}\n---\n{log}",
+        out.end
     );
     // Upstream's runtime test: CPU passes, NVIDIA finds no device (no driver) and skips.
     for want in [
@@ -261,12 +259,7 @@ fn run_flow(l: &Layout, plug_options: &[&str], as_user: Option<&str>) -> String 
 }
 
 fn tool(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(out.status.success(), "{program} {args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    child::run(Command::new(program).args(args), child::DEFAULT_LIMIT).ok()
 }
 
 const GETTER: &str = "_ZN7llaisys6device6nvidia13getRuntimeAPIEv";
@@ -338,9 +331,9 @@ fn check_installed_package(l: &Layout, dynamic: bool) {
                  \x20   if 'libllaisys' in p or 'libcudart' in p: print('map', p)\n";
     let mut cmd = Command::new(l.venv.join("bin/python"));
     fresh_env(&mut cmd, l);
-    let out = cmd.args(["-c", probe]).output().expect("python");
+    let out = child::run(cmd.args(["-c", probe]), child::DEFAULT_LIMIT);
     let log = text(&out);
-    assert!(out.status.success(), "{log}");
+    assert!(out.success(), "{}", out.report());
     assert!(log.contains("count 0\n"), "no driver, no devices: {log}");
     assert!(log.contains("cpu 1\n"), "{log}");
     let maps: BTreeSet<&str> = log.lines().filter_map(|l| l.strip_prefix("map ")).collect();
@@ -398,11 +391,7 @@ fn is_root() -> bool {
 }
 
 fn ensure_user() {
-    if Command::new("id")
-        .arg(USER)
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    if child::run(Command::new("id").arg(USER), child::DEFAULT_LIMIT).success() {
         return;
     }
     tool(

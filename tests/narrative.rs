@@ -3,11 +3,13 @@
 //! reader cannot know what "the ninth session", "device call 3", an issue number, a dated diary
 //! heading or one machine's temporary folder refer to, so none of them may come back.
 //!
-//! The files are `git ls-files` (without git: every file under the crate but `.git`, `target`,
-//! `.deps` and `gpu-stage`), minus binary files, `Cargo.lock` and this file (its patterns and
-//! examples would match themselves). Every finding is printed as `path:line: [rule] text`.
+//! The files are `git ls-files` of the crate's sources (`support::source_dir()`; without git:
+//! every file there but `.git`, `target`, `.deps`, `gpu-stage` and `host-stage`), minus binary
+//! files, `Cargo.lock` and this file (its patterns and examples would match themselves). Every finding is printed as `path:line: [rule] text`.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 
 /// Files never scanned: generated, or this test's own patterns and examples.
@@ -173,21 +175,15 @@ fn findings(path: &str, line: &str) -> Vec<&'static str> {
         .collect()
 }
 
-fn crate_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
 /// The tracked files, relative to the crate; every file but build outputs without git.
 fn tracked_files(root: &Path) -> Vec<String> {
-    let git = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(root)
-        .output();
-    if let Ok(out) = git {
-        if out.status.success() && !out.stdout.is_empty() {
-            return String::from_utf8_lossy(&out.stdout)
+    if support::on_path("git") {
+        let mut git = Command::new("git");
+        git.args(["ls-files", "-z"]).current_dir(root);
+        let out = support::child::run(&mut git, support::child::DEFAULT_LIMIT);
+        if out.success() && !out.stdout.is_empty() {
+            return out
+                .stdout
                 .split('\0')
                 .filter(|p| !p.is_empty())
                 .map(String::from)
@@ -202,7 +198,8 @@ fn tracked_files(root: &Path) -> Vec<String> {
             let rel = path.strip_prefix(root).expect("under the crate");
             let top = rel.components().next().map(|c| c.as_os_str().to_owned());
             if top.is_some_and(|t| {
-                [".git", "target", ".deps", "gpu-stage"].contains(&t.to_str().unwrap_or(""))
+                [".git", "target", ".deps", "gpu-stage", "host-stage"]
+                    .contains(&t.to_str().unwrap_or(""))
             }) {
                 continue;
             }
@@ -218,7 +215,7 @@ fn tracked_files(root: &Path) -> Vec<String> {
 
 #[test]
 fn no_development_narrative_in_the_tracked_tree() {
-    let root = crate_dir();
+    let root = support::source_dir();
     let files = tracked_files(&root);
     assert!(
         files.iter().any(|f| f == "README.md") && files.iter().any(|f| f.starts_with("src/")),

@@ -3,15 +3,14 @@
 //! functions), not NCCL at all, or not NCCL 2; every function's status and message, NULL and
 //! bad arguments, unique ids without a GPU, no link-time dependency on NCCL, the header against
 //! the one list of collectives, and the example program built with -Werror and run. The child
-//! processes and the example run without a usable driver on any machine: their loader finds a
-//! stand-in libcuda.so.1 reporting a driver older than the runtime (`old_driver`).
+//! processes and the C programs run without a driver on any machine: their loader finds the
+//! no-driver stand-in libcuda.so.1 (`support::no_driver`).
 //!
 //! NCCL is loaded once per process, so each library situation runs in a child process of this
 //! test binary: the `child_*` tests are `#[ignore]`d entry points that the parent tests start
 //! with the environment of the situation (and they fail if started without it).
 
 mod c_header;
-mod old_driver;
 mod support;
 
 use llaisys_nvidia::ffi::*;
@@ -19,73 +18,28 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const CHILD_VAR: &str = "LLAISYS_NCCL_TEST_CHILD";
+use support::last_error_message;
 
 fn wheel_lib() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
+    support::source_dir().join(".deps/nccl/nvidia/nccl/lib/libnccl.so.2")
 }
 
-/// Runs the ignored test `name` in a child with `env` (and NCCL_NVLS_ENABLE=0, the stand-in old
-/// driver first on the loader's path), asserting that exactly that one test ran and passed.
-fn in_child(name: &str, env: &[(&str, &str)], remove: &[&str]) -> String {
-    let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
-    cmd.args([
-        "--exact",
-        name,
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_VAR, name)
-    .env("NCCL_NVLS_ENABLE", "0")
-    .env_remove("LLAISYS_NVIDIA_NCCL_LIBRARY")
-    .env_remove("NCCL_DEBUG");
-    for r in remove {
-        cmd.env_remove(r);
-    }
-    // No usable driver on any machine (NCCL and CUDA answer as without one).
-    cmd.env("LD_LIBRARY_PATH", old_driver::dir());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("start the child test");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "child {name} failed:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "child {name} ran no test:\n{text}"
-    );
-    text
-}
-
-fn require_child(name: &str) {
-    assert_eq!(
-        std::env::var(CHILD_VAR).as_deref(),
-        Ok(name),
-        "{name} is started by its parent test in a child process with its own environment"
-    );
-}
-
-fn last_message() -> String {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: `buf` holds `buf.len()` bytes; the call writes at most that, NUL included.
-    unsafe {
-        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
-    };
-    std::ffi::CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// Runs the ignored test `name` in a child without a driver (`support::no_driver::child`: the
+/// stand-in is its whole loader path, which holds no NCCL), with no NCCL variables of this
+/// process and with `env`; asserts that exactly that one test ran and passed.
+fn in_child(name: &str, env: &[(&str, &str)]) -> String {
+    support::no_driver::child(name)
+        .env_remove("LLAISYS_NVIDIA_NCCL_LIBRARY")
+        .env_remove("LLAISYS_NVIDIA_PYTHON")
+        .env_remove("NCCL_DEBUG")
+        .envs(env.iter().copied())
+        .run_passing()
 }
 
 /// Asserts `status == want` and that the message holds each of `words`.
 #[track_caller]
 fn expect(status: c_int, want: c_int, words: &[&str]) -> String {
-    let msg = last_message();
+    let msg = last_error_message();
     assert_eq!(
         status, want,
         "status {status}, wanted {want}; message: {msg}"
@@ -405,7 +359,7 @@ fn argument_checks() {
 #[test]
 #[ignore = "entry point of a child process: run by nccl_absent"]
 fn child_absent() {
-    require_child("child_absent");
+    support::no_driver::enter("child_absent");
     let dir = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
     argument_checks();
     assert!(!nccl_mapped());
@@ -467,22 +421,24 @@ fn nccl_absent() {
     in_child(
         "child_absent",
         &[("LLAISYS_NVIDIA_NCCL_LIBRARY", empty.to_str().unwrap())],
-        &[],
     );
 }
 
+/// Whether the loader's cache (`ldconfig -p`) lists libnccl.so.2; false without ldconfig.
 fn system_has_nccl() -> bool {
-    Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so.2"))
-        .unwrap_or(false)
+    support::on_path("ldconfig")
+        && support::child::run(
+            Command::new("ldconfig").arg("-p"),
+            support::child::DEFAULT_LIMIT,
+        )
+        .stdout
+        .contains("libnccl.so.2")
 }
 
 #[test]
 #[ignore = "entry point of a child process: run by nccl_search_order"]
 fn child_search() {
-    require_child("child_search");
+    support::no_driver::enter("child_search");
     let expect_via = std::env::var("LLAISYS_NCCL_TEST_EXPECT").unwrap();
     let mut v = 0;
     // SAFETY: valid out-pointer.
@@ -548,7 +504,6 @@ fn child_search() {
 #[test]
 fn nccl_search_order() {
     let system = system_has_nccl();
-    let remove = ["LD_LIBRARY_PATH", "LLAISYS_NVIDIA_PYTHON"];
     in_child(
         "child_search",
         &[
@@ -558,11 +513,10 @@ fn nccl_search_order() {
                 if system { "system" } else { "nowhere" },
             ),
         ],
-        &remove,
     );
     // A Python that crashes is reported as crashed, with its signal.
     let crashing = fake_python("python3-crashes", "kill -ABRT $$");
-    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
+    let site = support::source_dir().join(".deps/nccl");
     let python = fake_python("python3", &format!("echo {}", site.display()));
     for (python, found) in [(crashing, "crashed"), (python, "wheel")] {
         in_child(
@@ -574,7 +528,6 @@ fn nccl_search_order() {
                     if system { "system" } else { found },
                 ),
             ],
-            &remove,
         );
     }
 }
@@ -591,7 +544,7 @@ fn fake_python(name: &str, body: &str) -> PathBuf {
 #[test]
 #[ignore = "entry point of a child process: run by nccl_present"]
 fn child_present() {
-    require_child("child_present");
+    support::no_driver::enter("child_present");
     // Nothing loads NCCL before a call needs it.
     assert!(!nccl_mapped(), "NCCL mapped before any communicator call");
     argument_checks();
@@ -735,7 +688,6 @@ fn nccl_present() {
     in_child(
         "child_present",
         &[("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib().to_str().unwrap())],
-        &[],
     );
 }
 
@@ -746,72 +698,37 @@ fn comm_table_is_the_exported_functions() {
     assert!(!t.is_null());
     // SAFETY: a static table.
     let t = unsafe { &*t };
-    let pairs: [(usize, usize); 16] = [
-        (
-            t.get_unique_id as usize,
-            llaisysNvidiaCommGetUniqueId as *const () as usize,
-        ),
-        (
-            t.init_rank as usize,
-            llaisysNvidiaCommInitRank as *const () as usize,
-        ),
-        (
-            t.init_all as usize,
-            llaisysNvidiaCommInitAll as *const () as usize,
-        ),
-        (
-            t.destroy as usize,
-            llaisysNvidiaCommDestroy as *const () as usize,
-        ),
-        (
-            t.abort as usize,
-            llaisysNvidiaCommAbort as *const () as usize,
-        ),
-        (
-            t.get_rank as usize,
-            llaisysNvidiaCommRank as *const () as usize,
-        ),
-        (
-            t.get_size as usize,
-            llaisysNvidiaCommSize as *const () as usize,
-        ),
-        (
-            t.allreduce as usize,
-            llaisysNvidiaAllReduce as *const () as usize,
-        ),
-        (
-            t.allgather as usize,
-            llaisysNvidiaAllGather as *const () as usize,
-        ),
-        (
-            t.reduce_scatter as usize,
-            llaisysNvidiaReduceScatter as *const () as usize,
-        ),
-        (
-            t.broadcast as usize,
-            llaisysNvidiaBroadcast as *const () as usize,
-        ),
-        (t.send as usize, llaisysNvidiaSend as *const () as usize),
-        (t.recv as usize, llaisysNvidiaRecv as *const () as usize),
-        (
-            t.group_start as usize,
-            llaisysNvidiaGroupStart as *const () as usize,
-        ),
-        (
-            t.group_end as usize,
-            llaisysNvidiaGroupEnd as *const () as usize,
-        ),
-        (
-            t.synchronize as usize,
-            llaisysNvidiaCommSynchronize as *const () as usize,
-        ),
-    ];
-    for (i, (a, b)) in pairs.iter().enumerate() {
-        assert_eq!(a, b, "field {i}");
+    // (field, the table's pointer, the exported function's address), in the header's order.
+    macro_rules! fields {
+        ($t:ident: $($field:ident => $function:ident),* $(,)?) => {
+            [$((stringify!($field), $t.$field as usize, $function as *const () as usize)),*]
+        };
+    }
+    let fields = fields!(t:
+        get_unique_id => llaisysNvidiaCommGetUniqueId,
+        init_rank => llaisysNvidiaCommInitRank,
+        init_all => llaisysNvidiaCommInitAll,
+        destroy => llaisysNvidiaCommDestroy,
+        abort => llaisysNvidiaCommAbort,
+        get_rank => llaisysNvidiaCommRank,
+        get_size => llaisysNvidiaCommSize,
+        allreduce => llaisysNvidiaAllReduce,
+        allgather => llaisysNvidiaAllGather,
+        reduce_scatter => llaisysNvidiaReduceScatter,
+        broadcast => llaisysNvidiaBroadcast,
+        send => llaisysNvidiaSend,
+        recv => llaisysNvidiaRecv,
+        group_start => llaisysNvidiaGroupStart,
+        group_end => llaisysNvidiaGroupEnd,
+        synchronize => llaisysNvidiaCommSynchronize,
+    );
+    for (field, in_table, exported) in fields {
+        assert_eq!(in_table, exported, "field {field}");
     }
     assert_eq!(
         std::mem::size_of::<LlaisysNvidiaCommAPI>(),
-        16 * std::mem::size_of::<usize>()
+        fields.len() * std::mem::size_of::<usize>(),
+        "a field of the table is not checked"
     );
     assert_eq!(std::mem::size_of::<CommId>(), 128);
 }
@@ -831,7 +748,7 @@ fn fake_library(name: &str, source: &str) -> PathBuf {
 #[test]
 #[ignore = "entry point of a child process: run by nccl_too_old_serves_what_it_has"]
 fn child_old() {
-    require_child("child_old");
+    support::no_driver::enter("child_old");
     let mut v = 0;
     // SAFETY: valid pointers.
     unsafe {
@@ -881,14 +798,13 @@ fn nccl_too_old_serves_what_it_has() {
             ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
             ("LLAISYS_NVIDIA_NCCL_TIMEOUT_MS", "soon"),
         ],
-        &[],
     );
 }
 
 #[test]
 #[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
 fn child_bad_version() {
-    require_child("child_bad_version");
+    support::no_driver::enter("child_bad_version");
     let lib = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
     let reported = std::env::var("LLAISYS_NCCL_TEST_VERSION").unwrap();
     let mut v = 7;
@@ -944,7 +860,6 @@ fn nccl_outside_the_built_major_is_refused() {
                 ("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap()),
                 ("LLAISYS_NCCL_TEST_VERSION", code),
             ],
-            &[],
         );
     }
 }
@@ -952,7 +867,7 @@ fn nccl_outside_the_built_major_is_refused() {
 #[test]
 #[ignore = "entry point of a child process: run by nccl_outside_the_built_major_is_refused"]
 fn child_good_version() {
-    require_child("child_good_version");
+    support::no_driver::enter("child_good_version");
     let reported: c_int = std::env::var("LLAISYS_NCCL_TEST_VERSION")
         .unwrap()
         .parse()
@@ -967,7 +882,7 @@ fn child_good_version() {
 #[test]
 #[ignore = "entry point of a child process: run by nccl_not_nccl"]
 fn child_not_nccl() {
-    require_child("child_not_nccl");
+    support::no_driver::enter("child_not_nccl");
     let lib = std::env::var("LLAISYS_NVIDIA_NCCL_LIBRARY").unwrap();
     let mut v = 0;
     // SAFETY: valid pointer.
@@ -985,14 +900,13 @@ fn nccl_not_nccl() {
     in_child(
         "child_not_nccl",
         &[("LLAISYS_NVIDIA_NCCL_LIBRARY", lib.to_str().unwrap())],
-        &[],
     );
 }
 
 #[test]
 #[ignore = "entry point of a child process: run by nccl_unloadable_file"]
 fn child_unloadable() {
-    require_child("child_unloadable");
+    support::no_driver::enter("child_unloadable");
     let mut v = 0;
     // SAFETY: valid pointer.
     let s = unsafe { llaisysNvidiaNcclGetVersion(&mut v) };
@@ -1006,7 +920,6 @@ fn nccl_unloadable_file() {
     in_child(
         "child_unloadable",
         &[("LLAISYS_NVIDIA_NCCL_LIBRARY", f.to_str().unwrap())],
-        &[],
     );
 }
 
@@ -1016,12 +929,11 @@ fn nccl_unloadable_file() {
 fn no_link_time_dependency_on_nccl() {
     let target = support::target_dir();
     let so = target.join("libllaisys_nvidia.so");
-    let out = Command::new("readelf")
-        .arg("-d")
-        .arg(&so)
-        .output()
-        .expect("readelf");
-    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let dynamic = support::child::run(
+        Command::new("readelf").arg("-d").arg(&so),
+        support::child::DEFAULT_LIMIT,
+    )
+    .ok();
     assert!(
         dynamic.contains("NEEDED"),
         "readelf -d printed no NEEDED: {dynamic}"
@@ -1032,18 +944,15 @@ fn no_link_time_dependency_on_nccl() {
         "the cdylib needs NCCL: {needed:?}"
     );
     for lib in [so, target.join("libllaisys_nvidia.a")] {
-        let out = Command::new("nm")
-            .args(["--undefined-only"])
+        let mut nm = Command::new("nm");
+        nm.args(["--undefined-only"])
             .args(if lib.extension().is_some_and(|e| e == "so") {
                 vec!["-D"]
             } else {
                 vec![]
             })
-            .arg(&lib)
-            .output()
-            .expect("nm");
-        let undefined = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "nm {}", lib.display());
+            .arg(&lib);
+        let undefined = support::child::run(&mut nm, support::child::DEFAULT_LIMIT).ok();
         // An imported NCCL function (ncclX, or the profiling pncclX), not our own Rust items.
         let nccl: Vec<&str> = undefined
             .lines()
@@ -1064,31 +973,33 @@ fn example_builds_and_reports_no_gpu() {
     let mut cmd = Command::new("cc");
     cmd.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
         .arg(format!("-I{}", support::csrc().display()))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/nccl_allreduce.c"))
+        .arg(support::source_dir().join("examples/nccl_allreduce.c"))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", target.display()))
         .arg("-lllaisys_nvidia")
         .arg(format!("-Wl,-rpath,{}", target.display()));
     support::compile(cmd);
-    let out = Command::new(&exe)
-        .arg("1")
-        .env("LD_LIBRARY_PATH", old_driver::dir())
-        .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
-        .env("NCCL_NVLS_ENABLE", "0")
-        .output()
-        .expect("run the example");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let out = support::run_with(
+        &exe,
+        &["1"],
+        &[
+            ("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib().to_str().unwrap()),
+            ("NCCL_NVLS_ENABLE", "0"),
+        ],
+    );
+    assert_eq!(out.code(), Some(1), "{}", out.report());
     assert!(
-        err.contains("rank 0: llaisysNvidiaDeviceCount failed")
-            && err.contains("cudaErrorInsufficientDriver"),
-        "{err}"
+        out.stderr
+            .contains("rank 0: llaisysNvidiaDeviceCount failed")
+            && out.stderr.contains("cudaErrorInsufficientDriver"),
+        "{}",
+        out.report()
     );
     // The usage line for bad arguments.
-    let out = Command::new(&exe).output().expect("run the example");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));
+    let out = support::run(&exe, &[]);
+    assert_eq!(out.code(), Some(2), "{}", out.report());
+    assert!(out.stderr.contains("usage:"), "{}", out.report());
 }
 
 /// The header's communicator block compiles as C99 and C++17 (pedantic, warnings as errors),
@@ -1152,16 +1063,18 @@ int main(void) {
             .arg("-lllaisys_nvidia")
             .arg(format!("-Wl,-rpath,{}", target.display()));
         support::compile(cmd);
-        let out = Command::new(&exe)
-            .env("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib())
-            .env("NCCL_NVLS_ENABLE", "0")
-            .output()
-            .expect("run the client");
+        let out = support::run_with(
+            &exe,
+            &[],
+            &[
+                ("LLAISYS_NVIDIA_NCCL_LIBRARY", wheel_lib().to_str().unwrap()),
+                ("NCCL_NVLS_ENABLE", "0"),
+            ],
+        );
         assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-            "{ext}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            out.success() && out.stdout.contains("ok"),
+            "{ext}: {}",
+            out.report()
         );
     }
 }

@@ -9,8 +9,8 @@
 //! one fails `every_out_parameter_is_swept`. A case calls its function with poisoned outputs and
 //! inputs that fail, and checks the failure values. The cases run in two conditions made here,
 //! the same on every machine:
-//! - without a driver: a child process whose loader finds a stand-in libcuda.so.1 reporting a
-//!   driver older than the runtime, with NCCL absent (LLAISYS_NVIDIA_NCCL_LIBRARY an empty
+//! - without a driver: a child process whose loader finds the no-driver stand-in libcuda.so.1
+//!   (`support::no_driver`), with NCCL absent (LLAISYS_NVIDIA_NCCL_LIBRARY an empty
 //!   folder); every case fails but those in `SUCCEED_WITHOUT_A_DRIVER` (which must succeed, so
 //!   that list stays exact);
 //! - in a child forked after the library was used, where every call is refused before its body
@@ -20,13 +20,11 @@
 //! poisons them, calls with failing inputs and checks them with `Check`).
 
 mod c_header;
-mod old_driver;
 mod support;
 
 use llaisys_nvidia::ffi::*;
 use std::os::raw::{c_char, c_double, c_float, c_int, c_void};
-use std::path::Path;
-use std::process::Command;
+use support::last_error_message;
 
 const POISON_PTR: *mut c_void = 0x5eed as *mut c_void;
 const POISON_INT: c_int = 7;
@@ -335,17 +333,6 @@ fn stream_capture_status() -> Check {
     Check::new("llaisysNvidiaStreamCaptureStatus", s).value("status", status, CAPTURE_STATUS_NONE)
 }
 
-/// The thread's last error message.
-fn last_message() -> String {
-    let mut buf = vec![0 as c_char; 1024];
-    // SAFETY: a buffer of its length.
-    unsafe { llaisysNvidiaLastErrorMessage(buf.as_mut_ptr(), buf.len()) };
-    // SAFETY: NUL-terminated by the call (the buffer is not empty).
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn graph_instantiate() -> Check {
     let mut exec = POISON_PTR;
     let mut log = [b'x' as c_char; 1024];
@@ -360,7 +347,7 @@ fn graph_instantiate() -> Check {
     // The log's failure value is the failure's message (the header's exception to "empty").
     Check::new("llaisysNvidiaGraphInstantiate", s)
         .value("exec", exec, null())
-        .value("log", text, last_message())
+        .value("log", text, last_error_message())
 }
 
 fn graph_exec_update() -> Check {
@@ -553,8 +540,6 @@ fn a_new_out_parameter_function_without_a_case_is_caught() {
 
 // ---- the two conditions ---------------------------------------------------------------------
 
-const CHILD_VAR: &str = "LLAISYS_OUT_POINTERS_CHILD";
-
 /// Runs every case; returns the problems. `allowed` may succeed (and must).
 fn sweep(allowed: &[&str]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -580,34 +565,10 @@ fn sweep(allowed: &[&str]) -> Vec<String> {
     problems
 }
 
-fn run_child(name: &str, envs: &[(&str, &Path)]) -> String {
-    let out = Command::new(std::env::current_exe().expect("current_exe"))
-        .args([
-            "--exact",
-            name,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_VAR, name)
-        .env("NCCL_NVLS_ENABLE", "0")
-        .env_remove("LLAISYS_NVIDIA_NCCL_LIBRARY")
-        .envs(envs.iter().map(|(k, v)| (k, v)))
-        .output()
-        .expect("start the child test");
-    let text = support::output_text(&out);
-    assert!(out.status.success(), "{name} failed:\n{text}");
-    assert!(text.contains("1 passed"), "{name} ran no test:\n{text}");
-    text
-}
-
 #[test]
 #[ignore = "entry point of a child process: run by out_parameters_hold_failure_values_without_a_driver"]
 fn child_without_a_driver() {
-    assert_eq!(
-        std::env::var(CHILD_VAR).as_deref(),
-        Ok("child_without_a_driver")
-    );
+    support::no_driver::enter("child_without_a_driver");
     let mut n = POISON_INT;
     // SAFETY: a valid out-pointer.
     let s = unsafe { llaisysNvidiaDeviceCount(&mut n) };
@@ -622,21 +583,16 @@ fn child_without_a_driver() {
 
 #[test]
 fn out_parameters_hold_failure_values_without_a_driver() {
-    let driver = old_driver::dir();
     let no_nccl = support::scratch("out-pointers-no-nccl");
-    run_child(
-        "child_without_a_driver",
-        &[
-            ("LD_LIBRARY_PATH", &driver),
-            ("LLAISYS_NVIDIA_NCCL_LIBRARY", &no_nccl),
-        ],
-    );
+    support::no_driver::child("child_without_a_driver")
+        .env("LLAISYS_NVIDIA_NCCL_LIBRARY", &no_nccl)
+        .run_passing();
 }
 
 #[test]
 #[ignore = "entry point of a child process: run by out_parameters_hold_failure_values_in_a_forked_child"]
 fn child_forks() {
-    assert_eq!(std::env::var(CHILD_VAR).as_deref(), Ok("child_forks"));
+    support::child::require_child("child_forks");
     // Uses the library (an H2H copy needs no device), then forks: the child refuses every call.
     let (a, mut b) = ([1u8; 8], [0u8; 8]);
     // SAFETY: two host buffers of 8 bytes.
@@ -669,5 +625,7 @@ fn child_forks() {
 
 #[test]
 fn out_parameters_hold_failure_values_in_a_forked_child() {
-    run_child("child_forks", &[]);
+    support::child::TestChild::new("child_forks")
+        .env_remove("LLAISYS_NVIDIA_NCCL_LIBRARY")
+        .run_passing();
 }

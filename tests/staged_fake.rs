@@ -126,10 +126,7 @@ unsafe fn failing_copy(how: &str) {
         st
     };
     assert_ne!(st, 0, "{how}: the failing step fails the copy");
-    let mut buf = [0u8; 1024];
-    // SAFETY: `buf` holds 1024 bytes.
-    let len = unsafe { ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
-    let msg = String::from_utf8_lossy(&buf[..len.min(buf.len() - 1)]).into_owned();
+    let msg = support::last_error_message();
     assert!(msg.contains("staged pageable copy"), "{how}: {msg}");
     if how != "query" {
         assert!(msg.contains("chunk at"), "{how}: {msg}");

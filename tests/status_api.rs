@@ -6,31 +6,20 @@
 mod support;
 
 use llaisys_nvidia::ffi::*;
-use llaisys_nvidia::ffi::{
-    llaisysNvidiaClearLastError, llaisysNvidiaLastCudaError, llaisysNvidiaLastErrorMessage,
-};
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 use std::ptr::{null, null_mut};
+use support::last_error_message;
 
 const OK: c_int = 0;
 const CUDA: c_int = 1;
 const INVALID: c_int = 3;
 
-fn last_message() -> String {
-    let mut buf = vec![0u8; 1024];
-    // SAFETY: buf is 1024 bytes.
-    unsafe { llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
-    CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Asserts the no-driver answer: CUDA status, error 35, a message naming `function`.
 fn no_driver(status: c_int, function: &str) {
-    assert_eq!(status, CUDA, "{function}: {}", last_message());
+    assert_eq!(status, CUDA, "{function}: {}", last_error_message());
     assert_eq!(llaisysNvidiaLastCudaError(), 35, "{function}");
-    let m = last_message();
+    let m = last_error_message();
     assert!(
         m.contains(function) && m.contains("cudaErrorInsufficientDriver"),
         "{m}"
@@ -39,8 +28,8 @@ fn no_driver(status: c_int, function: &str) {
 }
 
 fn invalid(status: c_int, function: &str, needle: &str) {
-    assert_eq!(status, INVALID, "{function}: {}", last_message());
-    let m = last_message();
+    assert_eq!(status, INVALID, "{function}: {}", last_error_message());
+    let m = last_error_message();
     assert!(
         m.contains(function) && m.contains(needle),
         "{needle:?} not in {m}"
@@ -98,12 +87,12 @@ fn device_functions_without_a_driver() {
             "llaisysNvidiaDeviceCount",
             "count=NULL",
         );
-        let mut ms = -1.0;
+        let mut ms = 7.5;
         no_driver(
             unsafe { llaisysNvidiaInitDevice(0, &mut ms) },
             "llaisysNvidiaInitDevice",
         );
-        assert_eq!(ms, -1.0, "no time on failure");
+        assert_eq!(ms, 0.0, "the documented failure value of a number");
         let mut d: c_int = 0;
         no_driver(
             unsafe { llaisysNvidiaGetDevice(&mut d) },
@@ -230,11 +219,11 @@ fn stream_and_event_functions_without_a_driver() {
             unsafe { llaisysNvidiaEventElapsedTime(&mut 0.0, foreign, foreign) },
             llaisysNvidiaEventDestroy(foreign),
         ] {
-            assert_eq!(status, INVALID, "{}", last_message());
+            assert_eq!(status, INVALID, "{}", last_error_message());
             assert!(
-                last_message().contains("was not made by llaisysNvidiaEventCreate"),
+                last_error_message().contains("was not made by llaisysNvidiaEventCreate"),
                 "{}",
-                last_message()
+                last_error_message()
             );
         }
         assert_eq!(llaisysNvidiaEventDestroy(null_mut()), OK);

@@ -6,12 +6,15 @@
 //! unchanged. The build and the Python tests: tests/llaisys_upstream.rs.
 
 mod llaisys_tree;
+mod support;
 
 use llaisys_tree::{
-    copy_tree, crate_dir, differences, plug, plug_ok, snapshot, text, upstream, xmake_bin_dir,
+    copy_tree, differences, plug, plug_ok, snapshot, text, upstream, xmake_bin_dir,
 };
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use support::child::{self, Finished};
+use support::source_dir;
 
 const STUB: &str = "src/device/nvidia/nvidia_runtime_api.cu";
 const ADAPTER: &str = "src/device/nvidia/nvidia_runtime_api.cpp";
@@ -20,9 +23,7 @@ const RULE: &str = "xmake/nvidia.lua";
 /// A fresh copy of the upstream tree for one test, or None (said why) outside CI.
 fn tree(name: &str) -> Option<PathBuf> {
     let up = upstream()?;
-    let t = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("plug")
-        .join(name);
+    let t = support::tmp_dir().join("plug").join(name);
     copy_tree(&up, &t);
     Some(t)
 }
@@ -49,10 +50,10 @@ fn plug_twice_then_undo_gives_back_the_tree() {
     );
     assert_eq!(
         read(&t, ADAPTER),
-        std::fs::read_to_string(crate_dir().join("csrc/nvidia_runtime_api.cpp")).unwrap()
+        std::fs::read_to_string(source_dir().join("csrc/nvidia_runtime_api.cpp")).unwrap()
     );
     let rule = read(&t, RULE);
-    let crate_line = format!("local crate = \"{}\"", crate_dir().display());
+    let crate_line = format!("local crate = \"{}\"", source_dir().display());
     assert!(rule.contains(&crate_line), "{rule}");
     assert!(rule.contains("local cudart = \"static\""), "{rule}");
     assert!(
@@ -88,7 +89,7 @@ fn plug_twice_then_undo_gives_back_the_tree() {
     assert_eq!(differences(&before, &snapshot(&t)), Vec::<String>::new());
     // A second --undo has nothing to undo and says so.
     let again = plug(&["--undo", s(&t)]);
-    assert!(!again.status.success());
+    assert!(!again.success());
     assert!(text(&again).contains("nothing to undo"), "{}", text(&again));
 }
 
@@ -107,7 +108,7 @@ fn plug_switches_modes_and_cuda_root() {
     // The CUDA 12.9 build, for drivers older than r580: the root is written into the rule.
     plug_ok(&["--cuda12", s(&t)]);
     let rule = read(&t, RULE);
-    let cuda12 = crate_dir().join(".deps/cuda12");
+    let cuda12 = source_dir().join(".deps/cuda12");
     let want = format!("local cuda_home = \"{}\"", cuda12.display());
     assert!(rule.contains(&want), "{rule}");
     assert!(rule.contains("local cudart = \"static\""), "{rule}");
@@ -134,18 +135,18 @@ fn plug_switches_modes_and_cuda_root() {
 
 #[test]
 fn plug_refuses_what_is_not_a_llaisys_tree() {
-    let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plug/empty");
+    let empty = support::tmp_dir().join("plug/empty");
     let _ = std::fs::remove_dir_all(&empty);
     std::fs::create_dir_all(&empty).unwrap();
     for args in [
         vec![s(&empty)],
-        vec![crate_dir().to_str().unwrap()],
+        vec![source_dir().to_str().unwrap()],
         vec!["--cudart", "shared", s(&empty)],
         vec!["--no-such-option", s(&empty)],
         vec![s(&empty), s(&empty)],
     ] {
         let out = plug(&args);
-        assert!(!out.status.success(), "{args:?} succeeded:\n{}", text(&out));
+        assert!(!out.success(), "{args:?} succeeded:\n{}", text(&out));
         assert!(
             text(&out).contains("plug-llaisys: "),
             "{args:?}: {}",
@@ -168,7 +169,7 @@ fn plug_refuses_what_is_not_a_llaisys_tree() {
     };
     let before = snapshot(&t);
     let out = plug(&["--cuda-home", s(&empty), s(&t)]);
-    assert!(!out.status.success());
+    assert!(!out.success());
     assert!(
         text(&out).contains("no include/cuda_runtime.h"),
         "{}",
@@ -194,7 +195,7 @@ fn undo_gives_back_a_users_own_rule_and_refuses_edited_files() {
     std::fs::write(t.join(ADAPTER), &edited).unwrap();
     let plugged = snapshot(&t);
     let out = plug(&["--undo", s(&t)]);
-    assert!(!out.status.success());
+    assert!(!out.success());
     assert!(
         text(&out).contains("was changed after plugging"),
         "{}",
@@ -207,26 +208,25 @@ fn undo_gives_back_a_users_own_rule_and_refuses_edited_files() {
     assert_eq!(differences(&before, &snapshot(&t)), Vec::<String>::new());
 }
 
-fn xmake(tree: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(xmake_bin_dir().join("xmake"))
-        .args(args)
+fn xmake(tree: &Path, home: &Path, args: &[&str]) -> Finished {
+    let mut cmd = Command::new(xmake_bin_dir().join("xmake"));
+    cmd.args(args)
         .current_dir(tree)
         .env("HOME", home)
         .env("XMAKE_ROOT", "y")
-        .env_remove("LLAISYS_NVIDIA_DIR")
-        .output()
-        .expect("run xmake")
+        .env_remove("LLAISYS_NVIDIA_DIR");
+    child::run(&mut cmd, child::DEFAULT_LIMIT)
 }
 
 #[test]
 fn xmake_sees_llaisys_device_depend_on_the_nvidia_target() {
     let Some(t) = tree("show") else { return };
-    let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plug/show-home");
+    let home = support::tmp_dir().join("plug/show-home");
     std::fs::create_dir_all(&home).unwrap();
     // A hand copy of the rule that nobody wrote a checkout into fails with the fix in its message.
-    std::fs::copy(crate_dir().join("csrc/xmake/nvidia.lua"), t.join(RULE)).unwrap();
+    std::fs::copy(source_dir().join("csrc/xmake/nvidia.lua"), t.join(RULE)).unwrap();
     let out = xmake(&t, &home, &["f", "--nv-gpu=y", "-y"]);
-    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!out.success(), "{}", text(&out));
     assert!(
         text(&out).contains("run llaisys-nvidia's scripts/plug-llaisys.sh"),
         "{}",
@@ -236,7 +236,7 @@ fn xmake_sees_llaisys_device_depend_on_the_nvidia_target() {
     plug_ok(&[s(&t)]);
     let ok = |args: &[&str]| {
         let out = xmake(&t, &home, args);
-        assert!(out.status.success(), "xmake {args:?}:\n{}", text(&out));
+        assert!(out.success(), "xmake {args:?}:\n{}", text(&out));
         text(&out)
     };
     ok(&["f", "--nv-gpu=y", "-y"]);

@@ -1,13 +1,13 @@
 //! Host-only tests of the doctor's watchdog and driver-version diagnosis with fake drivers: a
-//! `libcuda.so.1` written in C (fake_libcuda.c), compiled here with `cc` into a temporary folder
-//! put first on LD_LIBRARY_PATH, whose cuInit hangs, crashes, or fails (or first starts a
-//! helper process that keeps the probe process's output open), or whose cuDriverGetVersion
-//! reports an old driver. cudart really loads each and calls into it (the C file says how).
-//! Each test checks what the doctor concludes: which probe, what to check, the exit status; and
-//! what it shows on stderr while it waits for a hanging probe, on a pseudo-terminal and on a
-//! pipe. The `loaded` build is given the runtime beside its headers (the one the static build
-//! links) through LLAISYS_NVIDIA_CUDART_LIBRARY, and asks the fake driver for its version first,
-//! in a probe of its own.
+//! `libcuda.so.1` written in C (tests/fixtures/fake_libcuda.c, shared with the library's tests),
+//! compiled here with `cc` into a temporary folder put first on LD_LIBRARY_PATH, whose cuInit
+//! hangs, crashes, or fails (or first starts a helper process that keeps the probe process's
+//! output open), or whose cuDriverGetVersion reports an old driver. cudart really loads each
+//! and calls into it (the C file says how). Each test checks what the doctor concludes: which
+//! probe, what to check, the exit status; and what it shows on stderr while it waits for a
+//! hanging probe, on a pseudo-terminal and on a pipe. The `loaded` build is given the runtime
+//! beside its headers (the one the static build links) through LLAISYS_NVIDIA_CUDART_LIBRARY,
+//! and asks the fake driver for its version first, in a probe of its own.
 
 use llaisys_nvidia_doctor::backend::build;
 use llaisys_nvidia_doctor::exit;
@@ -22,7 +22,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
-const SOURCE: &str = include_str!("fake_libcuda.c");
+const SOURCE: &str = include_str!("../../tests/fixtures/fake_libcuda.c");
 
 /// Compiles the fake with `defines` into its own folder; returns the folder.
 fn fake(name: &str, defines: &[&str]) -> PathBuf {

@@ -5,23 +5,14 @@
 
 use crate::common::{api, fill};
 use crate::require_gpu;
+use crate::support::last_error_message;
 use llaisys_nvidia::ffi::*;
 use std::os::raw::c_void;
 use std::ptr::null_mut;
 use std::time::Instant;
 
 fn ok(status: i32, what: &str) {
-    assert_eq!(status, 0, "{what}: {}", last());
-}
-
-fn last() -> String {
-    let mut buf = vec![0u8; 1024];
-    unsafe {
-        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
-    };
-    std::ffi::CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    assert_eq!(status, 0, "{what}: {}", last_error_message());
 }
 
 unsafe fn stream(flags: u32) -> *mut c_void {

@@ -3,15 +3,12 @@
 //! of it, the plug command and xmake.
 #![allow(dead_code)]
 
+use crate::support::child::{self, Finished};
+use crate::support::source_dir;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// This checkout.
-pub fn crate_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use std::process::Command;
 
 fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -23,7 +20,7 @@ pub fn upstream() -> Option<PathBuf> {
     let (dir, from) = match std::env::var_os("LLAISYS_UPSTREAM_DIR") {
         Some(d) => (PathBuf::from(d), "LLAISYS_UPSTREAM_DIR"),
         None => (
-            crate_dir().join("../shared/llaisys-upstream"),
+            source_dir().join("../shared/llaisys-upstream"),
             "the default ../shared/llaisys-upstream",
         ),
     };
@@ -101,29 +98,22 @@ pub fn differences(a: &BTreeMap<PathBuf, Vec<u8>>, b: &BTreeMap<PathBuf, Vec<u8>
 }
 
 /// Runs `bash scripts/plug-llaisys.sh ARGS` (not checked).
-pub fn plug(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(crate_dir().join("scripts/plug-llaisys.sh"))
-        .args(args)
-        .output()
-        .expect("run plug-llaisys.sh")
+pub fn plug(args: &[&str]) -> Finished {
+    let mut cmd = Command::new("bash");
+    cmd.arg(source_dir().join("scripts/plug-llaisys.sh"))
+        .args(args);
+    child::run(&mut cmd, child::DEFAULT_LIMIT)
 }
 
 /// Runs the plug command and asserts it succeeded; returns its stdout.
+#[track_caller]
 pub fn plug_ok(args: &[&str]) -> String {
-    let out = plug(args);
-    assert!(
-        out.status.success(),
-        "plug-llaisys.sh {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    plug(args).ok()
 }
 
 /// The bootstrap's xmake folder (.deps/xmake/bin).
 pub fn xmake_bin_dir() -> PathBuf {
-    let d = crate_dir().join(".deps/xmake/bin");
+    let d = source_dir().join(".deps/xmake/bin");
     assert!(
         d.join("xmake").is_file(),
         "{} missing: run `bash scripts/bootstrap.sh` (installs xmake-wheel)",
@@ -132,13 +122,9 @@ pub fn xmake_bin_dir() -> PathBuf {
     d
 }
 
-/// Output as text without terminal colours.
-pub fn text(out: &Output) -> String {
-    let s = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Everything a process printed, without terminal colours.
+pub fn text(out: &Finished) -> String {
+    let s = out.text();
     let mut clean = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {

@@ -214,6 +214,18 @@ fn build_uncached(src: &str, linkage: Linkage, extra: &[&str]) -> PathBuf {
     out
 }
 
+/// The calling thread's last error message (`llaisysNvidiaLastErrorMessage`).
+pub fn last_error_message() -> String {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` holds `buf.len()` bytes; the call writes at most that, NUL included.
+    unsafe {
+        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
+    };
+    std::ffi::CStr::from_bytes_until_nul(&buf)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Runs a compiler command; fails the test with its output on error.
 pub fn compile(mut cmd: Command) {
     child::run(&mut cmd, child::DEFAULT_LIMIT).ok();

@@ -5,7 +5,8 @@
 //! On a machine without a driver that is what it answers anyway; on one with an NVIDIA driver
 //! the installed libcuda.so.1 is never loaded.
 //!
-//! `test` runs a test's body in such a child process of its test binary; `run` (in support)
+//! `test` runs a test's body in such a child process of its test binary (`child` and `enter`
+//! are its two halves, for a child that needs more of its own environment); `run` (in support)
 //! runs the tests' C/C++ programs the same way.
 #![allow(dead_code)]
 
@@ -70,18 +71,30 @@ pub fn assert_stand_in_loaded() {
     );
 }
 
+/// The test `name` of this test binary, to run in a child process without a driver: the
+/// stand-in first on its loader path. The child's side calls `enter`.
+pub fn child(name: &str) -> TestChild {
+    TestChild::new(name).loader_path(&loader_dir())
+}
+
+/// The child's side of `child(name)`: fails unless this process is that child and the
+/// stand-in is the libcuda.so.1 it loads.
+#[track_caller]
+pub fn enter(name: &str) {
+    child::require_child(name);
+    assert_stand_in_loaded();
+}
+
 /// Runs `body` as the test `name` (its exact name in this test binary) without a driver. In the
-/// test run, it starts the same test again in a child process with the stand-in first on the
-/// loader path and asserts that the child ran it and passed; in that child, it checks that the
-/// stand-in is what loads and runs `body`.
+/// test run, it starts the same test again in a child process (`child`) and asserts that the
+/// child ran it and passed; in that child, it checks that the stand-in is what loads and runs
+/// `body`.
 #[track_caller]
 pub fn test(name: &str, body: impl FnOnce()) {
     if child::is_child(name) {
-        assert_stand_in_loaded();
+        enter(name);
         body();
         return;
     }
-    TestChild::new(name)
-        .loader_path(&loader_dir())
-        .run_passing();
+    child(name).run_passing();
 }

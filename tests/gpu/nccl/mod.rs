@@ -10,6 +10,7 @@ mod one_gpu;
 mod procs;
 mod two_gpu;
 
+use crate::support::last_error_message;
 use llaisys_nvidia::ffi::*;
 use std::os::raw::{c_int, c_void};
 
@@ -23,28 +24,21 @@ pub fn nvls_off() {
     }
 }
 
-/// The last error's message.
-pub fn last_message() -> String {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: `buf` holds `buf.len()` bytes; the call writes at most that, NUL included.
-    unsafe {
-        llaisys_nvidia::ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len())
-    };
-    std::ffi::CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Panics with the last error unless `status` is 0.
 #[track_caller]
 pub fn ok(status: c_int, what: &str) {
-    assert_eq!(status, 0, "{what}: status {status}: {}", last_message());
+    assert_eq!(
+        status,
+        0,
+        "{what}: status {status}: {}",
+        last_error_message()
+    );
 }
 
 /// Asserts a failure `want` whose message holds `word`.
 #[track_caller]
 pub fn fails(status: c_int, want: c_int, word: &str) -> String {
-    let msg = last_message();
+    let msg = last_error_message();
     assert_eq!(status, want, "wanted status {want}, got {status}: {msg}");
     assert!(msg.contains(word), "message lacks {word:?}: {msg}");
     msg

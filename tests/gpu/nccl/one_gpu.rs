@@ -583,7 +583,7 @@ fn the_process_that_made_the_id_is_gone() {
     let st = unsafe { llaisysNvidiaCommInitRank(&mut c, 2, &id, 1) };
     let waited = t.elapsed();
     ok(llaisysNvidiaCommSetTimeout(300_000), "restore timeout");
-    let msg = super::last_message();
+    let msg = crate::support::last_error_message();
     assert!(st == 5 || st == 7, "status {st}: {msg}");
     assert!(c.is_null());
     assert!(waited < Duration::from_secs(20), "took {waited:?}");

@@ -3,8 +3,9 @@
 //! Each child exits 0 when its checks passed; the parent reads its output.
 
 use super::data;
-use super::{id_from_hex, id_to_hex, last_message, nvls_off, ok, stream, DevBuf};
+use super::{id_from_hex, id_to_hex, nvls_off, ok, stream, DevBuf};
 use crate::support::child::{self, Finished, Running, TestChild};
+use crate::support::last_error_message;
 use llaisys_nvidia::ffi::*;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
@@ -181,7 +182,7 @@ fn child_rank() {
             let t = Instant::now();
             let (c, _, _, st) = join(5000);
             let waited = t.elapsed();
-            assert_eq!(st, 7, "status {st}: {}", last_message());
+            assert_eq!(st, 7, "status {st}: {}", last_error_message());
             assert!(c.is_null());
             assert!(waited < Duration::from_secs(20), "{waited:?}");
             println!("rank 0: peer never joined: status 7 after {waited:?}");
@@ -208,7 +209,7 @@ fn child_rank() {
                 queued
             };
             let waited = t.elapsed();
-            assert!(st == 5 || st == 7, "status {st}: {}", last_message());
+            assert!(st == 5 || st == 7, "status {st}: {}", last_error_message());
             assert!(waited < Duration::from_secs(30), "{waited:?}");
             ok(
                 llaisys_nvidia::ffi::llaisysNvidiaStreamSynchronize(s),
@@ -217,7 +218,7 @@ fn child_rank() {
             ok(llaisysNvidiaCommDestroy(c), "destroy the aborted handle");
             println!(
                 "rank 0: peer died: status {st} after {waited:?}: {}",
-                last_message()
+                last_error_message()
             );
         }
         other => panic!("unknown scenario {other}"),
