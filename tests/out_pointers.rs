@@ -312,6 +312,20 @@ struct Case {
     run: fn() -> Check,
 }
 
+fn cudart_library() -> Check {
+    let mut version = POISON_INT;
+    let mut buf = [b'x' as c_char; 16];
+    let mut length = 7usize;
+    // SAFETY: valid out-pointers and a buffer of 16 bytes.
+    let s = unsafe {
+        llaisysNvidiaCudartLibrary(&mut version, buf.as_mut_ptr(), buf.len(), &mut length)
+    };
+    Check::new("llaisysNvidiaCudartLibrary", s)
+        .value("version", version, 0)
+        .value("buf[0]", buf[0], 0)
+        .value("length", length, 0)
+}
+
 fn graph_pool_create() -> Check {
     let mut pool = 0x5eed_u64;
     // SAFETY: a valid out-pointer.
@@ -398,6 +412,7 @@ cases! {
     "llaisysNvidiaCommSize" ["size"] => comm_size,
     "llaisysNvidiaCommDevice" ["device"] => comm_device,
     "llaisysNvidiaCommGetAsyncError" ["result"] => comm_get_async_error,
+    "llaisysNvidiaCudartLibrary" ["version", "buf", "length"] => cudart_library,
     "llaisysNvidiaGraphPoolCreate" ["pool"] => graph_pool_create,
     "llaisysNvidiaStreamEndCapture" ["graph"] => stream_end_capture,
     "llaisysNvidiaStreamCaptureStatus" ["status"] => stream_capture_status,
@@ -419,8 +434,12 @@ const NEVER_FAIL: &[(&str, &str)] = &[
 
 /// Cases that succeed without a driver (no input makes them fail there but NULL); the forked
 /// child covers their failure.
-const SUCCEED_WITHOUT_A_DRIVER: &[&str] =
-    &["llaisysNvidiaGetVersions", "llaisysNvidiaHostMemoryStats"];
+const SUCCEED_WITHOUT_A_DRIVER: &[&str] = &[
+    "llaisysNvidiaGetVersions",
+    "llaisysNvidiaHostMemoryStats",
+    // It reports why no runtime could be loaded, too.
+    "llaisysNvidiaCudartLibrary",
+];
 
 // ---- the header -----------------------------------------------------------------------------
 

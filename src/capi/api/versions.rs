@@ -56,18 +56,24 @@ pub unsafe extern "C" fn llaisysNvidiaCudartLibrary(
     len: usize,
     length: *mut usize,
 ) -> c_int {
+    // The failure values first (a refusal in a forked child included): 0, "", 0.
+    // SAFETY: `version` and `length` are NULL or valid for writing, `buf` NULL or valid for
+    // `len` bytes (this function's contract).
+    unsafe {
+        reset(version, 0);
+        reset(length, 0);
+        crate::capi::policy::copy_out(c"", buf, len);
+    }
     status("llaisysNvidiaCudartLibrary", || {
         let (v, text) = crate::ops::runtime_library::cudart_library();
         let c = std::ffi::CString::new(text.replace('\0', "?")).unwrap_or_default();
-        // SAFETY: the caller's contract for `buf`.
+        // SAFETY: `buf` is NULL or valid for `len` bytes (this function's contract).
         let n = unsafe { crate::capi::policy::copy_out(&c, buf, len) };
-        if !version.is_null() {
-            // SAFETY: the caller's contract; not NULL (checked).
-            unsafe { version.write(v) };
-        }
-        if !length.is_null() {
-            // SAFETY: the caller's contract; not NULL (checked).
-            unsafe { length.write(n) };
+        // SAFETY: `version` and `length` are NULL or valid for writing (this function's
+        // contract); `reset` leaves NULL alone.
+        unsafe {
+            reset(version, v);
+            reset(length, n);
         }
         Ok(())
     })
