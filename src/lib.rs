@@ -46,7 +46,6 @@ compile_error!("enable one of the features `static` (libcudart_static.a, the def
 // Layer 0: what loads libraries at run time, then the raw bindings.
 #[cfg(llaisys_loaded)]
 pub(crate) mod cudart_lib;
-#[allow(dead_code)] // its users differ by link mode (NCCL's loader, the `loaded` mode's)
 pub(crate) mod libsearch;
 mod raw;
 

@@ -464,7 +464,7 @@ fn child_search() {
                 s,
                 6,
                 &[
-                    "the PyPI wheels of the active Python: ",
+                    "the PyPI wheels holding libnccl.so.2: ",
                     "crashed: killed by signal 6 (SIGABRT)",
                 ],
             );

@@ -3,7 +3,7 @@
 //! called, so an older NCCL still serves what it has. The library is never unloaded (NCCL keeps
 //! threads).
 //!
-//! Search order (the first that loads wins):
+//! The search is [`crate::libsearch`]'s, in this order (the first that loads wins):
 //! 1. `LLAISYS_NVIDIA_NCCL_LIBRARY`: a file, or a folder holding `libnccl.so.2`. When it is set,
 //!    nothing else is searched (mixing roots silently is how wrong libraries get loaded).
 //! 2. The dynamic loader's own search for `libnccl.so.2`: `LD_LIBRARY_PATH`, this library's
@@ -11,19 +11,19 @@
 //! 3. The PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
 //!    `<site-packages>/nvidia/nccl/lib/libnccl.so.2` (wheels `nvidia-nccl-cu13`, `-cu12`). The
 //!    Python is asked for its site folders only when step 2 found nothing, within 10 s from its
-//!    start to the end of its answer, whatever it does (`python`).
+//!    start to the end of its answer, whatever it does ([`crate::libsearch::python`]).
 //!
 //! A file that loads is accepted only when its `ncclGetVersion` reports a version of the NCCL
 //! major release the bindings were built for (`NCCL_MAJOR` of nccl.h, 2: NCCL 2.0.0 to
 //! 2.99.99); anything else (-1, `INT_MAX`, NCCL 3) is refused naming the file and the version,
-//! and the file is closed again. The failure message lists every place and why it was
-//! rejected, and how to fix it.
+//! and the file is closed again. The failure message lists every place looked at and why it
+//! did not serve, and how to fix it.
 
 use super::error::{Error, Result};
 use super::sys;
-use std::ffi::{CStr, CString};
+use crate::libsearch::{self, Handle, Search};
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The variable naming the library (or its folder).
@@ -95,8 +95,8 @@ super::list::list!(with_collectives);
 pub struct Library {
     /// The file it was loaded from (as the loader reports it).
     pub path: String,
-    /// Which search step found it.
-    pub found_via: &'static str,
+    /// Which search step found it, in words (`the PyPI wheels of python3`).
+    pub found_via: String,
     /// `ncclGetVersion` (23203 = 2.32.3).
     pub version: c_int,
     /// The functions.
@@ -210,97 +210,56 @@ pub fn get() -> Result<&'static Library> {
 }
 
 fn load() -> std::result::Result<Library, String> {
-    let mut looked = Vec::new();
-    if let Some(v) = std::env::var_os(LIBRARY_VAR).filter(|v| !v.is_empty()) {
-        let given = PathBuf::from(&v);
-        let file = if given.is_dir() {
-            given.join(SONAME)
-        } else {
-            given.clone()
-        };
-        return open(&file.display().to_string(), "LLAISYS_NVIDIA_NCCL_LIBRARY").map_err(|why| {
-            format!(
-                "{LIBRARY_VAR}={} : {why} (when {LIBRARY_VAR} is set nothing else is searched); {FIX}",
-                given.display()
-            )
+    let search = Search::from_env(
+        LIBRARY_VAR,
+        vec![libsearch::Library {
+            file_name: SONAME.into(),
+            build_dir: None,
+            wheel_dirs: vec!["nvidia/nccl/lib".into()],
+        }],
+    );
+    let (found, tried) = libsearch::search(&search, &mut |file, _| open(file));
+    if let Some(found) = found {
+        return Ok(Library {
+            found_via: found.via,
+            ..found.value
         });
     }
-    looked.push(format!("{LIBRARY_VAR}: not set"));
-    match open(SONAME, "the dynamic loader's path") {
-        Ok(lib) => return Ok(lib),
-        Err(why) => looked.push(format!(
-            "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, ld.so.cache, /lib, /usr/lib): {why}"
-        )),
-    }
-    let python = std::env::var("LLAISYS_NVIDIA_PYTHON").unwrap_or_else(|_| "python3".into());
-    match super::python::site_packages(&python) {
-        Ok(sites) => {
-            let mut any = false;
-            for site in &sites {
-                let file = site.join("nvidia/nccl/lib").join(SONAME);
-                if !file.exists() {
-                    continue;
-                }
-                any = true;
-                match open(
-                    &file.display().to_string(),
-                    "the PyPI wheel of the active Python",
-                ) {
-                    Ok(lib) => return Ok(lib),
-                    Err(why) => looked.push(format!("{}: {why}", file.display())),
-                }
-            }
-            if !any {
-                looked.push(format!(
-                    "the PyPI wheels of {python}: no nvidia/nccl/lib/{SONAME} in {}",
-                    if sites.is_empty() {
-                        "(no site-packages reported)".to_string()
-                    } else {
-                        sites
-                            .iter()
-                            .map(|s| s.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ));
-            }
-        }
-        Err(why) => looked.push(format!("the PyPI wheels of the active Python: {why}")),
-    }
+    let places: Vec<String> = tried
+        .iter()
+        .map(|t| format!("{}: {}", t.place, t.outcome))
+        .collect();
     Err(format!(
-        "{SONAME} was not found; looked at: {}; {FIX}",
-        looked.join("; ")
+        "{SONAME} could not be loaded; looked at: {}; {FIX}",
+        places.join("; ")
     ))
 }
 
-/// dlopen + the function table; `Err` says why the file does not serve.
-fn open(file: &str, found_via: &'static str) -> std::result::Result<Library, String> {
-    let name = CString::new(file).map_err(|_| "the path holds a NUL byte".to_string())?;
-    // SAFETY: a NUL-terminated name. RTLD_LOCAL: NCCL's symbols do not interpose on anyone's.
-    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return Err(dlerror().unwrap_or_else(|| "dlopen failed without a message".into()));
-    }
+/// dlopen + the function table + the version check; `Err` says why the file does not serve.
+/// `found_via` is left empty for the search to fill in.
+fn open(file: &str) -> std::result::Result<Library, String> {
+    let handle = Handle::open(file)?;
     // SAFETY: `handle` is the live handle just opened; it stays open while `fns` is used.
-    let fns = unsafe { Functions::resolve(handle) };
+    let fns = unsafe { Functions::resolve(handle.as_raw()) };
     match version_of(file, &fns) {
         Ok(version) => {
             let path = fns
                 .get_version
-                .and_then(|f| object_of(f as *const c_void))
+                .and_then(|f| libsearch::object_of(f as *const c_void))
                 .unwrap_or_else(|| file.to_string());
             // The handle is never closed: NCCL keeps threads running.
             Ok(Library {
                 path,
-                found_via,
+                found_via: String::new(),
                 version,
                 fns,
             })
         }
         Err(why) => {
-            // SAFETY: `handle` came from dlopen above and nothing of the file is used again
-            // (`fns` is not returned; ncclGetVersion starts nothing that could still run).
-            unsafe { libc::dlclose(handle) };
+            // SAFETY: nothing of the file is in use: `fns` is not returned, no pointer into the
+            // file is kept, the only function called, ncclGetVersion, starts no thread and
+            // registers no handler, and `handle` is not used again.
+            unsafe { handle.close() };
             Err(why)
         }
     }
@@ -331,27 +290,4 @@ fn version_of(file: &str, fns: &Functions) -> std::result::Result<c_int, String>
         ));
     }
     Ok(version)
-}
-
-fn dlerror() -> Option<String> {
-    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call.
-    let p = unsafe { libc::dlerror() };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is not NULL, so a NUL-terminated string valid until the next dl* call; it is
-    // copied at once.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
-
-/// The file of the loaded object holding `addr`.
-fn object_of(addr: *const c_void) -> Option<String> {
-    // SAFETY: plain data, overwritten by dladdr.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: any address may be asked about.
-    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated string owned by the loader.
-    Some(unsafe { text(info.dli_fname) })
 }

@@ -5,11 +5,10 @@
 //! - [`error`]: [`NcclResult`] (a newtype over `ncclResult_t`, so a code of a newer NCCL is just a
 //!   value) and the communicator's [`Error`]: a crate error (CUDA, bad input), a failed NCCL call
 //!   (with `ncclGetLastError`'s text), NCCL unavailable, or a timeout.
-//! - [`loader`]: finds and `dlopen`s `libnccl.so.2` on first use (a process that never uses the
-//!   communicator never loads it) and resolves every function one by one: an older NCCL serves
-//!   what it has, and a missing function is a status naming it, never a panic.
-//! - [`python`]: asks the active Python for its site folders (the search's last step), within
-//!   a bound that holds whatever the Python does.
+//! - [`loader`]: finds (through `libsearch`) and `dlopen`s `libnccl.so.2` on first use (a
+//!   process that never uses the communicator never loads it) and resolves every function one
+//!   by one: an older NCCL serves what it has, and a missing function is a status naming it,
+//!   never a panic.
 //! - [`api`]: one thin `unsafe fn` per NCCL call, with its `# Safety` section.
 //! - [`communicator`]: the safe layer: [`communicator::Communicator`] (RAII: dropped means
 //!   aborted), non-blocking initialisation polled up to a timeout, then aborted.
@@ -22,7 +21,6 @@ pub mod communicator;
 pub mod error;
 pub mod list;
 pub mod loader;
-pub mod python;
 pub mod sys;
 
 pub use error::{Error, NcclResult, Result};

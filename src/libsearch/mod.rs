@@ -11,28 +11,22 @@
 //!    - the folder recorded at build time, if any;
 //!    - the PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
 //!      `<site-packages>/<wheel folder>/<file name>`. The Python is asked once, only when a search
-//!      gets that far, with a bounded wait and a bounded read of its answer.
+//!      gets that far, within [`Search::python_limit`] for its whole run, output included
+//!      ([`python`]).
 //!
 //! What "opening" means is the caller's: a closure that loads the file and checks it, or says
-//! why it does not serve. This module only finds and records.
+//! why it does not serve. This module only finds and records; [`Handle`] is the `dlopen` the
+//! callers share, [`object_of`] names the file a loaded address belongs to.
+
+pub mod python;
 
 use std::ffi::{CStr, CString};
-use std::os::fd::AsRawFd;
 use std::os::raw::c_void;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The variable naming the Python whose site-packages may hold the wheels.
 pub const PYTHON_VAR: &str = "LLAISYS_NVIDIA_PYTHON";
-/// How long the Python may take to answer.
-const PYTHON_LIMIT: Duration = Duration::from_secs(10);
-/// The most of the Python's answer that is read.
-const PYTHON_READ_LIMIT: usize = 64 << 10;
-/// How long the Python may take to exit once its output has ended.
-const EXIT_AFTER_OUTPUT: Duration = Duration::from_millis(500);
-/// How long a pipe may stay open and silent after its writer exited.
-const QUIET_AFTER_EXIT: Duration = Duration::from_millis(100);
 
 /// One library to look for.
 #[derive(Clone, Debug)]
@@ -54,7 +48,8 @@ pub struct Search {
     pub var_value: Option<PathBuf>,
     /// The Python to ask for its site-packages (`LLAISYS_NVIDIA_PYTHON`, else `python3`).
     pub python: String,
-    /// How long the Python may take to answer.
+    /// How long the Python may take, from its start to its exit with all its output read
+    /// ([`python::LIMIT`] in [`Search::from_env`]).
     pub python_limit: Duration,
     /// The libraries, in order of preference.
     pub libraries: Vec<Library>,
@@ -73,7 +68,7 @@ impl Search {
                 .ok()
                 .filter(|p| !p.is_empty())
                 .unwrap_or_else(|| "python3".into()),
-            python_limit: PYTHON_LIMIT,
+            python_limit: python::LIMIT,
             libraries,
         }
     }
@@ -151,8 +146,8 @@ pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<T
         }
         if !lib.wheel_dirs.is_empty() {
             let sites =
-                python.get_or_insert_with(|| python_site_packages(&s.python, s.python_limit));
-            if let Some(f) = from_wheels(lib, which, sites, open, &mut tried) {
+                python.get_or_insert_with(|| python::site_packages(&s.python, s.python_limit));
+            if let Some(f) = from_wheels(lib, which, &s.python, sites, open, &mut tried) {
                 return (Some(f), tried);
             }
         }
@@ -192,15 +187,16 @@ fn from_variable<T>(
     })
 }
 
-/// `lib` in the wheel folders of each site folder the Python named.
+/// `lib` in the wheel folders of each site folder the Python `py` named.
 fn from_wheels<T>(
     lib: &Library,
     which: Which,
-    sites: &Result<(String, Vec<PathBuf>), String>,
+    py: &str,
+    sites: &Result<Vec<PathBuf>, String>,
     open: &mut Open<'_, T>,
     tried: &mut Vec<Tried>,
 ) -> Option<Found<T>> {
-    let (py, sites) = match sites {
+    let sites = match sites {
         Ok(found) => found,
         Err(why) => {
             let place = format!("the PyPI wheels holding {}", lib.file_name);
@@ -282,130 +278,9 @@ fn attempt<T>(
     }
 }
 
-/// The site folders of `python`: (which Python, existing folders). The Python gets `limit` to
-/// answer and at most [`PYTHON_READ_LIMIT`] bytes of it are read; a Python that leaves a process
-/// holding its output open cannot make the read wait past the limit.
-pub fn python_site_packages(
-    python: &str,
-    limit: Duration,
-) -> Result<(String, Vec<PathBuf>), String> {
-    let python = python.to_string();
-    let script =
-        "import site,sys\nfor p in site.getsitepackages()+[site.getusersitepackages()]: print(p)";
-    let mut child = Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{python} could not be run ({e})"))?;
-    let mut status = None;
-    let read = match child.stdout.take() {
-        Some(out) => read_bounded(&out, limit, PYTHON_READ_LIMIT, &mut || {
-            if status.is_none() {
-                status = child.try_wait().ok().flatten();
-            }
-            status.is_some()
-        }),
-        None => Err("no output pipe".into()),
-    };
-    // Its output is complete (or the limit passed): it exits now, or is stopped.
-    let deadline = Instant::now() + EXIT_AFTER_OUTPUT;
-    while status.is_none() {
-        status = child.try_wait().ok().flatten();
-        if status.is_none() {
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-    let text = read.map_err(|why| format!("{python}: {why}"))?;
-    match status {
-        Some(s) if s.success() => {}
-        Some(s) => return Err(format!("{python} failed ({s})")),
-        None => return Err(format!("{python} did not exit after writing its answer")),
-    }
-    let sites = text
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .collect();
-    Ok((python, sites))
-}
-
-/// Reads `out` until end of file, at most `max` bytes and until `limit` has passed, without a
-/// thread: `poll` says when there is something to read. Once `exited()` says the writer has
-/// exited, a pipe that stays open and silent for [`QUIET_AFTER_EXIT`] (a process it started
-/// holds it) ends the read too: what the writer wrote has arrived.
-fn read_bounded(
-    out: &impl AsRawFd,
-    limit: Duration,
-    max: usize,
-    exited: &mut dyn FnMut() -> bool,
-) -> Result<String, String> {
-    let fd = out.as_raw_fd();
-    let start = Instant::now();
-    let mut quiet_since: Option<Instant> = None;
-    let mut data = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = limit.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            return Err(format!(
-                "no complete answer within {} s",
-                limit.as_secs_f32()
-            ));
-        }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = left.min(Duration::from_millis(20)).as_millis().max(1) as i32;
-        // SAFETY: one valid pollfd on the stack; the fd is the child's open pipe.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("poll failed: {}", std::io::Error::last_os_error()));
-        }
-        if n == 0 {
-            if exited() {
-                let since = *quiet_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= QUIET_AFTER_EXIT {
-                    break;
-                }
-            }
-            continue;
-        }
-        // SAFETY: reads into a stack buffer of its length from the pipe's fd.
-        let got = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if got < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("read failed: {}", std::io::Error::last_os_error()));
-        }
-        if got == 0 {
-            break;
-        }
-        quiet_since = None;
-        data.extend_from_slice(&buf[..got as usize]);
-        if data.len() > max {
-            return Err(format!("answered more than {max} bytes"));
-        }
-    }
-    Ok(String::from_utf8_lossy(&data).into_owned())
-}
-
 /// A library opened with `dlopen`. Never closed by this type: a library may keep threads or
-/// handlers that outlive any one user.
+/// handlers that outlive any one user. Only [`Handle::close`] closes it, for a library opened to
+/// be checked and rejected.
 #[derive(Clone, Copy, Debug)]
 pub struct Handle(*mut c_void);
 
@@ -433,9 +308,12 @@ impl Handle {
         self.0
     }
 
-    /// `dlsym`: the address of `name`, NULL when the library has none.
+    /// `dlsym`: the address of `name`, NULL when the library has none (the `loaded` mode's
+    /// runtime resolves its functions with it).
+    #[cfg(llaisys_loaded)]
     pub fn symbol(self, name: &CStr) -> *mut c_void {
-        // SAFETY: a live handle (never closed) and a NUL-terminated name.
+        // SAFETY: a live handle (it is closed only through `close`, after which no copy of it
+        // is used) and a NUL-terminated name.
         unsafe { libc::dlsym(self.0, name.as_ptr()) }
     }
 
@@ -443,9 +321,12 @@ impl Handle {
     ///
     /// # Safety
     /// Nothing of the library is in use: no pointer into it is kept, none of its functions
-    /// has been called that starts threads or registers handlers.
+    /// has been called that starts threads or registers handlers, and no copy of this handle
+    /// is used again.
     pub unsafe fn close(self) {
-        // SAFETY: the caller's contract.
+        // SAFETY: `self.0` came from dlopen (`open` is the only way to make a Handle), and
+        // nothing of the library is in use nor is the handle used again (this function's
+        // contract), so unmapping it leaves nothing dangling.
         unsafe { libc::dlclose(self.0) };
     }
 }
@@ -653,43 +534,6 @@ mod tests {
     }
 
     #[test]
-    fn a_python_that_fails_hangs_or_leaves_its_output_open_is_bounded() {
-        let t = Temp::new("python");
-        let site = t.0.join("site");
-        std::fs::create_dir_all(&site).unwrap();
-        let limit = Duration::from_millis(500);
-
-        let missing = t.0.join("no-such-python").display().to_string();
-        let e = python_site_packages(&missing, limit).unwrap_err();
-        assert!(e.starts_with(&format!("{missing} could not be run")), "{e}");
-
-        let failing = python(&t.0, "exit 3");
-        let e = python_site_packages(&failing, limit).unwrap_err();
-        assert!(e.contains("failed") && e.contains('3'), "{e}");
-
-        let hanging = python(&t.0, "exec sleep 30");
-        let start = Instant::now();
-        let e = python_site_packages(&hanging, limit).unwrap_err();
-        assert!(e.contains("no complete answer within 0.5 s"), "{e}");
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            start.elapsed()
-        );
-
-        // Exits at once, but a process it started keeps the pipe open for 5 s.
-        let holder = python(&t.0, &format!("echo {}\n(sleep 5) &", site.display()));
-        let start = Instant::now();
-        let (_, sites) = python_site_packages(&holder, Duration::from_secs(5)).unwrap();
-        assert_eq!(sites, vec![site.clone()]);
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "{:?}",
-            start.elapsed()
-        );
-    }
-
-    #[test]
     fn nothing_found_lists_every_place_with_its_reason() {
         let t = Temp::new("nothing");
         let py = python(&t.0, "exit 1");
@@ -710,13 +554,13 @@ mod tests {
                     "{} (the folder recorded at build time): no such file",
                     b(13)
                 ),
-                format!("the PyPI wheels holding libx.so.13: {py} failed (exit status: 1)"),
+                format!("the PyPI wheels holding libx.so.13: {py} exited with status 1"),
                 "libx.so.12 on the dynamic loader's path: libx.so.12: not it".to_string(),
                 format!(
                     "{} (the folder recorded at build time): no such file",
                     b(12)
                 ),
-                format!("the PyPI wheels holding libx.so.12: {py} failed (exit status: 1)"),
+                format!("the PyPI wheels holding libx.so.12: {py} exited with status 1"),
             ]
         );
     }

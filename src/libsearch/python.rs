@@ -1,5 +1,5 @@
-//! Asking a Python for its site folders (the last step of the NCCL search), with a bound that
-//! holds whatever the Python does.
+//! Asking a Python for its site folders (the search's last step: the PyPI wheels), with a bound
+//! that holds whatever the Python does.
 //!
 //! The child's whole life is bounded, not only its exit: its output is read with `poll(2)`
 //! against the same deadline, because a process the Python starts in the background inherits
@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long the Python may take, from its start to its exit with all its output read.
+/// How long the Python may take by default, from its start to its exit with all its output
+/// read ([`super::Search::python_limit`]).
 pub const LIMIT: Duration = Duration::from_secs(10);
 
 /// More output than any list of site folders: the rest is read and dropped.
@@ -26,11 +27,12 @@ const SCRIPT: &str =
     "import site,sys\nfor p in site.getsitepackages()+[site.getusersitepackages()]: print(p)";
 
 /// The site folders `python` reports (those that exist), or why there are none: it could not
-/// be run, did not answer within [`LIMIT`], exited with a status, or died of a signal.
-pub fn site_packages(python: &str) -> Result<Vec<PathBuf>, String> {
+/// be run, did not answer within `limit`, exited with a status, or died of a signal. `Err`
+/// starts with `python`.
+pub fn site_packages(python: &str, limit: Duration) -> Result<Vec<PathBuf>, String> {
     let mut cmd = Command::new(python);
     cmd.arg("-c").arg(SCRIPT);
-    let text = output_within(cmd, LIMIT).map_err(|why| format!("{python} {why}"))?;
+    let text = output_within(cmd, limit).map_err(|why| format!("{python} {why}"))?;
     Ok(text
         .lines()
         .filter(|l| !l.is_empty())
@@ -227,7 +229,7 @@ mod tests {
             ),
         );
         let start = Instant::now();
-        let got = site_packages(python.to_str().unwrap());
+        let got = site_packages(python.to_str().unwrap(), LIMIT);
         let took = start.elapsed();
         assert!(alive(&pid_file), "the background process was left alone");
         kill_from(&pid_file);
@@ -248,12 +250,11 @@ mod tests {
                 pid_file.display()
             ),
         );
-        let mut cmd = Command::new(&python);
-        cmd.arg("-c").arg(SCRIPT);
         let start = Instant::now();
-        let got = output_within(cmd, Duration::from_millis(500));
+        let got = site_packages(python.to_str().unwrap(), Duration::from_millis(500));
         let took = start.elapsed();
-        assert_eq!(got, Err("did not answer within 0.5 s (stopped)".into()));
+        let want = format!("{} did not answer within 0.5 s (stopped)", python.display());
+        assert_eq!(got, Err(want));
         assert!(took < Duration::from_secs(3), "took {took:?}");
         // Its process group went with it.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -268,7 +269,7 @@ mod tests {
     #[test]
     fn a_python_that_crashes_is_reported_as_crashed() {
         let python = script("crashes", "echo /tmp\nkill -SEGV $$");
-        let got = site_packages(python.to_str().unwrap());
+        let got = site_packages(python.to_str().unwrap(), LIMIT);
         let want = format!(
             "{} crashed: killed by signal 11 (SIGSEGV)",
             python.display()
@@ -279,7 +280,7 @@ mod tests {
     #[test]
     fn a_python_that_fails_is_reported_with_its_status() {
         let python = script("fails", "echo /tmp\nexit 3");
-        let got = site_packages(python.to_str().unwrap());
+        let got = site_packages(python.to_str().unwrap(), LIMIT);
         let want = format!("{} exited with status 3", python.display());
         assert_eq!(got, Err(want));
     }
@@ -296,14 +297,14 @@ mod tests {
         assert_eq!(text.lines().count(), 20001);
         assert_eq!(text.lines().last(), Some("/tmp"));
         assert_eq!(
-            site_packages(python.to_str().unwrap()),
+            site_packages(python.to_str().unwrap(), LIMIT),
             Ok(vec![PathBuf::from("/tmp")])
         );
     }
 
     #[test]
     fn a_missing_python_could_not_be_run() {
-        let got = site_packages("/nonexistent/python3");
+        let got = site_packages("/nonexistent/python3", LIMIT);
         assert!(
             got.as_ref()
                 .is_err_and(|e| e.starts_with("/nonexistent/python3 could not be run")),
