@@ -3,7 +3,7 @@
 //! lacks a function. Each case runs the probe `child_probe` (this test binary again) with its
 //! own loader path: stand-in runtimes built here against the real CUDA 13 and 12 headers
 //! (tests/fixtures/loaded/stand_in_cudart.c) and a stand-in driver library reporting the CUDA
-//! version a case needs (doctor/tests/fake_libcuda.c), which comes first on `LD_LIBRARY_PATH` and
+//! version a case needs (tests/fixtures/fake_libcuda.c), which comes first on `LD_LIBRARY_PATH` and
 //! so shadows a real driver where there is one. The probe calls the C ABI and prints what each
 //! call answered; the parent asserts it exactly. Also: the built libraries depend on no
 //! libcudart at link time, and every cudart function the crate calls exists in both majors.
@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-const CHILD: &str = "LLAISYS_LOADED_CHILD";
 /// What the stand-in accepts as a prefetch (STAND_IN_PREFETCH_BYTES).
 const PREFETCH_BYTES: usize = 12288;
 
@@ -85,7 +84,7 @@ fn driver(version: Option<i32>) -> PathBuf {
     match version {
         Some(v) => built(&format!("driver{v}"), |dir| {
             support::c_shared_library(
-                "doctor/tests/fake_libcuda.c",
+                "tests/fixtures/fake_libcuda.c",
                 dir,
                 "libcuda.so.1",
                 &[format!("-DFAKE_DRIVER_VERSION={v}")],
@@ -94,17 +93,11 @@ fn driver(version: Option<i32>) -> PathBuf {
         None => built("driver-none", |dir| {
             let src = dir.join("no_version.c");
             std::fs::write(&src, "int llaisys_stand_in_driver_without_a_version = 1;\n").unwrap();
-            let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-                .args(["-shared", "-fPIC", "-o"])
+            let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+            cc.args(["-shared", "-fPIC", "-o"])
                 .arg(dir.join("libcuda.so.1"))
-                .arg(&src)
-                .output()
-                .expect("cc runs");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+                .arg(&src);
+            support::compile(cc);
         }),
     }
 }
@@ -152,7 +145,7 @@ fn outcome(st: c_int) -> String {
 #[test]
 #[ignore = "child of the loaded mode's tests"]
 fn child_probe() {
-    assert!(std::env::var(CHILD).is_ok(), "started by a parent test");
+    support::child::require_child("child_probe");
     let mut version: c_int = -1;
     let mut report = vec![0 as c_char; 16384];
     let mut length = 0usize;
@@ -165,6 +158,8 @@ fn child_probe() {
             &mut length,
         )
     };
+    // libtest (one thread) has printed "test child_probe ... " without a newline.
+    println!();
     println!("library status: {st}");
     println!("library version: {version}");
     assert_eq!(length, text(&report).len(), "the full length");
@@ -246,18 +241,16 @@ fn probe(dirs: &[&Path], envs: &[(&str, String)]) -> BTreeMap<String, Vec<String
         ),
     ];
     all.extend(envs.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--ignored", "--exact", "child_probe", "--nocapture"])
-        .env(CHILD, "1")
+    let out = support::child::TestChild::new("child_probe")
         .env_remove("LLAISYS_NVIDIA_CUDART_LIBRARY")
-        .envs(all.iter().map(|(k, v)| (k, v)));
-    let out = cmd.output().expect("run the probe");
-    let text = support::output_text(&out);
+        .envs(all.iter().map(|(k, v)| (k, v)))
+        .run();
+    let text = out.text();
     assert!(
-        out.status.success() && text.contains("probe: done"),
-        "the probe failed ({:?}):\n{text}",
-        all
+        out.ran_one_test() && text.contains("probe: done"),
+        "the probe failed ({:?}):\n{}",
+        all,
+        out.report()
     );
     let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in text.lines() {
@@ -663,12 +656,7 @@ fn libraries() -> PathBuf {
     if dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
-    let out = cmd.output().expect("cargo build --lib");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::compile(cmd);
     *built = Some(dir.clone());
     dir
 }
@@ -688,17 +676,11 @@ fn cuda_symbols(nm: &str) -> Vec<String> {
 }
 
 fn tool(args: &[&str], file: &Path) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .arg(file)
-        .output()
-        .unwrap_or_else(|e| panic!("{} (binutils) runs: {e}", args[0]));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut cmd = Command::new(args[0]);
+    cmd.args(&args[1..]).arg(file);
+    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
+    assert!(out.success(), "{args:?}: {}", out.report());
+    out.stdout
 }
 
 #[test]

@@ -52,6 +52,23 @@ static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; 
 /// nothing noticeable.
 const SPIN: Duration = Duration::from_micros(250);
 
+/// The spin in use: `SPIN`, or in this crate's unit tests a spin they set (0: `SPIN`), so that
+/// "still spinning" and "asleep" can be tested without racing a 250 us window.
+#[inline]
+fn spin() -> Duration {
+    #[cfg(test)]
+    {
+        let ns = TEST_SPIN_NS.load(Ordering::Relaxed);
+        if ns > 0 {
+            return Duration::from_nanos(ns);
+        }
+    }
+    SPIN
+}
+
+#[cfg(test)]
+static TEST_SPIN_NS: AtomicU64 = AtomicU64::new(0);
+
 /// Keeps the object holding this code mapped for the rest of the process: the threads run its
 /// code, so a `dlclose` of the cdylib (or of a library it is linked into) must not unmap it.
 /// `RTLD_NOLOAD | RTLD_NODELETE` on ourselves only marks the loaded object; for the staticlib in
@@ -112,7 +129,7 @@ fn worker_loop(index: usize, mut seen: u64) {
                 seen = g;
                 break;
             }
-            if idle_since.elapsed() < SPIN {
+            if idle_since.elapsed() < spin() {
                 std::hint::spin_loop();
             } else {
                 // A job published after the check above unparks us: park returns at once.
@@ -364,17 +381,27 @@ mod tests {
                 }
             }
         };
-        // 20 ms after a job, far beyond their spin, the 3 helpers sleep; right after one, they
-        // still spin.
-        let slept = asleep(3, Duration::from_millis(20));
+        // With a spin of 1 ms, 50 ms after a job the 3 helpers sleep; with a spin of 2 s, right
+        // after one, they still spin. The spin goes back to SPIN even when an assertion fails.
+        struct Restore;
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                TEST_SPIN_NS.store(0, Ordering::Relaxed);
+            }
+        }
+        let _restore = Restore;
+        TEST_SPIN_NS.store(1_000_000, Ordering::Relaxed);
+        let slept = asleep(3, Duration::from_millis(50));
+        TEST_SPIN_NS.store(2_000_000_000, Ordering::Relaxed);
+        // Threads asleep from the phase before wake for the first job and then spin 2 s.
         let awake = asleep(0, Duration::ZERO);
         assert_eq!(
             slept, 3,
-            "20 ms after a job (spin {SPIN:?}), the 3 helpers slept before the next job"
+            "50 ms after a job (spin 1 ms), the 3 helpers slept before the next job"
         );
         assert_eq!(
             awake, 0,
-            "right after a job (spin {SPIN:?}), a helper slept before the next job"
+            "right after a job (spin 2 s), a helper slept before the next job"
         );
     }
 }
