@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite, run on the GPU machine from the folder scripts/stage-gpu.sh made:
 #   bash gpu-stage/run.sh [filter]
+# LLAISYS_GPU_RUN_PARTS chooses the parts (default: all of them), for runs that must fit a time
+# limit: any of static, dynamic, cuda12, loaded (static and dynamic include their upstream
+# llaisys test).
 # Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping, and runs the GPU tests, which
 # are #[ignore]d by default, with --include-ignored (--skip ::child_: the entry points of child
 # processes run only from their parent tests). Ends with "N passed, M failed" (one per step) and
@@ -16,6 +19,8 @@ export NCCL_NVLS_ENABLE=0
 LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 export LLAISYS_TEST_REQUIRE_GPUS
 out=${OUT:-$work}
+parts=" ${LLAISYS_GPU_RUN_PARTS:-static dynamic cuda12 loaded} "
+want() { [[ $parts == *" $1 "* ]]; }
 # The test binaries' arguments: every test, the ignored GPU tests included, one at a time.
 gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
 # The sources the tests read (tests/fixtures, for the check of the GPU tests' skip rule): the
@@ -46,6 +51,7 @@ link_static() { # the README's documented line for each feature
     echo "-L$here/dynamic -l:$(cd "$here/dynamic" && ls libcudart.so.* | head -n 1) -Xlinker -rpath,$here/dynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"; fi
 }
 for mode in static dynamic; do
+  want $mode || continue
   d=$here/$mode
   # --nocapture: the figures tests print (stress iterations, reuse counts) land in the log.
   step "$mode: rust GPU tests" "$d/gpu" $gpu_tests --nocapture ${1:+"$1"}
@@ -93,9 +99,10 @@ upstream_runtime_test() {
   grep -q "Test passed" <<<"$log"
 }
 for mode in static dynamic; do
+  want $mode || continue
   step "$mode: upstream llaisys test/test_runtime.py --device nvidia" upstream_runtime_test "$mode"
 done
-step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" $gpu_tests ${1:+"$1"}
+want cuda12 && step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" $gpu_tests ${1:+"$1"}
 # ---- the loaded link mode: the same files under the CUDA 13 and the CUDA 12.9 runtime ----
 # loaded_choice VERSION ENV...: with ENV, the loaded build's doctor reports the runtime it chose
 # (text) and that runtime's cudaRuntimeGetVersion is VERSION.
@@ -117,6 +124,7 @@ loaded_llaisys() { # loaded_llaisys ENV...: upstream test_runtime.py with the lo
   n=$(sed -n 's/^Found \([0-9][0-9]*\) nvidia devices$/\1/p' <<<"$log")
   [ "${n:-0}" -ge 1 ] && [ "$(grep -c "Passed" <<<"$log")" -eq "$n" ] && grep -q "Test passed" <<<"$log"
 }
+if want loaded; then
 for rt in 13:13000 12:12090; do
   major=${rt%%:*}
   lib=$here/loaded/cudart$major/libcudart.so.$major
@@ -138,6 +146,7 @@ if ldconfig -p 2>/dev/null | grep -q 'libcudart\.so\.13 '; then
 fi
 step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: the choice" loaded_choice "$only12_want" "${only12[@]}"
 step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: rust GPU tests" env "${only12[@]}" "$here/loaded/gpu" $gpu_tests ${1:+"$1"}
+fi
 # ---- end of the loaded link mode block ----
 echo
 [ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
