@@ -44,6 +44,7 @@ pub(crate) fn push(device: i32, block: Block, how: How) {
 }
 
 /// True while frees are kept.
+#[inline]
 pub(crate) fn any() -> bool {
     ANY.load(Relaxed)
 }

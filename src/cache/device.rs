@@ -251,6 +251,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
 }
 
 /// Records a block handed out.
+#[inline]
 fn record(p: *mut c_void, live: Live) {
     lock(shard(p as usize))
         .get_or_insert_with(AddrMap::default)
@@ -323,6 +324,7 @@ static TOTAL: [OnceLock<usize>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_D
 
 /// Refuses a size larger than all of `device`'s (current) memory before CUDA sees it: what
 /// cudaMalloc answers (out of memory), without depending on what a pool makes of such a size.
+#[inline]
 fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
     let slot = &TOTAL[device_index(device)?];
     let total = match slot.get() {
@@ -527,7 +529,17 @@ unsafe fn free_block(
 
 /// Does the frees kept for the legacy stream (`deferred`), with the blocks of graph pools
 /// nobody holds any more; cheap when there are none.
+#[inline]
 pub(crate) fn flush_kept() -> Result<()> {
+    if !graph_pool::has_work() && !deferred::any() {
+        return Ok(());
+    }
+    flush_kept_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn flush_kept_slow() -> Result<()> {
     for (device, ptr, size) in graph_pool::take_unheld() {
         let block = Block {
             ptr,

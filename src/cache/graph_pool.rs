@@ -357,6 +357,12 @@ pub(crate) fn take_unheld() -> Vec<(i32, usize, usize)> {
     })
 }
 
+/// True when `take_unheld` may have something to take (one relaxed load).
+#[inline]
+pub(crate) fn has_work() -> bool {
+    WORK.load(Relaxed)
+}
+
 /// A block of `size` bytes (its class) of a pool of `device` was freed to CUDA.
 pub(crate) fn note_freed(device: i32, size: usize) {
     if let Some(h) = held_slot(device) {

@@ -252,6 +252,14 @@ pub fn host_memory_stats() -> AllocatorStats {
 /// Returns every cache's unused memory to CUDA: device pools of every device, pinned blocks,
 /// and the pinned staging buffers of the pageable fast path.
 pub fn release_cached() -> Result<()> {
+    // Freeing waits for the device (cudaFree, cudaFreeHost, the legacy stream): not while a
+    // stream of the current device captures, whatever the caches hold.
+    if crate::legacy::usable_current()?.is_none() || cache::graph_pool::current().is_some() {
+        return Err(crate::legacy::refused(
+            "cudaFree",
+            "releasing cached memory (it waits for the device)",
+        ));
+    }
     cache::device::release_cached()?;
     cache::host::release_cached()?;
     crate::pageable::release_staging()

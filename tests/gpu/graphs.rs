@@ -140,6 +140,16 @@ fn captures_of_each_mode_allocate_from_the_graph_pool_and_give_it_back() {
         churn();
         replay(exec, s, &mut src, dst, 20);
         let held = device_stats();
+        // With the device cache off, in-use memory is plain cudaMalloc memory that no cache
+        // holds: the statistics' cached bytes do not isolate the graph pool's then.
+        if std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() == Ok("0") {
+            eprintln!("graph pool's bytes not checked: LLAISYS_NVIDIA_DEVICE_CACHE=0");
+            ok(llaisysNvidiaGraphExecDestroy(exec), "exec destroy");
+            ok(llaisysNvidiaGraphDestroy(graph), "graph destroy");
+            unsafe { (t.free_device)(dst) };
+            ok(llaisysNvidiaStreamDestroy(s), "stream destroy");
+            continue;
+        }
         assert!(
             held.cached_bytes >= before.cached_bytes + 2 * N as u64,
             "the pool holds the two temporaries while the graph exists: {before:?} -> {held:?}"
