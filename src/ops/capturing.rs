@@ -68,7 +68,24 @@ fn before_wait_slow(call: &'static str) -> Result<Option<Relaxed>> {
 ///
 /// # Safety
 /// `s` is NULL or a live stream.
+#[inline]
 pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Result<()> {
+    if !s.is_null() && !crate::legacy::any_capture() {
+        // A stream captured by the host itself (cudaStreamBeginCapture) is not known here:
+        // CUDA answers for it.
+        return Ok(());
+    }
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
+    unsafe { not_capturing_slow(s, call) }
+}
+
+/// `not_capturing` for NULL, or while a capture through the library is in progress.
+///
+/// # Safety
+/// `s` is NULL or a live stream.
+#[cold]
+#[inline(never)]
+unsafe fn not_capturing_slow(s: StreamHandle, call: &'static str) -> Result<()> {
     if s.is_null() {
         if crate::legacy::usable_current()?.is_none() {
             return Err(crate::legacy::refused(
@@ -76,11 +93,6 @@ pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Resul
                 "waiting for NULL (the legacy stream)",
             ));
         }
-        return Ok(());
-    }
-    if !crate::legacy::any_capture() {
-        // A stream captured by the host itself (cudaStreamBeginCapture) is not known here:
-        // CUDA answers for it.
         return Ok(());
     }
     // SAFETY: `s` is not NULL (handled above), so a live stream (this function's contract).
