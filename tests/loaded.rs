@@ -143,7 +143,7 @@ fn outcome(st: c_int) -> String {
 
 /// The child's half: calls the C ABI and prints `key: value` lines for the parent.
 #[test]
-#[ignore = "child of the loaded mode's tests"]
+#[ignore = "entry point of a child process: run by the loaded mode's tests"]
 fn child_probe() {
     support::child::require_child("child_probe");
     let mut version: c_int = -1;
