@@ -98,6 +98,19 @@ pub(crate) fn usable_current() -> Result<Option<Usable>> {
     Ok(Some(permission))
 }
 
+/// For work the caller asked for on NULL (the legacy stream of the current device): the
+/// permission, to hold while the work is queued; None when `on_legacy` is false (the work goes
+/// to a stream); the refusal naming `call` and `what` while a capture forbids the legacy stream.
+pub(crate) fn permit(on_legacy: bool, call: &'static str, what: &str) -> Result<Option<Usable>> {
+    if !on_legacy {
+        return Ok(None);
+    }
+    match usable_current()? {
+        Some(permission) => Ok(Some(permission)),
+        None => Err(refused(call, what)),
+    }
+}
+
 /// The refusal of a call that needs the legacy stream of the current device while a capture
 /// forbids it (`call` is the CUDA call it would have made).
 pub(crate) fn refused(call: &'static str, what: &str) -> Error {

@@ -413,18 +413,11 @@ pub unsafe fn memcpy_async(
     if !c.check()? {
         return Ok(());
     }
-    let _legacy = if s.is_null() {
-        let permission = crate::legacy::usable_current()?;
-        if permission.is_none() {
-            return Err(crate::legacy::refused(
-                "cudaMemcpyAsync",
-                "memcpy_async on NULL (the legacy stream)",
-            ));
-        }
-        permission
-    } else {
-        None
-    };
+    let _legacy = crate::legacy::permit(
+        s.is_null(),
+        "cudaMemcpyAsync",
+        "memcpy_async on NULL (the legacy stream)",
+    )?;
     c.order_across_devices(s, stream_device)?;
     if let Some(direction) = c.staged()? {
         // A staged copy reuses its pinned buffers as soon as its DMAs have run: captured, the
@@ -487,18 +480,11 @@ pub unsafe fn memcpy_peer(
     if size == 0 {
         return Ok(());
     }
-    let _legacy = if s.is_null() {
-        let permission = crate::legacy::usable_current()?;
-        if permission.is_none() {
-            return Err(crate::legacy::refused(
-                "cudaMemcpyPeerAsync",
-                "a peer copy on the legacy stream",
-            ));
-        }
-        permission
-    } else {
-        None
-    };
+    let _legacy = crate::legacy::permit(
+        s.is_null(),
+        "cudaMemcpyPeerAsync",
+        "a peer copy on the legacy stream",
+    )?;
     if dst.is_null() || src.is_null() {
         return Err(Error::invalid_argument(format!(
             "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"

@@ -213,23 +213,12 @@ pub fn instantiate(graph: *mut c_void) -> Result<GraphExecHandle> {
     })
 }
 
-/// The stream a graph call is queued on: NULL or a live stream of ours.
-fn launch_stream(stream: *mut c_void) -> Result<StreamHandle> {
-    let s: StreamHandle = stream.cast();
-    validate::check_stream(s)?;
-    if s.is_null() && crate::legacy::usable_current()?.is_none() {
-        return Err(crate::legacy::refused(
-            "cudaGraphLaunch",
-            "a graph launched on NULL (the legacy stream)",
-        ));
-    }
-    Ok(s)
-}
-
 /// Uploads an executable graph of ours on `stream` ahead of its first launch.
 pub fn upload(exec: *mut c_void, stream: *mut c_void) -> Result<()> {
     EXECS.check(exec, false)?;
-    let s = launch_stream(stream)?;
+    let s: StreamHandle = stream.cast();
+    validate::check_stream(s)?;
+    let _legacy = crate::legacy::permit(s.is_null(), "cudaGraphUpload", "a graph on NULL")?;
     // SAFETY: a live executable graph and stream of ours (checked).
     unsafe { crate::graph::upload(exec.cast(), s) }
 }
@@ -238,7 +227,9 @@ pub fn upload(exec: *mut c_void, stream: *mut c_void) -> Result<()> {
 /// that capture).
 pub fn launch(exec: *mut c_void, stream: *mut c_void) -> Result<()> {
     EXECS.check(exec, false)?;
-    let s = launch_stream(stream)?;
+    let s: StreamHandle = stream.cast();
+    validate::check_stream(s)?;
+    let _legacy = crate::legacy::permit(s.is_null(), "cudaGraphLaunch", "a graph on NULL")?;
     // SAFETY: a live executable graph and stream of ours (checked).
     unsafe { crate::graph::launch(exec.cast(), s) }
 }

@@ -207,19 +207,8 @@ pub unsafe fn memset(
     if ptr.is_null() && size > 0 {
         return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
     }
-    let on_legacy = stream.is_none_or(|s| s.is_null());
-    let _legacy = if on_legacy && size > 0 {
-        let permission = crate::legacy::usable_current()?;
-        if permission.is_none() {
-            return Err(crate::legacy::refused(
-                "cudaMemset",
-                "a memset on the legacy stream",
-            ));
-        }
-        permission
-    } else {
-        None
-    };
+    let on_legacy = size > 0 && stream.is_none_or(|s| s.is_null());
+    let _legacy = crate::legacy::permit(on_legacy, "cudaMemset", "a memset on the legacy stream")?;
     if let (Some(s), Some(stream_device)) = (stream, stream_device) {
         if size > 0 && cache::cross::active() {
             if let Place::Device(d) = locate(ptr)? {

@@ -90,23 +90,12 @@ pub fn stream_query(s: *mut c_void) -> Result<bool> {
     unsafe { stream::query(s.cast()) }
 }
 
-/// Refuses work of the caller's on NULL (the legacy stream) while a capture forbids it.
-fn legacy_allowed(s: *mut c_void, call: &'static str) -> Result<()> {
-    if s.is_null() && crate::legacy::usable_current()?.is_none() {
-        return Err(crate::legacy::refused(
-            call,
-            "work queued on NULL (the legacy stream)",
-        ));
-    }
-    Ok(())
-}
-
 /// Makes future work on `s` wait until `e` has completed (on a capturing stream: a dependency
 /// of the capture on the event).
 pub fn stream_wait_event(s: *mut c_void, e: *mut c_void) -> Result<()> {
     validate::check_stream(s.cast())?;
     validate::check_event(e.cast(), false)?;
-    legacy_allowed(s, "cudaStreamWaitEvent")?;
+    let _legacy = crate::legacy::permit(s.is_null(), "cudaStreamWaitEvent", "a wait on NULL")?;
     // SAFETY: both checked live.
     unsafe { stream::wait_event(s.cast(), e.cast()) }
 }
@@ -139,7 +128,7 @@ fn live_event(e: *mut c_void) -> Result<EventHandle> {
 pub fn event_record(e: *mut c_void, s: *mut c_void) -> Result<()> {
     let e = live_event(e)?;
     validate::check_stream(s.cast())?;
-    legacy_allowed(s, "cudaEventRecord")?;
+    let _legacy = crate::legacy::permit(s.is_null(), "cudaEventRecord", "a record on NULL")?;
     // SAFETY: both checked live.
     unsafe { event::record(e, s.cast()) }
 }
