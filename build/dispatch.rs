@@ -263,8 +263,8 @@ fn probe(p: &Set, function: &str, name: &str) -> Result<String> {
          ///\n/// # Safety\n/// `f` is `{function}` of a loaded library.\n\
          unsafe fn {name}(f: *mut {VOID}) -> ::std::result::Result<i32, u32> {{\n    \
          let mut v = 0;\n    \
-         // SAFETY: `f` has the headers' declaration of {function} (the caller's contract); it \
-         writes one int to a local.\n    \
+         // SAFETY: `f` is {function} of a loaded library (this function's contract), so it has \
+         the headers' declaration of {function}; it writes one int to a local.\n    \
          let rc = unsafe {{ ::std::mem::transmute::<*mut {VOID}, unsafe extern \"C\" fn({}) -> {ret}>(f)(&mut v) }};\n    \
          if rc.0 == 0 {{ Ok(v) }} else {{ Err(rc.0) }}\n}}\n",
         tokens(arg)
@@ -387,7 +387,8 @@ fn shim(f: &Function, index: usize, plans: &[Plan], sets: &[HeaderSet], text_fn:
     let call = |indent: &str| {
         format!(
             "{indent}// SAFETY: the symbol was resolved in the loaded runtime under the name its \
-             headers give this declaration; the arguments are the caller's (see # Safety).\n\
+             headers give this declaration; the arguments are what the C function's documentation \
+             requires (this function's contract).\n\
              {indent}unsafe {{ ::std::mem::transmute::<*mut {VOID}, {fn_type}>(llaisys_f)({}) }}\n",
             names.join(", ")
         )

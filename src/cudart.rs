@@ -255,7 +255,8 @@ pub(crate) fn malloc(size: usize) -> CallResult<*mut c_void> {
 /// `p` is NULL or memory of cudaMalloc / cudaMallocManaged not yet freed, and no queued work
 /// uses it any more (cudaFree waits for the device, but the caller must not use it after).
 pub(crate) unsafe fn free(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is NULL or cudaMalloc / cudaMallocManaged memory not yet freed, used by no
+    // queued work (this function's contract).
     check("cudaFree", unsafe { raw::cudaFree(p) })
 }
 
@@ -290,7 +291,8 @@ pub(crate) fn host_alloc(size: usize, flags: u32) -> CallResult<*mut c_void> {
 /// `p` is NULL or memory of cudaMallocHost / cudaHostAlloc not yet freed, which no queued work
 /// uses any more.
 pub(crate) unsafe fn free_host(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is NULL or cudaMallocHost / cudaHostAlloc memory not yet freed, used by no
+    // queued work (this function's contract).
     check("cudaFreeHost", unsafe { raw::cudaFreeHost(p) })
 }
 
@@ -310,7 +312,8 @@ pub(crate) fn malloc_managed(size: usize) -> CallResult<*mut c_void> {
 /// `host` is mapped pinned memory of cudaHostAlloc or registered memory.
 pub(crate) unsafe fn host_get_device_pointer(host: *mut c_void) -> CallResult<*mut c_void> {
     let mut d = null_mut();
-    // SAFETY: writes one pointer to a local; the caller's contract for `host`.
+    // SAFETY: writes one pointer to a local; `host` is mapped pinned or registered memory (this
+    // function's contract).
     check("cudaHostGetDevicePointer", unsafe {
         raw::cudaHostGetDevicePointer(&mut d, host, 0)
     })?;
@@ -322,7 +325,7 @@ pub(crate) unsafe fn host_get_device_pointer(host: *mut c_void) -> CallResult<*m
 /// # Safety
 /// `p` is valid for `size` bytes until it is unregistered.
 pub(crate) unsafe fn host_register(p: *mut c_void, size: usize) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is valid for `size` bytes until it is unregistered (this function's contract).
     check("cudaHostRegister", unsafe {
         raw::cudaHostRegister(
             p,
@@ -337,7 +340,8 @@ pub(crate) unsafe fn host_register(p: *mut c_void, size: usize) -> CallResult<()
 /// # Safety
 /// No queued work uses the registered range any more; cudart refuses unregistered pointers.
 pub(crate) unsafe fn host_unregister(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: no queued work uses the registered range any more (this function's contract);
+    // cudart refuses unregistered pointers.
     check("cudaHostUnregister", unsafe { raw::cudaHostUnregister(p) })
 }
 
@@ -346,7 +350,7 @@ pub(crate) unsafe fn host_unregister(p: *mut c_void) -> CallResult<()> {
 /// # Safety
 /// `p` is device-accessible memory valid for `size` bytes.
 pub(crate) unsafe fn memset(p: *mut c_void, value: u8, size: usize) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is device-accessible memory valid for `size` bytes (this function's contract).
     check("cudaMemset", unsafe {
         raw::cudaMemset(p, c_int::from(value), size)
     })
@@ -363,7 +367,8 @@ pub(crate) unsafe fn memset_async(
     size: usize,
     s: StreamHandle,
 ) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is device-accessible memory valid for `size` bytes until the memset has run,
+    // `s` NULL or a live stream (this function's contract).
     check("cudaMemsetAsync", unsafe {
         raw::cudaMemsetAsync(p, c_int::from(value), size, s)
     })
@@ -390,10 +395,11 @@ pub(crate) unsafe fn mem_prefetch_async(
     device: i32,
     s: StreamHandle,
 ) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is managed memory valid for `size` bytes, `s` NULL or a live stream (this
+    // function's contract).
     #[cfg(llaisys_cuda13)]
     let rc = unsafe { raw::cudaMemPrefetchAsync(p, size, location(device), 0, s) };
-    // SAFETY: the caller's contract.
+    // SAFETY: as above.
     #[cfg(not(llaisys_cuda13))]
     let rc = unsafe { raw::cudaMemPrefetchAsync_v2(p, size, location(device), 0, s) };
     check("cudaMemPrefetchAsync", rc)
@@ -410,7 +416,8 @@ pub(crate) unsafe fn mem_advise(
     device: i32,
 ) -> CallResult<()> {
     let a = raw::cudaMemoryAdvise(advice);
-    // SAFETY: the caller's contract; cudart checks the advice value.
+    // SAFETY: `p` is managed memory valid for `size` bytes (this function's contract); cudart
+    // checks the advice value.
     #[cfg(llaisys_cuda13)]
     let rc = unsafe { raw::cudaMemAdvise(p, size, a, location(device)) };
     // SAFETY: as above.
@@ -464,7 +471,8 @@ pub(crate) unsafe fn memcpy(
     size: usize,
     kind: u32,
 ) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
+    // function's contract).
     check("cudaMemcpy", unsafe {
         raw::cudaMemcpy(dst, src, size, raw::cudaMemcpyKind(kind))
     })
@@ -481,7 +489,8 @@ pub(crate) unsafe fn memcpy_async(
     kind: u32,
     s: StreamHandle,
 ) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the copy
+    // has run, `s` NULL or a live stream (this function's contract).
     check("cudaMemcpyAsync", unsafe {
         raw::cudaMemcpyAsync(dst, src, size, raw::cudaMemcpyKind(kind), s)
     })
@@ -500,7 +509,8 @@ pub(crate) unsafe fn memcpy_peer_async(
     size: usize,
     s: StreamHandle,
 ) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `dst`/`src` are device memory of `dst_device`/`src_device` valid for `size` bytes
+    // until the copy has run, `s` NULL or a live stream (this function's contract).
     check("cudaMemcpyPeerAsync", unsafe {
         raw::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, size, s)
     })
@@ -536,7 +546,8 @@ pub(crate) fn stream_create_with_priority(flags: u32, priority: i32) -> CallResu
 /// # Safety
 /// `s` is a live stream, destroyed once, not used afterwards.
 pub(crate) unsafe fn stream_destroy(s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream, destroyed once, not used afterwards (this function's
+    // contract).
     check("cudaStreamDestroy", unsafe { raw::cudaStreamDestroy(s) })
 }
 
@@ -545,7 +556,7 @@ pub(crate) unsafe fn stream_destroy(s: StreamHandle) -> CallResult<()> {
 /// # Safety
 /// `s` is NULL (the legacy stream) or a live stream.
 pub(crate) unsafe fn stream_synchronize(s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
     check("cudaStreamSynchronize", unsafe {
         raw::cudaStreamSynchronize(s)
     })
@@ -556,7 +567,7 @@ pub(crate) unsafe fn stream_synchronize(s: StreamHandle) -> CallResult<()> {
 /// # Safety
 /// `s` is NULL or a live stream.
 pub(crate) unsafe fn stream_query(s: StreamHandle) -> CallResult<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream (this function's contract).
     ready("cudaStreamQuery", unsafe { raw::cudaStreamQuery(s) })
 }
 
@@ -565,7 +576,7 @@ pub(crate) unsafe fn stream_query(s: StreamHandle) -> CallResult<bool> {
 /// # Safety
 /// `s` is NULL or a live stream; `e` a live event.
 pub(crate) unsafe fn stream_wait_event(s: StreamHandle, e: EventHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is NULL or a live stream, `e` a live event (this function's contract).
     check("cudaStreamWaitEvent", unsafe {
         raw::cudaStreamWaitEvent(s, e, 0)
     })
@@ -577,7 +588,8 @@ pub(crate) unsafe fn stream_wait_event(s: StreamHandle, e: EventHandle) -> CallR
 /// `s` is a live stream.
 pub(crate) unsafe fn stream_get_flags(s: StreamHandle) -> CallResult<u32> {
     let mut f: u32 = 0;
-    // SAFETY: writes one unsigned int to a local; the caller's contract for `s`.
+    // SAFETY: writes one unsigned int to a local; `s` is a live stream (this function's
+    // contract).
     check("cudaStreamGetFlags", unsafe {
         raw::cudaStreamGetFlags(s, &mut f)
     })?;
@@ -590,7 +602,7 @@ pub(crate) unsafe fn stream_get_flags(s: StreamHandle) -> CallResult<u32> {
 /// `s` is a live stream.
 pub(crate) unsafe fn stream_get_device(s: StreamHandle) -> CallResult<i32> {
     let mut d: c_int = 0;
-    // SAFETY: writes one int to a local; the caller's contract for `s`.
+    // SAFETY: writes one int to a local; `s` is a live stream (this function's contract).
     check("cudaStreamGetDevice", unsafe {
         raw::cudaStreamGetDevice(s, &mut d)
     })?;
@@ -621,7 +633,8 @@ pub(crate) fn event_create_with_flags(flags: u32) -> CallResult<EventHandle> {
 /// # Safety
 /// `e` is a live event, destroyed once, not used afterwards.
 pub(crate) unsafe fn event_destroy(e: EventHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event, destroyed once, not used afterwards (this function's
+    // contract).
     check("cudaEventDestroy", unsafe { raw::cudaEventDestroy(e) })
 }
 
@@ -630,7 +643,8 @@ pub(crate) unsafe fn event_destroy(e: EventHandle) -> CallResult<()> {
 /// # Safety
 /// `e` is a live event; `s` NULL or a live stream of the event's device.
 pub(crate) unsafe fn event_record(e: EventHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event, `s` NULL or a live stream of the event's device (this
+    // function's contract).
     check("cudaEventRecord", unsafe { raw::cudaEventRecord(e, s) })
 }
 
@@ -639,7 +653,7 @@ pub(crate) unsafe fn event_record(e: EventHandle, s: StreamHandle) -> CallResult
 /// # Safety
 /// `e` is a live event.
 pub(crate) unsafe fn event_query(e: EventHandle) -> CallResult<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event (this function's contract).
     ready("cudaEventQuery", unsafe { raw::cudaEventQuery(e) })
 }
 
@@ -648,7 +662,7 @@ pub(crate) unsafe fn event_query(e: EventHandle) -> CallResult<bool> {
 /// # Safety
 /// `e` is a live event.
 pub(crate) unsafe fn event_synchronize(e: EventHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `e` is a live event (this function's contract).
     check("cudaEventSynchronize", unsafe {
         raw::cudaEventSynchronize(e)
     })
@@ -660,7 +674,7 @@ pub(crate) unsafe fn event_synchronize(e: EventHandle) -> CallResult<()> {
 /// Both are live events.
 pub(crate) unsafe fn event_elapsed_time(start: EventHandle, end: EventHandle) -> CallResult<f32> {
     let mut ms = 0f32;
-    // SAFETY: writes one float to a local; the caller's contract for the events.
+    // SAFETY: writes one float to a local; both events are live (this function's contract).
     check("cudaEventElapsedTime", unsafe {
         raw::cudaEventElapsedTime(&mut ms, start, end)
     })?;
@@ -707,7 +721,8 @@ pub(crate) fn mem_pool_create(device: i32) -> CallResult<PoolHandle> {
 /// # Safety
 /// `pool` is a live pool, destroyed once, not used afterwards.
 pub(crate) unsafe fn mem_pool_destroy(pool: PoolHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `pool` is a live pool, destroyed once, not used afterwards (this function's
+    // contract).
     check("cudaMemPoolDestroy", unsafe {
         raw::cudaMemPoolDestroy(pool)
     })
@@ -719,7 +734,8 @@ pub(crate) unsafe fn mem_pool_destroy(pool: PoolHandle) -> CallResult<()> {
 /// `pool` is a live pool.
 pub(crate) unsafe fn mem_pool_reserved(pool: PoolHandle) -> CallResult<u64> {
     let mut v: u64 = 0;
-    // SAFETY: the attribute is a u64 written to a local; the caller's contract for `pool`.
+    // SAFETY: the attribute is a u64 written to a local; `pool` is a live pool (this
+    // function's contract).
     check("cudaMemPoolGetAttribute", unsafe {
         raw::cudaMemPoolGetAttribute(
             pool,
@@ -740,7 +756,7 @@ pub(crate) unsafe fn mem_pool_grant(pool: PoolHandle, peer: i32) -> CallResult<(
     desc.location.type_ = raw::cudaMemLocationType::cudaMemLocationTypeDevice;
     desc.location.id = peer;
     desc.flags = raw::cudaMemAccessFlags::cudaMemAccessFlagsProtReadWrite;
-    // SAFETY: one valid descriptor; the caller's contract for `pool`.
+    // SAFETY: one valid descriptor; `pool` is a live pool (this function's contract).
     check("cudaMemPoolSetAccess", unsafe {
         raw::cudaMemPoolSetAccess(pool, &desc, 1)
     })
@@ -751,7 +767,7 @@ pub(crate) unsafe fn mem_pool_grant(pool: PoolHandle, peer: i32) -> CallResult<(
 /// # Safety
 /// `pool` is a live pool.
 pub(crate) unsafe fn mem_pool_trim(pool: PoolHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `pool` is a live pool (this function's contract).
     check("cudaMemPoolTrimTo", unsafe {
         raw::cudaMemPoolTrimTo(pool, 0)
     })
@@ -767,7 +783,8 @@ pub(crate) unsafe fn malloc_from_pool_async(
     s: StreamHandle,
 ) -> CallResult<*mut c_void> {
     let mut p = null_mut();
-    // SAFETY: writes one pointer to a local; the caller's contract.
+    // SAFETY: writes one pointer to a local; `pool` is a live pool, `s` NULL or a live stream
+    // (this function's contract).
     check("cudaMallocFromPoolAsync", unsafe {
         raw::cudaMallocFromPoolAsync(&mut p, size, pool, s)
     })?;
@@ -780,7 +797,8 @@ pub(crate) unsafe fn malloc_from_pool_async(
 /// `p` is pool memory not yet freed, not used by work queued after this on `s`; `s` NULL or a
 /// live stream.
 pub(crate) unsafe fn free_async(p: *mut c_void, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `p` is pool memory not yet freed, not used by work queued after this on `s`, and `s`
+    // is NULL or a live stream (this function's contract).
     check("cudaFreeAsync", unsafe { raw::cudaFreeAsync(p, s) })
 }
 
@@ -816,7 +834,8 @@ pub(crate) const CAPTURE_MODE_RELAXED: u32 =
 /// `s` is NULL or a live stream.
 pub(crate) unsafe fn stream_is_capturing(s: StreamHandle) -> CallResult<u32> {
     let mut st = raw::cudaStreamCaptureStatus(0);
-    // SAFETY: writes one status to a local; the caller's contract for `s`.
+    // SAFETY: writes one status to a local; `s` is NULL or a live stream (this function's
+    // contract).
     check("cudaStreamIsCapturing", unsafe {
         raw::cudaStreamIsCapturing(s, &mut st)
     })?;
@@ -835,7 +854,8 @@ pub(crate) unsafe fn stream_get_capture_info(
     let mut id: std::os::raw::c_ulonglong = 0;
     let mut graph: GraphHandle = null_mut();
     // SAFETY: writes a status, an id and a graph handle to locals; the dependency outputs are
-    // NULL (not asked for), which the API allows; the caller's contract for `s`.
+    // NULL (not asked for), which the API allows; `s` is a live stream (this function's
+    // contract).
     #[cfg(llaisys_cuda13)]
     let rc = unsafe {
         raw::cudaStreamGetCaptureInfo(
@@ -872,7 +892,7 @@ pub(crate) fn thread_exchange_capture_mode(mode: u32) -> CallResult<u32> {
 /// # Safety
 /// `s` is a live stream (cudart refuses the legacy stream and unknown modes).
 pub(crate) unsafe fn stream_begin_capture(s: StreamHandle, mode: u32) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `s` is a live stream (this function's contract); cudart refuses unknown modes.
     check("cudaStreamBeginCapture", unsafe {
         raw::cudaStreamBeginCapture(s, raw::cudaStreamCaptureMode(mode))
     })
@@ -885,7 +905,7 @@ pub(crate) unsafe fn stream_begin_capture(s: StreamHandle, mode: u32) -> CallRes
 /// `s` is a live stream.
 pub(crate) unsafe fn stream_end_capture(s: StreamHandle) -> (GraphHandle, CallResult<()>) {
     let mut g: GraphHandle = null_mut();
-    // SAFETY: writes one handle to a local; the caller's contract for `s`.
+    // SAFETY: writes one handle to a local; `s` is a live stream (this function's contract).
     let rc = check("cudaStreamEndCapture", unsafe {
         raw::cudaStreamEndCapture(s, &mut g)
     });
@@ -904,8 +924,8 @@ pub(crate) unsafe fn graph_instantiate(
     let mut exec: GraphExecHandle = null_mut();
     // SAFETY: plain data; zero flags, no upload stream, outputs written by cudart.
     let mut params: raw::cudaGraphInstantiateParams = unsafe { std::mem::zeroed() };
-    // SAFETY: writes the exec handle and the outputs of `params` (locals); the caller's
-    // contract for `graph`.
+    // SAFETY: writes the exec handle and the outputs of `params` (locals); `graph` is a live
+    // graph (this function's contract).
     let rc = unsafe { raw::cudaGraphInstantiateWithParams(&mut exec, graph, &mut params) };
     match check("cudaGraphInstantiateWithParams", rc) {
         Ok(()) => Ok(exec),
@@ -928,7 +948,8 @@ pub(crate) unsafe fn graph_instantiate(
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn graph_upload(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
+    // contract).
     check("cudaGraphUpload", unsafe { raw::cudaGraphUpload(exec, s) })
 }
 
@@ -937,7 +958,8 @@ pub(crate) unsafe fn graph_upload(exec: GraphExecHandle, s: StreamHandle) -> Cal
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn graph_launch(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
+    // contract).
     check("cudaGraphLaunch", unsafe { raw::cudaGraphLaunch(exec, s) })
 }
 
@@ -951,7 +973,8 @@ pub(crate) unsafe fn graph_exec_update(
 ) -> std::result::Result<(), (Failed, u32)> {
     // SAFETY: plain data, written by cudart.
     let mut info: raw::cudaGraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
-    // SAFETY: writes the result info (a local); the caller's contract for the handles.
+    // SAFETY: writes the result info (a local); `exec` is a live executable graph, `graph` a
+    // live graph (this function's contract).
     let rc = unsafe { raw::cudaGraphExecUpdate(exec, graph, &mut info) };
     check("cudaGraphExecUpdate", rc).map_err(|f| (f, info.result.0))
 }
@@ -961,7 +984,8 @@ pub(crate) unsafe fn graph_exec_update(
 /// # Safety
 /// `exec` is a live executable graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn graph_exec_destroy(exec: GraphExecHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `exec` is a live executable graph, destroyed once, not used afterwards (this
+    // function's contract).
     check("cudaGraphExecDestroy", unsafe {
         raw::cudaGraphExecDestroy(exec)
     })
@@ -972,7 +996,8 @@ pub(crate) unsafe fn graph_exec_destroy(exec: GraphExecHandle) -> CallResult<()>
 /// # Safety
 /// `graph` is a live graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn graph_destroy(graph: GraphHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `graph` is a live graph, destroyed once, not used afterwards (this function's
+    // contract).
     check("cudaGraphDestroy", unsafe { raw::cudaGraphDestroy(graph) })
 }
 
@@ -991,7 +1016,8 @@ pub(crate) unsafe fn user_object_create(
 ) -> CallResult<UserObjectHandle> {
     let mut obj: UserObjectHandle = null_mut();
     let flags = raw::cudaUserObjectFlags::cudaUserObjectNoDestructorSync.0;
-    // SAFETY: writes one handle to a local; the caller's contract for `destroy(ptr)`.
+    // SAFETY: writes one handle to a local; `destroy(ptr)` is sound to call once, from any
+    // thread, at any later time (this function's contract).
     check("cudaUserObjectCreate", unsafe {
         raw::cudaUserObjectCreate(&mut obj, ptr, Some(destroy), 1, flags)
     })?;
@@ -1003,7 +1029,7 @@ pub(crate) unsafe fn user_object_create(
 /// # Safety
 /// The caller owns one reference of `obj`, given up here.
 pub(crate) unsafe fn user_object_release(obj: UserObjectHandle) -> CallResult<()> {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller owns one reference of `obj`, given up here (this function's contract).
     check("cudaUserObjectRelease", unsafe {
         raw::cudaUserObjectRelease(obj, 1)
     })
@@ -1020,7 +1046,8 @@ pub(crate) unsafe fn graph_retain_user_object_move(
     obj: UserObjectHandle,
 ) -> CallResult<()> {
     let flags = raw::cudaUserObjectRetainFlags::cudaGraphUserObjectMove.0;
-    // SAFETY: the caller's contract.
+    // SAFETY: `graph` is a live graph and the caller owns one reference of `obj`, given up on
+    // success (this function's contract).
     check("cudaGraphRetainUserObject", unsafe {
         raw::cudaGraphRetainUserObject(graph, obj, 1, flags)
     })

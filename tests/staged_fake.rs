@@ -40,7 +40,9 @@ fn pattern(n: usize, seed: usize) -> Vec<u8> {
 /// # Safety
 /// Only in the child, with the fake on the loader path.
 unsafe fn round_trip(n: usize, seed: usize) -> Result<(), String> {
-    // SAFETY: the table's functions with buffers of `n` bytes (the caller's contract).
+    // SAFETY: the table's functions get buffers of `n` bytes, device ones of theirs, and a stream
+    // of theirs until it is destroyed; the fake cudart answers them (this function's contract:
+    // only in the child, the fake on the loader path).
     unsafe {
         let dev = (TABLE.malloc_device)(n);
         let dev2 = (TABLE.malloc_device)(n);
@@ -86,7 +88,8 @@ const SIZES: [usize; 4] = [1 << 20, (1 << 20) + 13, (3 << 20) + 4097, (17 << 20)
 /// `dev` is device memory of `data.len()` bytes.
 unsafe fn fill_unstaged(dev: *mut c_void, data: &[u8]) {
     for (k, part) in data.chunks(512 << 10).enumerate() {
-        // SAFETY: the caller's contract; each part lies inside `dev`.
+        // SAFETY: `dev` is device memory of `data.len()` bytes (this function's contract), and
+        // each part lies inside it.
         unsafe {
             (TABLE.memcpy_sync)(
                 dev.cast::<u8>().add(k * (512 << 10)).cast(),

@@ -219,7 +219,8 @@ pub mod ops {
         size: usize,
         kind: MemcpyKind,
     ) -> Result<(), Failure> {
-        // SAFETY: the caller's contract is the function's.
+        // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
+        // function's contract).
         Ok(unsafe { lib::ops::memcpy_sync(dst, src, size, kind as c_int) }?)
     }
 
@@ -234,7 +235,8 @@ pub mod ops {
         kind: MemcpyKind,
         s: TableStream,
     ) -> Result<(), Failure> {
-        // SAFETY: the caller's contract is the function's.
+        // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
+        // copy has run (this function's contract).
         Ok(unsafe { lib::ops::memcpy_async(dst, src, size, kind as c_int, s) }?)
     }
 }
@@ -257,7 +259,8 @@ pub mod plain {
         kind: MemcpyKind,
         stream: &Stream,
     ) -> Result<(), Failure> {
-        // SAFETY: the caller's contract; `stream` is a live stream.
+        // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
+        // copy has run on `stream` (this function's contract); `stream` is a live stream.
         Ok(unsafe { lib::copy::memcpy_async(dst, src, size, kind, stream.as_raw()) }?)
     }
 

@@ -526,8 +526,8 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
 unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
-    // SAFETY: `dev` is valid for every chunk's bytes (the caller's contract), so `off` lies in
-    // it.
+    // SAFETY: `dev` is valid for every chunk's bytes (this function's contract, as `run`'s), so
+    // `off` lies in it.
     let dev = unsafe { c.dev.add(off) };
     let (dst, src, kind) = match c.direction {
         Direction::HostToDevice => (dev, staged.cast_const(), MemcpyKind::H2D),
@@ -535,7 +535,7 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
     };
     // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len) and stay
     // valid until the DMA has run (the slot's event, recorded next, says when); `stream` is
-    // NULL or a live stream (the caller's contract).
+    // NULL or a live stream (this function's contract, as `run`'s).
     tr.time(Phase::Enqueue, || unsafe {
         cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream)
     })
@@ -547,7 +547,7 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
         )
     })?;
     // SAFETY: `stream` is NULL or a live stream of the device the slot was prepared for
-    // (`c.device`, the caller's contract).
+    // (`c.device`; this function's contract, as `run`'s).
     tr.time(Phase::Record, || unsafe { slot.record(c.stream) })?;
     tr.mark("queued", k);
     Ok(())
