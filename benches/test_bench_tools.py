@@ -9,6 +9,8 @@
 - torch_bench.py run end to end against a small stand-in for torch (byte buffers, no device): the
   rows it writes, that each is one table_bench also has, and that a copy which loses data is
   caught by its data check;
+- weights_torch.py's table (medians, GB/s, ours' speed-up from weights_load's CSV) and its stop
+  without torch;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
 - table_bench and pageable_probe built with g++ against the real cudart: without a GPU each stops
@@ -47,6 +49,7 @@ def load(name):
 
 merge_mod = load("bench_merge")
 torch_bench = load("torch_bench")
+weights_torch = load("weights_torch")
 
 BENCH_MD = """## llaisys runtime table benchmark
 
@@ -376,6 +379,43 @@ def build(name, source, cuda=True, shared=False, includes=()):
 
 def table_bench_binary():
     return os.environ.get("TABLE_BENCH") or build("table_bench", os.path.join(HERE, "table_bench.cpp"))
+
+
+class WeightsTorch(unittest.TestCase):
+    """weights_torch.py's table and its stop without torch (its loads need a GPU)."""
+
+    def rows(self, loader, cache, *seconds):
+        return [{"loader": loader, "cache": cache, "seconds": str(s), "bytes": "3500000000"} for s in seconds]
+
+    def test_table_has_medians_speeds_and_ours_ratio(self):
+        torch_rows = self.rows(weights_torch.LOADER, "hot", 1.0, 1.4, 1.2) + self.rows(weights_torch.LOADER, "cold", 4.0)
+        ours = self.rows("ours", "hot", 0.1, 0.08, 0.12) + self.rows("reference", "hot", 0.5)
+        lines = weights_torch.table(torch_rows, ours).splitlines()
+        self.assertEqual(len(lines), 4, lines)
+        hot = next(line for line in lines if "| hot |" in line)
+        cold = next(line for line in lines if "| cold |" in line)
+        # median 1.2 s; 3.5 GB / 1.2 s; ours' median 0.1 s: 12x
+        self.assertIn("| 1.200 | 2.9 GB/s | 12.00x |", hot)
+        # no cold row of ours: no ratio
+        self.assertIn("| 4.000 | 0.9 GB/s | - |", cold)
+        # without ours' CSV no ratio at all
+        self.assertNotIn("x |", weights_torch.table(torch_rows, []))
+
+    def test_no_torch(self):
+        saved = sys.modules.get("torch")
+        sys.modules["torch"] = None  # import torch raises ImportError
+        err = io.StringIO()
+        real_err, sys.stderr = sys.stderr, err
+        try:
+            rc = weights_torch.main(["--file", os.devnull])
+        finally:
+            sys.stderr = real_err
+            if saved is None:
+                del sys.modules["torch"]
+            else:
+                sys.modules["torch"] = saved
+        self.assertEqual(rc, 3)
+        self.assertIn("weights_torch: torch or safetensors unavailable", err.getvalue())
 
 
 class Names(unittest.TestCase):

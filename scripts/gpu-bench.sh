@@ -22,6 +22,11 @@
 #                     the reference, graph replay through ours) and benches/graph_torch.py (the same
 #                     step under torch, eager and torch.cuda.graph); $OUT/graphs.md. Extra arguments
 #                     go to both (--steps, --reps, --only K). About a minute.
+#   bench.sh --weights benches/weights_load.cpp (a Qwen2-1.5B-shaped safetensors file, made once
+#                     in $WEIGHTS_DIR or /var/tmp, loaded through ours and the reference, hot and
+#                     cold page cache, beside the pinned link and the storage's read speed) and
+#                     benches/weights_torch.py (torch's loader on the same file); $OUT/weights.md.
+#                     Extra arguments go to weights_load (--reps, --modes). A few minutes.
 #   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
 #                     copies; extra arguments go to it; `--parts dl --library
 #                     gpu-stage/static/libllaisys_nvidia.so` sets our library beside its pipeline,
@@ -88,6 +93,30 @@ if [ "${1:-}" = --graphs ]; then
   timeout -k 5 200 "${PYTHON:-python3}" "$stage/benches/graph_torch.py" "$@" | tee -a "$work/graphs.md" ||
     echo "bench: graph_torch.py failed or found no torch" >&2
   if [ -n "$out" ]; then mkdir -p "$out"; cp "$work/graphs.md" "$work/graphs.csv" "$out/" 2>/dev/null || true; fi
+  exit "$rc"
+fi
+
+if [ "${1:-}" = --weights ]; then
+  # A model's weights to the GPU: benches/weights_load.cpp (ours and the reference through the
+  # table, hot and cold page cache, the pinned link and the storage's read speed) and
+  # benches/weights_torch.py (torch's loader on the same file). The file (about 3.5 GB) is made
+  # once in $WEIGHTS_DIR (default /var/tmp, a disk: a file in tmpfs cannot be made cold).
+  shift
+  nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
+    -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
+  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -I"$stage/csrc" -I"$stage/benches" \
+    -o "$work/weights_load" "$stage/benches/weights_load.cpp" -ldl -lpthread
+  dir=${WEIGHTS_DIR:-/var/tmp}
+  rc=0
+  timeout -k 10 400 "$work/weights_load" --dir "$dir" --csv "$work/weights.csv" "$@" \
+    "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee "$work/weights.md" || rc=$?
+  file=$(ls -t "$dir"/llaisys-weights-*.safetensors 2>/dev/null | head -n 1)
+  if [ -n "$file" ]; then
+    timeout -k 5 150 "${PYTHON:-python3}" "$stage/benches/weights_torch.py" --file "$file" \
+      --ours-csv "$work/weights.csv" --csv "$work/weights-torch.csv" | tee -a "$work/weights.md" ||
+      echo "bench: weights_torch.py failed or found no torch" >&2
+  fi
+  if [ -n "$out" ]; then mkdir -p "$out"; cp "$work"/weights*.md "$work"/weights*.csv "$out/" 2>/dev/null || true; fi
   exit "$rc"
 fi
 

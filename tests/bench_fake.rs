@@ -6,8 +6,10 @@
 //! row asked for is reported with its targets and the same-calls (A/A) line, and that the method
 //! named in the report is the one used (`--no-rotate`). Also runs the benchmark's Python tools'
 //! own tests (benches/test_bench_tools.py), without a driver (`support::no_driver`: those tests
-//! check that the benchmarks stop with their message when there is no device). Dynamic build
-//! only (the stand-in is a libcudart.so.13).
+//! check that the benchmarks stop with their message when there is no device). And
+//! benches/weights_load.cpp on a small model shape over the same stand-in: every load checked,
+//! both page cache states reported (or why cold could not be made), and a library that loses a
+//! byte of a tensor caught. Dynamic build only (the stand-in is a libcudart.so.13).
 #![cfg(feature = "dynamic")]
 
 use std::path::{Path, PathBuf};
@@ -157,4 +159,146 @@ fn the_benchmark_tools_pass_their_own_tests() {
         "{}",
         out.report()
     );
+}
+
+/// The reference backend built from `source` (the reference's text with `edit` applied: (what,
+/// by what), found exactly once) against the stand-in, as `name` in the bench folder.
+fn reference_variant(name: &str, edit: Option<(&str, &str)>) -> PathBuf {
+    let (fake, _, _) = built();
+    let reference = support::source_dir().join("../shared/reference");
+    let mut text =
+        std::fs::read_to_string(reference.join("seed_runtime.cu")).expect("the reference's source");
+    if let Some((what, by)) = edit {
+        assert_eq!(
+            text.matches(what).count(),
+            1,
+            "{what:?} in the reference's source"
+        );
+        text = text.replace(what, by);
+    }
+    let dir = fake.clone();
+    let source = dir.join(format!("{name}.cu"));
+    std::fs::write(&source, text).expect("write the variant's source");
+    let out = dir.join(format!("lib{name}.so"));
+    let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
+    let mut cmd = Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()));
+    cmd.args(["-std=c++17", "-O1", "-shared", "-fPIC"])
+        .arg(format!("-I{}", cuda_include.display()))
+        .arg(format!("-I{}", support::csrc().display()))
+        .arg(format!("-I{}", reference.display()))
+        .args(["-x", "c++"])
+        .arg(&source)
+        .args(["-x", "none", "-o"])
+        .arg(&out)
+        .arg(format!("-L{}", fake.display()))
+        .arg("-l:libcudart.so.13");
+    support::compile(cmd);
+    out
+}
+
+/// weights_load (built with g++: it needs no cudart of its own) on a small Qwen2 shape, over our
+/// cdylib and `reference`, both page cache states, two loads each.
+fn weights_load(reference: &Path) -> (i32, String, String) {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let (fake, _, _) = built();
+    let exe = EXE.get_or_init(|| {
+        let root = support::source_dir();
+        let exe = fake.join("weights_load");
+        let mut cmd = Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()));
+        cmd.args(["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
+            .arg(format!("-I{}", support::csrc().display()))
+            .arg(format!("-I{}", root.join("benches").display()))
+            .arg(root.join("benches/weights_load.cpp"))
+            .arg("-o")
+            .arg(&exe)
+            .args(["-ldl", "-pthread"]);
+        support::compile(cmd);
+        exe
+    });
+    let dir = support::tmp_dir().join("weights");
+    std::fs::create_dir_all(&dir).expect("the weights folder");
+    let ours = support::target_dir().join("libllaisys_nvidia.so");
+    let mut cmd = Command::new(exe);
+    cmd.arg("--dir")
+        .arg(&dir)
+        .args([
+            "--reps",
+            "2",
+            "--layers",
+            "2",
+            "--hidden",
+            "64",
+            "--intermediate",
+            "160",
+        ])
+        .args([
+            "--vocab",
+            "1000",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--head-dim",
+            "16",
+        ])
+        .arg(&ours)
+        .arg(reference)
+        .env("LD_LIBRARY_PATH", fake);
+    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
+}
+
+#[test]
+fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
+    let (_, _, seed) = built();
+    let (rc, md, err) = weights_load(seed);
+    assert_eq!(rc, 0, "weights_load failed:\n{md}\n{err}");
+    assert!(!md.contains("DATA CHECK FAILED"), "{md}");
+    assert!(
+        md.contains("in 27 bf16 tensors (hidden 64, intermediate 160, 2 layers, vocabulary 1000")
+            && md.contains("| pinned link: ours memcpy_sync H2D from malloc_host, 256 MiB |"),
+        "{md}"
+    );
+    for who in ["ours", "reference"] {
+        let row = format!("| {who}: malloc_device + memcpy_sync per tensor from the mmap | hot |");
+        assert!(md.contains(&row), "{row:?} missing:\n{md}");
+        assert_eq!(
+            err.matches(&format!("weights_load: {who} hot ")).count(),
+            2,
+            "{err}"
+        );
+    }
+    // Cold where the file system lets its pages be dropped; otherwise the report says why.
+    if md.contains("cold: not measured:") {
+        assert!(!md.contains("| cold |"), "{md}");
+    } else {
+        for row in [
+            "| ours: malloc_device + memcpy_sync per tensor from the mmap | cold |",
+            "| reference: malloc_device + memcpy_sync per tensor from the mmap | cold |",
+            "| storage read: 1 thread, pread 16 MiB | cold |",
+            "| storage read: 8 threads, pread 16 MiB | cold |",
+        ] {
+            assert!(md.contains(row), "{row:?} missing:\n{md}");
+        }
+    }
+}
+
+#[test]
+fn a_library_that_drops_a_byte_of_a_tensor_fails_the_weights_check() {
+    let lossy = reference_variant(
+        "seed_lossy",
+        Some((
+            "{ cudaMemcpy(d, s, n, (cudaMemcpyKind)k); }",
+            "{ cudaMemcpy(d, s, k == 1 && n > 1 ? n - 1 : n, (cudaMemcpyKind)k); }",
+        )),
+    );
+    let (rc, md, err) = weights_load(&lossy);
+    assert_eq!(rc, 1, "a lossy library passed:\n{md}\n{err}");
+    assert!(
+        md.contains(
+            "DATA CHECK FAILED: reference hot load 0: tensor model.embed_tokens.weight differs"
+        ),
+        "{md}"
+    );
+    assert!(!md.contains("DATA CHECK FAILED: ours"), "{md}");
 }

@@ -1,0 +1,319 @@
+// weights_load: a model's weights to the GPU through llaisys runtime tables, as a llaisys core
+// loads them: a safetensors file mapped with mmap, then per tensor malloc_device + memcpy_sync
+// H2D from the mapping. Measures our library and the reference backend in one process, with the
+// file's pages in the page cache (hot) and evicted from it (cold), beside the two floors: the
+// pinned link (memcpy_sync H2D from malloc_host memory) and the storage's own read speed (cold).
+// benches/weights_torch.py measures torch's loader on the same file and merges the tables.
+//
+// The file is made by this program (random bf16 data, a Qwen2 shape: by default that of
+// DeepSeek-R1-Distill-Qwen-1.5B, the model llaisys's own inference test uses, about 3.5 GB) and
+// kept for the next run; its name carries the shape. Every load is checked: each tensor is copied
+// back (memcpy_sync D2H through a malloc_host buffer) and compared with the file's bytes.
+//
+// Needs no cudart of its own: everything goes through the tables. Usual way: bash
+// scripts/stage-gpu.sh here, then on the GPU machine bash gpu-stage/bench.sh --weights.
+// Usage: weights_load [options] OURS.so REFERENCE.so   (--help)
+// Exit: 0 measured; 1 a data check failed (the table still prints); 2 bad usage or a library that
+// does not load; 3 no CUDA device.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "llaisys_runtime.h"
+#include "runtime_table.hpp"
+#include "weights_file.hpp"
+
+using namespace bench;
+
+namespace {
+
+struct Backend {
+    std::string label;
+    const LlaisysRuntimeAPI *t = nullptr;
+};
+
+// One load through `b`: open, map, read the header, then per tensor malloc_device + memcpy_sync
+// H2D from the mapping, then device_synchronize. Returns the seconds; leaves the device pointers
+// in `ptrs` and the mapping in `map` for the check.
+double load(const Backend &b, const std::string &path, std::vector<Tensor> &ts, std::vector<void *> &ptrs,
+            void *&map, size_t &map_len, const unsigned char *&data) {
+    double t0 = now_s();
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) die(1, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+    map_len = file_size(path);
+    map = ::mmap(nullptr, map_len, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) die(1, "mmap %s: %s", path.c_str(), std::strerror(errno));
+    const unsigned char *base = static_cast<const unsigned char *>(map);
+    uint64_t hlen = 0;
+    std::memcpy(&hlen, base, 8);
+    ts.clear();
+    if (hlen + 8 > map_len || !parse_header(reinterpret_cast<const char *>(base + 8), hlen, ts))
+        die(1, "%s: not a safetensors file this program reads", path.c_str());
+    data = base + 8 + hlen;
+    ptrs.assign(ts.size(), nullptr);
+    for (size_t k = 0; k < ts.size(); ++k) {
+        size_t n = ts[k].bytes();
+        if (data + ts[k].end > base + map_len) die(1, "%s: tensor %s lies past the end", path.c_str(), ts[k].name.c_str());
+        ptrs[k] = b.t->malloc_device(n);
+        if (!ptrs[k]) die(1, "%s: malloc_device(%zu) returned NULL", b.label.c_str(), n);
+        b.t->memcpy_sync(ptrs[k], data + ts[k].begin, n, LLAISYS_MEMCPY_H2D);
+    }
+    b.t->device_synchronize();
+    return now_s() - t0;
+}
+
+// Every tensor copied back (memcpy_sync D2H into a malloc_host buffer of `b`) and compared with
+// the file's bytes; the device memory freed and the mapping dropped. Returns the first tensor that
+// differs ("" when none).
+std::string check_and_free(const Backend &b, const std::vector<Tensor> &ts, std::vector<void *> &ptrs, void *map,
+                           size_t map_len, const unsigned char *data) {
+    const size_t piece = 64 * MiB;
+    unsigned char *h = static_cast<unsigned char *>(b.t->malloc_host(piece));
+    if (!h) die(1, "%s: malloc_host(%zu) returned NULL", b.label.c_str(), piece);
+    std::string bad;
+    for (size_t k = 0; k < ts.size(); ++k) {
+        for (size_t at = 0; bad.empty() && at < ts[k].bytes(); at += piece) {
+            size_t n = std::min(piece, ts[k].bytes() - at);
+            b.t->memcpy_sync(h, static_cast<unsigned char *>(ptrs[k]) + at, n, LLAISYS_MEMCPY_D2H);
+            if (std::memcmp(h, data + ts[k].begin + at, n) != 0) bad = ts[k].name;
+        }
+        b.t->free_device(ptrs[k]);
+    }
+    b.t->free_host(h);
+    ::munmap(map, map_len);
+    ptrs.clear();
+    return bad;
+}
+
+// GB/s of memcpy_sync H2D from malloc_host memory of `b` (256 MiB, median of 5): the link.
+double pinned_link(const Backend &b) {
+    const size_t n = 256 * MiB;
+    void *h = b.t->malloc_host(n), *d = b.t->malloc_device(n);
+    if (!h || !d) die(1, "%s: malloc_host/malloc_device(%zu) returned NULL", b.label.c_str(), n);
+    std::memset(h, 0x5A, n);
+    b.t->memcpy_sync(d, h, n, LLAISYS_MEMCPY_H2D);
+    std::vector<double> s;
+    for (int r = 0; r < 5; ++r) {
+        double t0 = now_s();
+        b.t->memcpy_sync(d, h, n, LLAISYS_MEMCPY_H2D);
+        b.t->device_synchronize();
+        s.push_back(now_s() - t0);
+    }
+    b.t->free_device(d);
+    b.t->free_host(h);
+    return static_cast<double>(n) / median(s) / 1e9;
+}
+
+struct Options {
+    std::string dir, ours, reference, csv;
+    Shape shape;
+    int reps = 3;
+    bool hot = true, cold = true;
+};
+
+[[noreturn]] void usage(int code) {
+    std::fprintf(code ? stderr : stdout,
+                 "usage: weights_load [options] OURS.so REFERENCE.so\n"
+                 "  --dir DIR          where the safetensors file is made and kept (default: $TMPDIR or /var/tmp)\n"
+                 "  --modes hot,cold   page cache states to measure (default both)\n"
+                 "  --reps N           loads per library and mode (default 3; the median is reported)\n"
+                 "  --csv PATH         every load as CSV (loader,cache,seconds,bytes)\n"
+                 "  --layers N --hidden N --intermediate N --vocab N --heads N --kv-heads N --head-dim N\n"
+                 "                     the model's shape (default DeepSeek-R1-Distill-Qwen-1.5B's)\n");
+    std::exit(code);
+}
+
+size_t positive(const char *flag, const char *v) {
+    char *end = nullptr;
+    unsigned long long x = std::strtoull(v, &end, 10);
+    if (!v[0] || *end || x == 0 || x > (1ull << 40)) die(2, "%s: '%s' is not a positive number", flag, v);
+    return static_cast<size_t>(x);
+}
+
+Options parse(int argc, char **argv) {
+    Options o;
+    const char *tmp = std::getenv("TMPDIR");
+    o.dir = tmp && *tmp ? tmp : "/var/tmp";
+    std::vector<std::string> pos;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto val = [&]() -> const char * {
+            if (i + 1 >= argc) die(2, "%s needs a value", a.c_str());
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") usage(0);
+        else if (a == "--dir") o.dir = val();
+        else if (a == "--csv") o.csv = val();
+        else if (a == "--reps") o.reps = static_cast<int>(std::min<size_t>(positive("--reps", val()), 100));
+        else if (a == "--modes") {
+            std::string m = val();
+            o.hot = m.find("hot") != std::string::npos;
+            o.cold = m.find("cold") != std::string::npos;
+            if ((!o.hot && !o.cold) || m.find_first_not_of("hotcld,") != std::string::npos)
+                die(2, "--modes: '%s' is not hot, cold or hot,cold", m.c_str());
+        } else if (a == "--layers") o.shape.layers = positive("--layers", val());
+        else if (a == "--hidden") o.shape.hidden = positive("--hidden", val());
+        else if (a == "--intermediate") o.shape.intermediate = positive("--intermediate", val());
+        else if (a == "--vocab") o.shape.vocab = positive("--vocab", val());
+        else if (a == "--heads") o.shape.heads = positive("--heads", val());
+        else if (a == "--kv-heads") o.shape.kv_heads = positive("--kv-heads", val());
+        else if (a == "--head-dim") o.shape.head_dim = positive("--head-dim", val());
+        else if (!a.empty() && a[0] == '-') die(2, "unknown option %s (--help)", a.c_str());
+        else pos.push_back(a);
+    }
+    if (pos.size() != 2) usage(2);
+    o.ours = pos[0];
+    o.reference = pos[1];
+    return o;
+}
+
+std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    char b[64];
+    std::strftime(b, sizeof b, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+    return b;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    program_name() = "weights_load";
+    Options o = parse(argc, argv);
+    Backend backends[2] = {{"ours", load_runtime_table("ours", o.ours, "llaisysNvidiaGetRuntimeAPI")},
+                           {"reference", load_runtime_table("reference", o.reference, "seedGetRuntimeAPI")}};
+    // No device: say so and stop, before any table is asked to do device work.
+    if (backends[0].t->get_device_count() < 1)
+        die(3, "no CUDA device available (ours: get_device_count() = 0); this benchmark needs a GPU: run it on "
+               "the GPU machine (bash gpu-stage/bench.sh --weights)");
+    for (Backend &b : backends) b.t->set_device(0);
+
+    const Shape &s = o.shape;
+    std::vector<Tensor> made = tensors_of(s);
+    size_t bytes = made.back().end;
+    std::string path = o.dir + format("/llaisys-weights-qwen2-h%zu-i%zu-l%zu-v%zu-a%zu-k%zu-d%zu-bf16.safetensors",
+                                      s.hidden, s.intermediate, s.layers, s.vocab, s.heads, s.kv_heads, s.head_dim);
+    std::string header = header_of(made);
+    if (file_size(path) != 8 + header.size() + bytes) {
+        std::fprintf(stderr, "weights_load: making %s (%.2f GB, %zu tensors)\n", path.c_str(), bytes / 1e9, made.size());
+        double t0 = now_s();
+        make_file(path, made);
+        std::fprintf(stderr, "weights_load: made in %.1f s\n", now_s() - t0);
+    }
+
+    FILE *csv = nullptr;
+    if (!o.csv.empty()) {
+        csv = std::fopen(o.csv.c_str(), "w");
+        if (!csv) die(2, "cannot write %s: %s", o.csv.c_str(), std::strerror(errno));
+        std::fprintf(csv, "loader,cache,seconds,bytes\n");
+    }
+    auto record = [&](const char *loader, const char *cache, double sec) {
+        if (csv) std::fprintf(csv, "%s,%s,%.9f,%zu\n", loader, cache, sec, bytes);
+    };
+
+    MdTable t;
+    t.header = {"loader", "page cache", "seconds per model", "GB/s", "vs reference", "vs floor", "spread"};
+    std::vector<std::string> notes;
+    bool data_ok = true;
+
+    double link = pinned_link(backends[0]);
+    t.rows.push_back({"pinned link: ours memcpy_sync H2D from malloc_host, 256 MiB", "-", "-", fmt_gbs(link), "-",
+                      "-", "-"});
+
+    for (int mode = 0; mode < 2; ++mode) {
+        bool cold = mode == 1;
+        if ((cold && !o.cold) || (!cold && !o.hot)) continue;
+        const char *cache = cold ? "cold" : "hot";
+        double floor_gbs = link;
+        if (cold) {
+            double left = evict(path);
+            if (left > 0.05) {
+                notes.push_back(format("cold: not measured: %.0f%% of the file stayed in the page cache after "
+                                       "POSIX_FADV_DONTNEED (a file system whose pages cannot be dropped, e.g. tmpfs: "
+                                       "--dir on a disk)",
+                                       left * 100));
+                continue;
+            }
+            // The storage's own speed: one reader, then 8 in parallel; the faster is the floor.
+            double best = 0;
+            for (int threads : {1, 8}) {
+                evict(path);
+                double sec = read_file(path, threads);
+                double gbs = static_cast<double>(file_size(path)) / sec / 1e9;
+                best = std::max(best, gbs);
+                std::string label = format("storage read: %d thread%s, pread 16 MiB", threads, threads > 1 ? "s" : "");
+                record(label.c_str(), cache, sec);
+                t.rows.push_back({label, cache, fmt_time(sec), fmt_gbs(gbs), "-", "-", "-"});
+            }
+            floor_gbs = best;
+        } else {
+            read_file(path, 8);  // into the page cache
+        }
+        std::vector<double> sec[2];
+        for (int r = 0; r < o.reps; ++r) {
+            for (int j = 0; j < 2; ++j) {
+                const Backend &b = backends[(r + j) % 2];  // alternating which goes first
+                if (cold) {
+                    double left = evict(path);
+                    if (left > 0.05) notes.push_back(format("%s cold load %d: %.0f%% resident before it", b.label.c_str(), r, left * 100));
+                }
+                std::vector<Tensor> ts;
+                std::vector<void *> ptrs;
+                void *map = nullptr;
+                size_t map_len = 0;
+                const unsigned char *data = nullptr;
+                double x = load(b, path, ts, ptrs, map, map_len, data);
+                std::string bad = check_and_free(b, ts, ptrs, map, map_len, data);
+                if (!bad.empty()) {
+                    data_ok = false;
+                    notes.push_back(format("DATA CHECK FAILED: %s %s load %d: tensor %s differs from the file",
+                                           b.label.c_str(), cache, r, bad.c_str()));
+                }
+                sec[(r + j) % 2].push_back(x);
+                record(b.label.c_str(), cache, x);
+                std::fprintf(stderr, "weights_load: %s %s %.3f s (%.1f GB/s)%s\n", b.label.c_str(), cache, x,
+                             bytes / x / 1e9, bad.empty() ? "" : " DATA CHECK FAILED");
+            }
+        }
+        double ref = median(sec[1]);
+        for (int i = 0; i < 2; ++i) {
+            double m = median(sec[i]);
+            double gbs = bytes / m / 1e9;
+            t.rows.push_back({backends[i].label + ": malloc_device + memcpy_sync per tensor from the mmap", cache,
+                              fmt_time(m), fmt_gbs(gbs), fmt_ratio(ref / m), fmt_ratio(gbs / floor_gbs),
+                              format("%.0f%%", rel_iqr(sec[i]) * 100)});
+        }
+    }
+    if (csv) std::fclose(csv);
+
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::printf("## Weights load\n\n");
+    std::string driver = kernel_driver_version();
+    std::printf("- %s, host `%s`, CPU %s (%ld online); NVIDIA driver %s\n", utc_now().c_str(), host,
+                cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN), driver.empty() ? "n/a" : driver.c_str());
+    std::printf("- file `%s`: %.3f GB in %zu bf16 tensors (hidden %zu, intermediate %zu, %zu layers, vocabulary "
+                "%zu, %zu heads, %zu key-value heads of %zu)\n",
+                path.c_str(), bytes / 1e9, made.size(), s.hidden, s.intermediate, s.layers, s.vocab, s.heads,
+                s.kv_heads, s.head_dim);
+    std::printf("- ours `%s`; reference `%s`\n", o.ours.c_str(), o.reference.c_str());
+    std::printf("- method: per library and page cache state, %d loads alternating which library goes first; each "
+                "from open to device_synchronize after the last copy; every load's data checked against the file "
+                "afterwards (not timed); medians; cold loads follow POSIX_FADV_DONTNEED of the file (checked with "
+                "mincore); vs floor: against the pinned link (hot) or the faster storage read (cold)\n\n",
+                o.reps);
+    std::printf("%s", t.render().c_str());
+    for (const std::string &n : notes) std::printf("\n%s", n.c_str());
+    std::printf("\n");
+    return data_ok ? 0 : 1;
+}
