@@ -30,7 +30,8 @@ for line in open(f"{work}/incl.txt"):
 N = 2000
 names = {"f_set": "set_device(0)", "f_sync": "stream_synchronize", "f_async64": "memcpy_async 64 B H2D pinned",
          "f_sync4k": "memcpy_sync 4 KiB H2D pinned (incl. the stand-in's 4 KiB memcpy)",
-         "f_malloc": "malloc_device + free_device 1 MiB", "f_stream": "create_stream + destroy_stream"}
+         "f_malloc": "malloc_device + free_device 1 MiB",
+         "f_mhost": "malloc_host + free_host 1 MiB", "f_stream": "create_stream + destroy_stream"}
 print("| call | instructions per call (library + stand-in cudart) |")
 print("|---|--:|")
 for f, what in names.items():

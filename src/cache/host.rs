@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::hash::AddrMap;
 use crate::sync::lock;
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock, RwLock, RwLockWriteGuard};
@@ -64,7 +64,7 @@ struct Waiting {
 #[derive(Default)]
 struct State {
     live: BTreeMap<usize, Block>,
-    ready: HashMap<usize, Vec<usize>>,
+    ready: AddrMap<Vec<usize>>,
     pending: Vec<Pending>,
     waiting: Vec<Waiting>,
     cached_bytes: usize,

@@ -49,6 +49,9 @@ struct Lists {
     ready: BTreeMap<usize, Vec<Block>>,
     ready_count: usize,
     ready_bytes: usize,
+    /// A size's list emptied out of `ready`, kept for the next size that needs one: the lists
+    /// are not allocated again at every barrier.
+    spare: Vec<Block>,
     /// The barrier's event, made on the device on first use.
     marker: Option<Event>,
 }
@@ -60,6 +63,7 @@ static LISTS: [Mutex<Lists>; DEVICES] = [const {
         ready: BTreeMap::new(),
         ready_count: 0,
         ready_bytes: 0,
+        spare: Vec::new(),
         marker: None,
     })
 }; DEVICES];
@@ -93,7 +97,8 @@ pub(crate) fn take(device: i32, size: usize) -> Option<Block> {
     let block = entry.get_mut().pop();
     // No empty list stays in the map (evict and drain rely on it).
     if entry.get().is_empty() {
-        entry.remove();
+        let emptied = entry.remove();
+        l.keep_spare(emptied);
     }
     let block = block?;
     l.ready_count -= 1;
@@ -103,9 +108,20 @@ pub(crate) fn take(device: i32, size: usize) -> Option<Block> {
 
 impl Lists {
     fn add_ready(&mut self, b: Block) {
-        self.ready.entry(b.size).or_default().push(b);
+        let spare = &mut self.spare;
+        self.ready
+            .entry(b.size)
+            .or_insert_with(|| std::mem::take(spare))
+            .push(b);
         self.ready_count += 1;
         self.ready_bytes += b.size;
+    }
+
+    /// Keeps an emptied size list for reuse (the larger of it and the one kept).
+    fn keep_spare(&mut self, emptied: Vec<Block>) {
+        if emptied.capacity() > self.spare.capacity() {
+            self.spare = emptied;
+        }
     }
 
     /// Takes `block` back out of the pending list (it is not kept after all).
@@ -124,7 +140,8 @@ impl Lists {
             let size = *last.key();
             let block = last.get_mut().pop();
             if last.get().is_empty() {
-                last.remove();
+                let emptied = last.remove();
+                self.keep_spare(emptied);
             }
             if let Some(block) = block {
                 self.ready_count -= 1;
@@ -171,11 +188,13 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
         return Err(e);
     }
     drop(legacy);
-    let moved = std::mem::take(&mut l.pending);
+    // The pending list keeps its capacity for the next batch.
+    let mut moved = std::mem::take(&mut l.pending);
     l.pending_bytes = 0;
-    for b in moved {
+    for b in moved.drain(..) {
         l.add_ready(b);
     }
+    l.pending = moved;
     let mut out = Vec::new();
     while l.ready_bytes > budget() || l.ready_count > MAX_READY {
         match l.evict() {
@@ -318,6 +337,35 @@ mod tests {
             "a smaller size behind an emptied larger one"
         );
         assert_eq!(kept_bytes(61), 0);
+    }
+
+    #[test]
+    fn an_emptied_size_list_is_reused_by_the_next_size() {
+        let blocks: Vec<Block> = (0..5)
+            .map(|i| Block {
+                ptr: 0x50_0000 + i * 0x1000,
+                size: 300,
+                raw: false,
+            })
+            .collect();
+        make_ready(57, &blocks);
+        for b in blocks.iter().rev() {
+            assert_eq!(take(57, 300), Some(*b));
+        }
+        let kept = lock(&LISTS[57]).spare.capacity();
+        assert!(kept >= blocks.len(), "the emptied list is kept ({kept})");
+        let other = Block {
+            ptr: 0x60_0000,
+            size: 700,
+            raw: false,
+        };
+        make_ready(57, &[other]);
+        {
+            let l = lock(&LISTS[57]);
+            assert_eq!(l.spare.capacity(), 0, "handed to the new size");
+            assert_eq!(l.ready.get(&700).map(Vec::capacity), Some(kept));
+        }
+        assert_eq!(drain(57), vec![other]);
     }
 
     #[test]
