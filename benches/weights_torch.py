@@ -80,7 +80,9 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("weights_torch: torch sees no CUDA device", file=sys.stderr)
         return 3
-    size = os.path.getsize(a.file)
+    # The tensors' bytes (the file less its header), as weights_load counts them.
+    with open(a.file, "rb") as f:
+        size = os.path.getsize(a.file) - 8 - int.from_bytes(f.read(8), "little")
     rows, ok = [], True
     for cache in ("hot", "cold"):
         if cache not in a.modes.split(","):
