@@ -276,23 +276,30 @@ def fake_torch(lose_pageable_h2d=False):
     return t
 
 
+def with_torch(stub, main, args):
+    """main(args) with `import torch` giving `stub` (None: failing with ImportError): (its return
+    code, what it wrote to stderr)."""
+    saved = sys.modules.get("torch")
+    sys.modules["torch"] = stub
+    err = io.StringIO()
+    real_err, sys.stderr = sys.stderr, err
+    try:
+        rc = main(args)
+    finally:
+        sys.stderr = real_err
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+    return rc, err.getvalue()
+
+
 class TorchBench(unittest.TestCase):
     def run_stub(self, stub, *args):
         out = os.path.join(BUILD, "torch.csv")
-        saved = sys.modules.get("torch")
-        sys.modules["torch"] = stub
-        err = io.StringIO()
-        real_err, sys.stderr = sys.stderr, err
-        try:
-            rc = torch_bench.main(["--csv", out] + list(args))
-        finally:
-            sys.stderr = real_err
-            if saved is None:
-                del sys.modules["torch"]
-            else:
-                sys.modules["torch"] = saved
+        rc, err = with_torch(stub, torch_bench.main, ["--csv", out] + list(args))
         rows, comments = merge_mod.read_samples(out)
-        return rc, rows, comments, err.getvalue()
+        return rc, rows, comments, err
 
     def test_every_row_written_and_checked(self):
         stub = fake_torch()
@@ -335,20 +342,9 @@ class TorchBench(unittest.TestCase):
         self.assertIn("skipped: memcpy_sync D2D 64 MiB", comments)
 
     def test_no_torch(self):
-        saved = sys.modules.get("torch")
-        sys.modules["torch"] = None  # import torch raises ImportError
-        err = io.StringIO()
-        real_err, sys.stderr = sys.stderr, err
-        try:
-            rc = torch_bench.main(["--csv", os.devnull])
-        finally:
-            sys.stderr = real_err
-            if saved is None:
-                del sys.modules["torch"]
-            else:
-                sys.modules["torch"] = saved
+        rc, err = with_torch(None, torch_bench.main, ["--csv", os.devnull])
         self.assertEqual(rc, 3)
-        self.assertIn("torch_bench: torch unavailable", err.getvalue())
+        self.assertIn("torch_bench: torch unavailable", err)
 
 
 BUILD = tempfile.mkdtemp(prefix="bench_tools_test")
@@ -402,20 +398,9 @@ class WeightsTorch(unittest.TestCase):
         self.assertNotIn("x |", weights_torch.table(torch_rows, []))
 
     def test_no_torch(self):
-        saved = sys.modules.get("torch")
-        sys.modules["torch"] = None  # import torch raises ImportError
-        err = io.StringIO()
-        real_err, sys.stderr = sys.stderr, err
-        try:
-            rc = weights_torch.main(["--file", os.devnull])
-        finally:
-            sys.stderr = real_err
-            if saved is None:
-                del sys.modules["torch"]
-            else:
-                sys.modules["torch"] = saved
+        rc, err = with_torch(None, weights_torch.main, ["--file", os.devnull])
         self.assertEqual(rc, 3)
-        self.assertIn("weights_torch: torch or safetensors unavailable", err.getvalue())
+        self.assertIn("weights_torch: torch or safetensors unavailable", err)
 
 
 class Names(unittest.TestCase):

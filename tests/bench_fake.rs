@@ -28,36 +28,20 @@ fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
             "libcudart.so.13",
             &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
         );
-        let root = support::source_dir();
         let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
-        let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-        let common = |cmd: &mut Command| {
-            cmd.arg("-std=c++17")
-                .arg("-O1")
-                .arg(format!("-I{}", cuda_include.display()))
-                .arg(format!("-I{}", support::csrc().display()));
-        };
         let bench = dir.join("table_bench");
-        let mut cmd = Command::new(&cxx);
-        common(&mut cmd);
-        cmd.arg(root.join("benches/table_bench.cpp"))
+        let mut cmd = cxx();
+        cmd.args(["-std=c++17", "-O1"])
+            .arg(format!("-I{}", cuda_include.display()))
+            .arg(format!("-I{}", support::csrc().display()))
+            .arg(support::source_dir().join("benches/table_bench.cpp"))
             .arg("-o")
             .arg(&bench)
             .arg(format!("-L{}", fake.display()))
             .args(["-l:libcudart.so.13", "-ldl", "-pthread"]);
         support::compile(cmd);
-        let reference = root.join("../shared/reference");
         let seed = dir.join("libseed_runtime.so");
-        let mut cmd = Command::new(&cxx);
-        common(&mut cmd);
-        cmd.arg(format!("-I{}", reference.display()))
-            .args(["-shared", "-fPIC", "-x", "c++"])
-            .arg(reference.join("seed_runtime.cu"))
-            .args(["-x", "none", "-o"])
-            .arg(&seed)
-            .arg(format!("-L{}", fake.display()))
-            .arg("-l:libcudart.so.13");
-        support::compile(cmd);
+        build_reference(&fake, &reference_dir().join("seed_runtime.cu"), &seed);
         (fake, bench, seed)
     })
 }
@@ -161,38 +145,48 @@ fn the_benchmark_tools_pass_their_own_tests() {
     );
 }
 
-/// The reference backend built from `source` (the reference's text with `edit` applied: (what,
-/// by what), found exactly once) against the stand-in, as `name` in the bench folder.
-fn reference_variant(name: &str, edit: Option<(&str, &str)>) -> PathBuf {
-    let (fake, _, _) = built();
-    let reference = support::source_dir().join("../shared/reference");
-    let mut text =
-        std::fs::read_to_string(reference.join("seed_runtime.cu")).expect("the reference's source");
-    if let Some((what, by)) = edit {
-        assert_eq!(
-            text.matches(what).count(),
-            1,
-            "{what:?} in the reference's source"
-        );
-        text = text.replace(what, by);
-    }
-    let dir = fake.clone();
-    let source = dir.join(format!("{name}.cu"));
-    std::fs::write(&source, text).expect("write the variant's source");
-    let out = dir.join(format!("lib{name}.so"));
+/// The C++ compiler: $CXX, else g++.
+fn cxx() -> Command {
+    Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
+}
+
+fn reference_dir() -> PathBuf {
+    support::source_dir().join("../shared/reference")
+}
+
+/// Builds the reference backend's `source` (seed_runtime.cu or a variant of it) as C++ into the
+/// shared library `out`, against the stand-in cudart in `fake`.
+fn build_reference(fake: &Path, source: &Path, out: &Path) {
     let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
-    let mut cmd = Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()));
+    let mut cmd = cxx();
     cmd.args(["-std=c++17", "-O1", "-shared", "-fPIC"])
         .arg(format!("-I{}", cuda_include.display()))
         .arg(format!("-I{}", support::csrc().display()))
-        .arg(format!("-I{}", reference.display()))
+        .arg(format!("-I{}", reference_dir().display()))
         .args(["-x", "c++"])
-        .arg(&source)
+        .arg(source)
         .args(["-x", "none", "-o"])
-        .arg(&out)
+        .arg(out)
         .arg(format!("-L{}", fake.display()))
         .arg("-l:libcudart.so.13");
     support::compile(cmd);
+}
+
+/// The reference backend with `what` (found exactly once in its source) replaced by `by`, built
+/// against the stand-in as `lib<name>.so` in the bench folder.
+fn reference_variant(name: &str, what: &str, by: &str) -> PathBuf {
+    let (fake, _, _) = built();
+    let text = std::fs::read_to_string(reference_dir().join("seed_runtime.cu"))
+        .expect("the reference's source");
+    assert_eq!(
+        text.matches(what).count(),
+        1,
+        "{what:?} in the reference's source"
+    );
+    let source = fake.join(format!("{name}.cu"));
+    std::fs::write(&source, text.replace(what, by)).expect("write the variant's source");
+    let out = fake.join(format!("lib{name}.so"));
+    build_reference(fake, &source, &out);
     out
 }
 
@@ -204,7 +198,7 @@ fn weights_load(reference: &Path) -> (i32, String, String) {
     let exe = EXE.get_or_init(|| {
         let root = support::source_dir();
         let exe = fake.join("weights_load");
-        let mut cmd = Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()));
+        let mut cmd = cxx();
         cmd.args(["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
             .arg(format!("-I{}", support::csrc().display()))
             .arg(format!("-I{}", root.join("benches").display()))
@@ -287,10 +281,8 @@ fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
 fn a_library_that_drops_a_byte_of_a_tensor_fails_the_weights_check() {
     let lossy = reference_variant(
         "seed_lossy",
-        Some((
-            "{ cudaMemcpy(d, s, n, (cudaMemcpyKind)k); }",
-            "{ cudaMemcpy(d, s, k == 1 && n > 1 ? n - 1 : n, (cudaMemcpyKind)k); }",
-        )),
+        "{ cudaMemcpy(d, s, n, (cudaMemcpyKind)k); }",
+        "{ cudaMemcpy(d, s, k == 1 && n > 1 ? n - 1 : n, (cudaMemcpyKind)k); }",
     );
     let (rc, md, err) = weights_load(&lossy);
     assert_eq!(rc, 1, "a lossy library passed:\n{md}\n{err}");
