@@ -444,6 +444,12 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
         size: live.size,
         raw: live.raw,
     };
+    let recycled = stream.is_null() && pooled && !cross::active() && recycle::takes(live.size);
+    // Kept as pending when no barrier is due: no CUDA call, so the block's device need not be
+    // made current (nor the current one asked).
+    if recycled && matches!(recycle::keep_pending(live.device, block), Ok(true)) {
+        return Ok(Released::Kept(Vec::new()));
+    }
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
     crate::device::with(live.device, || {
@@ -453,7 +459,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
             let _ = return_to_pool(live.device, recycle::drain(live.device));
             let _ = flush_large(live.device);
         }
-        if stream.is_null() && pooled && !cross::active() && recycle::takes(live.size) {
+        if recycled && !cross::active() {
             // A failed barrier keeps nothing: the block is freed below, in order, as ever.
             if let Ok(evicted) = recycle::keep(live.device, block) {
                 return Ok(Released::Kept(evicted));

@@ -152,6 +152,25 @@ impl Lists {
     }
 }
 
+fn lists_of(device: i32) -> Result<&'static Mutex<Lists>> {
+    lists(device).ok_or_else(|| {
+        crate::error::Error::internal(format!("device {device} outside 0..{DEVICES}"))
+    })
+}
+
+/// Keeps a freed block of `device` as pending when that does not make a barrier due: no CUDA
+/// call, so `device` need not be current. False: nothing was done; [`keep`] it, with `device`
+/// current.
+pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
+    let mut l = lock(lists_of(device)?);
+    if l.pending.len() + 1 >= BATCH || l.pending_bytes + block.size >= budget() / 2 {
+        return Ok(false);
+    }
+    l.pending.push(block);
+    l.pending_bytes += block.size;
+    Ok(true)
+}
+
 /// Keeps a freed block of `device`, which must be the current device (the barrier is recorded
 /// on its legacy stream). Ok: the block is kept; the blocks returned (ready ones of the largest
 /// sizes, over the budget) go back to the pool. While a capture forbids the legacy stream
@@ -159,11 +178,7 @@ impl Lists {
 /// a later free may record it. Err: the barrier could not be recorded; the block is not kept
 /// (the caller frees it the ordinary way) and the pending ones wait for the next barrier.
 pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
-    let Some(lists) = lists(device) else {
-        return Err(crate::error::Error::internal(format!(
-            "device {device} outside 0..{DEVICES}"
-        )));
-    };
+    let lists = lists_of(device)?;
     let due = {
         let mut l = lock(lists);
         l.pending.push(block);
@@ -337,6 +352,32 @@ mod tests {
             "a smaller size behind an emptied larger one"
         );
         assert_eq!(kept_bytes(61), 0);
+    }
+
+    #[test]
+    fn keep_pending_stops_short_of_a_due_barrier_and_keeps_nothing_then() {
+        // Device 56: no other test uses it. Up to BATCH - 1 blocks wait without a barrier.
+        let block = |i: usize| Block {
+            ptr: 0x70_0000 + i * 0x1000,
+            size: 128,
+            raw: false,
+        };
+        for i in 0..BATCH - 1 {
+            assert_eq!(keep_pending(56, block(i)).ok(), Some(true), "block {i}");
+        }
+        assert_eq!(
+            keep_pending(56, block(BATCH)).ok(),
+            Some(false),
+            "a barrier is due"
+        );
+        assert_eq!(
+            kept_bytes(56),
+            (BATCH - 1) * 128,
+            "the refused block is not kept"
+        );
+        assert_eq!(take(56, 128), None, "pending blocks are not handed out");
+        assert!(keep_pending(DEVICES as i32, block(0)).is_err());
+        assert_eq!(drain(56).len(), BATCH - 1);
     }
 
     #[test]
