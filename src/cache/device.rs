@@ -67,7 +67,7 @@ fn cache_on() -> bool {
 }
 
 fn shard(p: usize) -> &'static Mutex<Option<AddrMap<Live>>> {
-    &LIVE[(p >> 8) % SHARDS]
+    &LIVE[crate::hash::part(p, SHARDS)]
 }
 
 fn device_index(device: i32) -> Result<usize> {

@@ -382,6 +382,7 @@ mod tests {
 
     #[test]
     fn an_emptied_size_list_is_reused_by_the_next_size() {
+        // Device 57: no other test uses it.
         let blocks: Vec<Block> = (0..5)
             .map(|i| Block {
                 ptr: 0x50_0000 + i * 0x1000,
