@@ -1,9 +1,13 @@
-//! Host-only test of the pinned cache's stream books (src/cache/host.rs), dynamic build only: the
-//! child runs with tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13,
-//! whose streams are tracked (a call on a destroyed one fails and is counted) and whose
-//! cudaEventRecord the child can make fail. A pinned block that memcpy_async used on a stream
-//! must get its ordering event when that stream is destroyed, also when a first destroy_stream
-//! failed half-way: else free_host later records on the destroyed stream.
+//! Host-only tests of the caches' books, dynamic build only: the children run with
+//! tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, whose streams are
+//! tracked (a call on a destroyed one fails and is counted), whose cudaEventRecord the child can
+//! make fail, and which counts device queries and event records.
+//! - The pinned cache (src/cache/host.rs): a pinned block that memcpy_async used on a stream
+//!   must get its ordering event when that stream is destroyed, also when a first
+//!   destroy_stream failed half-way: else free_host later records on the destroyed stream.
+//! - The device cache's recycling (src/cache/recycle.rs): a free_device that keeps its block
+//!   makes no CUDA call until 16 are kept; the 16th records the barrier, and only then are the
+//!   blocks handed out again.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -116,16 +120,80 @@ fn child_host_cache() {
     println!("host-cache-fake child: ok");
 }
 
+/// The stand-in cudart's folder, built once per test binary.
+fn fake_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        support::c_shared_library(
+            "tests/fixtures/fake_cudart.c",
+            &support::tmp_dir().join("host-cache-fake-cudart"),
+            "libcudart.so.13",
+            &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
+        )
+    })
+}
+
 #[test]
 fn pinned_blocks_get_their_event_when_their_stream_is_destroyed() {
-    let dir = support::c_shared_library(
-        "tests/fixtures/fake_cudart.c",
-        &support::tmp_dir().join("host-cache-fake-cudart"),
-        "libcudart.so.13",
-        &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
-    );
     let text = support::child::TestChild::new("child_host_cache")
-        .loader_path(&dir)
+        .loader_path(fake_dir())
         .run_passing();
     assert!(text.contains("host-cache-fake child: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by freed_device_blocks_are_kept_without_a_cuda_call_until_the_barrier"]
+fn child_device_recycle() {
+    support::child::require_child("child_device_recycle");
+    // SAFETY: the fake is on the loader path (the parent's doing); its counters have this C type.
+    let (device_calls, records) = unsafe {
+        (
+            fake::<extern "C" fn() -> libc::c_long>(c"fake_device_calls"),
+            fake::<extern "C" fn() -> libc::c_long>(c"fake_event_records"),
+        )
+    };
+    let n = 4096;
+    // SAFETY: the table's functions; every pointer freed is one malloc_device returned.
+    unsafe {
+        assert_eq!((TABLE.get_device_count)(), 1, "the stand-in has one device");
+        (TABLE.set_device)(0);
+        let blocks: Vec<usize> = (0..16).map(|_| (TABLE.malloc_device)(n) as usize).collect();
+        assert!(blocks.iter().all(|&p| p != 0));
+        let (calls, recorded) = (device_calls(), records());
+        for &p in &blocks[..15] {
+            (TABLE.free_device)(p as *mut libc::c_void);
+        }
+        assert_eq!(
+            (device_calls(), records()),
+            (calls, recorded),
+            "15 frees kept as pending: no device query, no event"
+        );
+        // Pending blocks are not handed out: a new allocation is none of them.
+        let fresh = (TABLE.malloc_device)(n) as usize;
+        assert!(
+            fresh != 0 && !blocks.contains(&fresh),
+            "a pending block handed out"
+        );
+        // The 16th free records the barrier on the legacy stream of the current device.
+        (TABLE.free_device)(blocks[15] as *mut libc::c_void);
+        assert!(
+            device_calls() > calls,
+            "the barrier's free asks for the device"
+        );
+        assert_eq!(records(), recorded + 1, "one barrier for 16 frees");
+        // Behind the barrier the blocks come back.
+        let again = (TABLE.malloc_device)(n) as usize;
+        assert!(blocks.contains(&again), "a ready block is reused");
+        (TABLE.free_device)(again as *mut libc::c_void);
+        (TABLE.free_device)(fresh as *mut libc::c_void);
+    }
+    println!("device-recycle child: ok");
+}
+
+#[test]
+fn freed_device_blocks_are_kept_without_a_cuda_call_until_the_barrier() {
+    let text = support::child::TestChild::new("child_device_recycle")
+        .loader_path(fake_dir())
+        .run_passing();
+    assert!(text.contains("device-recycle child: ok"), "{text}");
 }
