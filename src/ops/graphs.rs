@@ -260,32 +260,16 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
 
 /// Destroys an executable graph of ours; NULL does nothing.
 pub fn exec_destroy(exec: *mut c_void) -> Result<()> {
-    if exec.is_null() {
-        return Ok(());
-    }
-    let device = EXECS.check(exec, true)?;
-    let destroyed = crate::device::with(device, || {
-        // SAFETY: ours, forgotten above, destroyed once.
+    EXECS.destroy(exec, || {
+        // SAFETY: ours, forgotten by `destroy`, destroyed once.
         unsafe { crate::graph::exec_destroy(exec.cast()) }
-    });
-    if destroyed.is_err() {
-        EXECS.add(exec, device);
-    }
-    destroyed
+    })
 }
 
 /// Destroys a graph of ours; NULL does nothing. Executable graphs made from it stay valid.
 pub fn graph_destroy(graph: *mut c_void) -> Result<()> {
-    if graph.is_null() {
-        return Ok(());
-    }
-    let device = GRAPHS.check(graph, true)?;
-    let destroyed = crate::device::with(device, || {
-        // SAFETY: ours, forgotten above, destroyed once.
+    GRAPHS.destroy(graph, || {
+        // SAFETY: ours, forgotten by `destroy`, destroyed once.
         unsafe { crate::graph::destroy(graph.cast()) }
-    });
-    if destroyed.is_err() {
-        GRAPHS.add(graph, device);
-    }
-    destroyed
+    })
 }

@@ -164,6 +164,24 @@ impl Handles {
             ))
         })
     }
+
+    /// Destroys a live handle with `destroy`, run with the handle's device current; NULL does
+    /// nothing. A handle that `destroy` fails to destroy stays recorded.
+    pub(crate) fn destroy(
+        &self,
+        h: *mut std::os::raw::c_void,
+        destroy: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        if h.is_null() {
+            return Ok(());
+        }
+        let device = self.check(h, true)?;
+        let destroyed = crate::device::with(device, destroy);
+        if destroyed.is_err() {
+            self.add(h, device);
+        }
+        destroyed
+    }
 }
 
 static EVENTS: Handles = Handles::new("event", "llaisysNvidiaEventCreate");
