@@ -27,6 +27,8 @@ pub const MODE_RELAXED: u32 = cudart::CAPTURE_MODE_RELAXED;
 pub const STATUS_NONE: u32 = cudart::CAPTURE_STATUS_NONE;
 /// `cudaStreamCaptureStatusActive`.
 pub const STATUS_ACTIVE: u32 = cudart::CAPTURE_STATUS_ACTIVE;
+/// `cudaStreamCaptureStatusInvalidated`.
+pub const STATUS_INVALIDATED: u32 = cudart::CAPTURE_STATUS_INVALIDATED;
 
 /// True while a blocking stream of the current device captures, so that the legacy stream must
 /// not be used (a query that does not invalidate the capture). Any other answer (no driver, a

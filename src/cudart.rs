@@ -815,6 +815,9 @@ pub(crate) const CAPTURE_STATUS_NONE: u32 =
 /// `cudaStreamCaptureStatusActive`.
 pub(crate) const CAPTURE_STATUS_ACTIVE: u32 =
     raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusActive.0;
+/// `cudaStreamCaptureStatusInvalidated`.
+pub(crate) const CAPTURE_STATUS_INVALIDATED: u32 =
+    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusInvalidated.0;
 /// `cudaStreamCaptureModeGlobal`.
 pub(crate) const CAPTURE_MODE_GLOBAL: u32 =
     raw::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal.0;

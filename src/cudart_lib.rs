@@ -204,11 +204,6 @@ pub fn runtime_address(spec: &'static Spec) -> *const c_void {
     }
 }
 
-/// "13.0" for 13000.
-fn version_text(v: i32) -> String {
-    format!("{}.{}", v / 1000, (v % 1000) / 10)
-}
-
 fn choose(spec: &'static Spec) -> Choice {
     let driver = driver(spec);
     let mut tried = Vec::new();
@@ -226,7 +221,7 @@ fn choose(spec: &'static Spec) -> Choice {
                     format!(
                         "not considered: the driver supports CUDA {} (CUDA {m} needs {m}.0 or \
                          newer)",
-                        version_text(*version)
+                        libsearch::cuda_version_text(*version)
                     ),
                 ));
                 continue;
@@ -260,7 +255,7 @@ fn choose(spec: &'static Spec) -> Choice {
             Driver::Version { version, library } => format!(
                 "the NVIDIA driver ({library}) supports CUDA {} and this library loads CUDA \
                  {majors} runtimes, which need a newer driver: update the NVIDIA driver",
-                version_text(*version)
+                libsearch::cuda_version_text(*version)
             ),
             Driver::Missing(why) => format!("this library loads no CUDA runtime major ({why})"),
         };
@@ -288,17 +283,17 @@ fn choose(spec: &'static Spec) -> Choice {
             let mut rt = f.value;
             rt.found_via = f.via;
             LOADED_INDEX.store(rt.index, Ordering::Release);
-            let v = version_text(rt.version);
+            let v = libsearch::cuda_version_text(rt.version);
             let via = &rt.found_via;
             let why = match (&driver, named) {
                 (Driver::Version { version, .. }, false) => format!(
                     "CUDA {v}: the newest runtime found that the driver (CUDA {}) supports, found \
                      through {via}",
-                    version_text(*version),
+                    libsearch::cuda_version_text(*version),
                 ),
                 (Driver::Version { version, .. }, true) => format!(
                     "CUDA {v}: the runtime {via}, which the driver (CUDA {}) supports",
-                    version_text(*version),
+                    libsearch::cuda_version_text(*version),
                 ),
                 (Driver::Missing(d), false) => format!(
                     "CUDA {v}: no NVIDIA driver ({d}), so the newest runtime found, through \
@@ -412,7 +407,7 @@ fn open(
     let Some(index) = spec.majors.iter().position(|&m| m == major) else {
         return reject(format!(
             "{file} is CUDA {}; this library was built with the headers of CUDA {} only",
-            version_text(version),
+            libsearch::cuda_version_text(version),
             spec.majors
                 .iter()
                 .map(|m| m.to_string())
@@ -423,7 +418,7 @@ fn open(
     if let Some(w) = which.filter(|&w| w != index) {
         return reject(format!(
             "{file} is CUDA {}, not CUDA {}",
-            version_text(version),
+            libsearch::cuda_version_text(version),
             spec.majors.get(w).copied().unwrap_or(0)
         ));
     }
@@ -432,8 +427,8 @@ fn open(
             let why = format!(
                 "{file} is CUDA {} and the driver supports CUDA {} (CUDA {major} needs {major}.0 \
                  or newer): update the NVIDIA driver or use a CUDA {} runtime",
-                version_text(version),
-                version_text(*d),
+                libsearch::cuda_version_text(version),
+                libsearch::cuda_version_text(*d),
                 d / 1000
             );
             return reject_for(why, true);
@@ -477,7 +472,11 @@ pub fn note(spec: &'static Spec, sym: &'static Symbol) -> Option<String> {
     if sym.slot.load(Ordering::Acquire) != missing() {
         return None;
     }
-    let this = format!("{} (CUDA {})", rt.path, version_text(rt.version));
+    let this = format!(
+        "{} (CUDA {})",
+        rt.path,
+        libsearch::cuda_version_text(rt.version)
+    );
     Some(match sym.links.get(rt.index).copied().flatten() {
         Some(link) => format!(
             "{this} has no {}: use a newer CUDA {} runtime",

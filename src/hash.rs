@@ -6,6 +6,9 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// 2^64 / phi, odd: Fibonacci hashing's multiplier.
+const PHI: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// Hashes one `usize` (an address) by multiplying with 2^64 / phi.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct AddrHasher(u64);
@@ -17,19 +20,19 @@ impl Hasher for AddrHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(PHI);
         }
     }
 
     fn write_usize(&mut self, v: usize) {
-        self.0 = (v as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = (v as u64 ^ self.0).wrapping_mul(PHI);
     }
 }
 
 /// Which of `n` (a power of two) parts an address falls in: the top bits of its product.
 pub(crate) fn part(addr: usize, n: usize) -> usize {
     debug_assert!(n.is_power_of_two() && n > 1);
-    ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - n.trailing_zeros())) as usize
+    ((addr as u64).wrapping_mul(PHI) >> (64 - n.trailing_zeros())) as usize
 }
 
 /// A `HashMap` keyed by addresses.

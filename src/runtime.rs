@@ -23,7 +23,7 @@ pub fn device_count() -> Result<i32> {
 
 /// Formats a CUDA version number (12090 -> "12.9").
 pub fn version_string(v: i32) -> String {
-    format!("{}.{}", v / 1000, (v % 1000) / 10)
+    crate::libsearch::cuda_version_text(v)
 }
 
 /// The facts build.rs recorded about this build.
@@ -80,7 +80,6 @@ pub struct CudartLibrary {
 /// Which CUDA runtime this library uses and why. In the `loaded` mode the first call loads it
 /// (the status it answers when none can be loaded is in `why`); it never fails.
 pub fn cudart_library() -> CudartLibrary {
-    let path = crate::libsearch::object_of(cudart::runtime_symbol_address());
     #[cfg(llaisys_loaded)]
     {
         let c = cudart::loaded_runtime();
@@ -95,7 +94,7 @@ pub fn cudart_library() -> CudartLibrary {
         };
         CudartLibrary {
             link_mode: build::LINK_MODE,
-            path: c.runtime.as_ref().ok().map(|rt| rt.path.clone()).or(path),
+            path: c.runtime.as_ref().ok().map(|rt| rt.path.clone()),
             version: c.runtime.as_ref().ok().map(|rt| rt.version),
             why: c.why.clone(),
             driver,
@@ -108,6 +107,7 @@ pub fn cudart_library() -> CudartLibrary {
     }
     #[cfg(not(llaisys_loaded))]
     {
+        let path = crate::libsearch::object_of(cudart::runtime_symbol_address());
         let version = runtime_version().ok();
         let why = if build::LINK_MODE == "static" {
             format!(

@@ -17,17 +17,18 @@ use std::process::Command;
 
 mod support;
 
+/// Where the programs built against the stand-in go.
+fn bench_dir() -> PathBuf {
+    support::tmp_dir().join("bench-fake")
+}
+
 /// (the stand-in's folder, table_bench, the reference backend), built once per test binary.
 fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
     static BUILT: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
-        let dir = support::tmp_dir().join("bench-fake");
-        let fake = support::c_shared_library(
-            "tests/fixtures/fake_cudart.c",
-            &dir,
-            "libcudart.so.13",
-            &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
-        );
+        let dir = bench_dir();
+        std::fs::create_dir_all(&dir).expect("the bench folder");
+        let fake = support::fake_cudart().to_path_buf();
         let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
         let bench = dir.join("table_bench");
         let mut cmd = cxx();
@@ -183,9 +184,9 @@ fn reference_variant(name: &str, what: &str, by: &str) -> PathBuf {
         1,
         "{what:?} in the reference's source"
     );
-    let source = fake.join(format!("{name}.cu"));
+    let source = bench_dir().join(format!("{name}.cu"));
     std::fs::write(&source, text.replace(what, by)).expect("write the variant's source");
-    let out = fake.join(format!("lib{name}.so"));
+    let out = bench_dir().join(format!("lib{name}.so"));
     build_reference(fake, &source, &out);
     out
 }
@@ -197,7 +198,7 @@ fn weights_load(reference: &Path) -> (i32, String, String) {
     let (fake, _, _) = built();
     let exe = EXE.get_or_init(|| {
         let root = support::source_dir();
-        let exe = fake.join("weights_load");
+        let exe = bench_dir().join("weights_load");
         let mut cmd = cxx();
         cmd.args(["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
             .arg(format!("-I{}", support::csrc().display()))

@@ -10,7 +10,10 @@
 //!
 //! Needs no GPU, no driver.
 
+mod c_header;
 mod support;
+
+use c_header::strip_comments;
 
 // The Rust side of the header, in one place (the library re-exports these under
 // `llaisys_nvidia::ffi` in its final layout; re-point this block there).
@@ -515,33 +518,6 @@ struct Declared {
     typedefs: Vec<String>,
     /// `#define LLAISYS_NVIDIA_*` names.
     defines: Vec<String>,
-}
-
-/// The text without `/* */` and `//` comments.
-fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        let block = rest.find("/*");
-        let line = rest.find("//");
-        match (block, line) {
-            (Some(b), l) if l.is_none_or(|l| b < l) => {
-                out.push_str(&rest[..b]);
-                let end = rest[b + 2..].find("*/").expect("unterminated comment");
-                out.push(' ');
-                rest = &rest[b + 2 + end + 2..];
-            }
-            (_, Some(l)) => {
-                out.push_str(&rest[..l]);
-                rest = &rest[l..];
-                rest = rest.find('\n').map_or("", |n| &rest[n..]);
-            }
-            _ => {
-                out.push_str(rest);
-                return out;
-            }
-        }
-    }
 }
 
 fn is_ident_char(c: char) -> bool {

@@ -120,23 +120,10 @@ fn child_host_cache() {
     println!("host-cache-fake child: ok");
 }
 
-/// The stand-in cudart's folder, built once per test binary.
-fn fake_dir() -> &'static std::path::Path {
-    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        support::c_shared_library(
-            "tests/fixtures/fake_cudart.c",
-            &support::tmp_dir().join("host-cache-fake-cudart"),
-            "libcudart.so.13",
-            &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
-        )
-    })
-}
-
 #[test]
 fn pinned_blocks_get_their_event_when_their_stream_is_destroyed() {
     let text = support::child::TestChild::new("child_host_cache")
-        .loader_path(fake_dir())
+        .loader_path(support::fake_cudart())
         .run_passing();
     assert!(text.contains("host-cache-fake child: ok"), "{text}");
 }
@@ -193,7 +180,7 @@ fn child_device_recycle() {
 #[test]
 fn freed_device_blocks_are_kept_without_a_cuda_call_until_the_barrier() {
     let text = support::child::TestChild::new("child_device_recycle")
-        .loader_path(fake_dir())
+        .loader_path(support::fake_cudart())
         .run_passing();
     assert!(text.contains("device-recycle child: ok"), "{text}");
 }

@@ -90,15 +90,7 @@ fn driver(version: Option<i32>) -> PathBuf {
                 &[format!("-DFAKE_DRIVER_VERSION={v}")],
             );
         }),
-        None => built("driver-none", |dir| {
-            let src = dir.join("no_version.c");
-            std::fs::write(&src, "int llaisys_stand_in_driver_without_a_version = 1;\n").unwrap();
-            let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-            cc.args(["-shared", "-fPIC", "-o"])
-                .arg(dir.join("libcuda.so.1"))
-                .arg(&src);
-            support::compile(cc);
-        }),
+        None => support::no_driver::loader_dir(),
     }
 }
 
@@ -112,13 +104,7 @@ fn path_of(dirs: &[&Path]) -> String {
 // ---- the probe ----------------------------------------------------------------------------
 
 fn last_message() -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    // SAFETY: a buffer of its length.
-    unsafe { ffi::llaisysNvidiaLastErrorMessage(buf.as_mut_ptr(), buf.len()) };
-    // SAFETY: NUL-terminated by the call.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .replace('\n', " | ")
+    support::last_error_message().replace('\n', " | ")
 }
 
 fn text(buf: &[c_char]) -> String {

@@ -10,7 +10,6 @@
 
 use llaisys_nvidia::ffi::{self, TABLE};
 use std::os::raw::c_void;
-use std::path::PathBuf;
 
 mod support;
 
@@ -18,15 +17,6 @@ mod support;
 const FAIL: &str = "LLAISYS_STAGED_FAKE_FAIL";
 const H2D: i32 = 1;
 const D2H: i32 = 2;
-
-fn fake_cudart() -> PathBuf {
-    support::c_shared_library(
-        "tests/fixtures/fake_cudart.c",
-        &support::tmp_dir().join("staged-fake-cudart"),
-        "libcudart.so.13",
-        &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
-    )
-}
 
 fn pattern(n: usize, seed: usize) -> Vec<u8> {
     (0..n)
@@ -233,12 +223,12 @@ fn child_env(run: &str) -> Vec<(String, String)> {
 
 #[test]
 fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
-    let dir = fake_cudart();
+    let dir = support::fake_cudart();
     for run in RUNS {
         let envs = child_env(run);
         // A copy that never ends (a deadlock) fails the test as a timeout.
         let out = support::child::TestChild::new("child_staged_copies")
-            .loader_path(&dir)
+            .loader_path(dir)
             .envs(envs.iter().map(|(k, v)| (k, v)))
             .limit(std::time::Duration::from_secs(120))
             .run();

@@ -459,6 +459,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
             let _ = return_to_pool(live.device, recycle::drain(live.device));
             let _ = flush_large(live.device);
         }
+        // Read again: a second device may have come into use since `recycled` was decided.
         if recycled && !cross::active() {
             // A failed barrier keeps nothing: the block is freed below, in order, as ever.
             if let Ok(evicted) = recycle::keep(live.device, block) {

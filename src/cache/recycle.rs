@@ -158,12 +158,17 @@ fn lists_of(device: i32) -> Result<&'static Mutex<Lists>> {
     })
 }
 
+/// True when `count` pending blocks of `bytes` in all call for a barrier.
+fn due(count: usize, bytes: usize) -> bool {
+    count >= BATCH || bytes >= budget() / 2
+}
+
 /// Keeps a freed block of `device` as pending when that does not make a barrier due: no CUDA
 /// call, so `device` need not be current. False: nothing was done; [`keep`] it, with `device`
 /// current.
 pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
     let mut l = lock(lists_of(device)?);
-    if l.pending.len() + 1 >= BATCH || l.pending_bytes + block.size >= budget() / 2 {
+    if due(l.pending.len() + 1, l.pending_bytes + block.size) {
         return Ok(false);
     }
     l.pending.push(block);
@@ -183,7 +188,7 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
         let mut l = lock(lists);
         l.pending.push(block);
         l.pending_bytes += block.size;
-        l.pending.len() >= BATCH || l.pending_bytes >= budget() / 2
+        due(l.pending.len(), l.pending_bytes)
     };
     if !due {
         return Ok(Vec::new());

@@ -342,6 +342,12 @@ pub fn dlerror() -> Option<String> {
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
+/// A CUDA version number as text: "12.9" for 12090 (cudaRuntimeGetVersion's and
+/// cuDriverGetVersion's encoding).
+pub(crate) fn cuda_version_text(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
 /// The file of the loaded object holding `addr` (`dladdr`).
 pub fn object_of(addr: *const c_void) -> Option<String> {
     // SAFETY: plain data, overwritten by dladdr.

@@ -83,11 +83,13 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
             "this thread is already capturing through the library: end that capture first",
         ));
     }
-    if pool != 0 && graph_pool::device_of(pool)? != device {
-        return Err(Error::invalid_argument(format!(
-            "pool={pool} belongs to device {}, stream={s:p} to device {device}",
-            graph_pool::device_of(pool)?
-        )));
+    if pool != 0 {
+        let owner = graph_pool::device_of(pool)?;
+        if owner != device {
+            return Err(Error::invalid_argument(format!(
+                "pool={pool} belongs to device {owner}, stream={s:p} to device {device}"
+            )));
+        }
     }
     if begun(|b| b.contains_key(&(s as usize))) {
         return Err(Error::invalid_argument(format!(

@@ -15,13 +15,7 @@ use std::time::{Duration, Instant};
 
 const N: usize = 64 << 10;
 
-fn last() -> String {
-    let mut buf = vec![0u8; 1024];
-    unsafe { llaisysNvidiaLastErrorMessage(buf.as_mut_ptr().cast(), buf.len()) };
-    std::ffi::CStr::from_bytes_until_nul(&buf)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
+use crate::support::last_error_message as last;
 
 fn ok(status: i32, what: &str) {
     assert_eq!(status, 0, "{what}: {}", last());

@@ -252,6 +252,20 @@ pub fn run_ok(exe: &Path, args: &[&str]) -> String {
     run(exe, args).ok()
 }
 
+/// The folder of the asynchronous stand-in cudart (tests/fixtures/fake_cudart.c with
+/// -DFAKE_ASYNC, as libcudart.so.13), built once per test binary.
+pub fn fake_cudart() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        c_shared_library(
+            "tests/fixtures/fake_cudart.c",
+            &tmp_dir().join("fake-cudart"),
+            "libcudart.so.13",
+            &["-DFAKE_ASYNC", "-pthread", "-Wl,-soname,libcudart.so.13"].map(String::from),
+        )
+    })
+}
+
 /// Builds the C file `source` (a path in the crate) with `cc -shared -fPIC -O2` and `extra`
 /// into `dir/name`, and returns `dir`; fails the test with cc's output when it does not build.
 pub fn c_shared_library(source: &str, dir: &Path, name: &str, extra: &[String]) -> PathBuf {

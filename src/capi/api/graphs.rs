@@ -18,7 +18,7 @@ pub const CAPTURE_STATUS_NONE: c_int = crate::capture::STATUS_NONE as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_STATUS_ACTIVE`.
 pub const CAPTURE_STATUS_ACTIVE: c_int = crate::capture::STATUS_ACTIVE as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_STATUS_INVALIDATED`.
-pub const CAPTURE_STATUS_INVALIDATED: c_int = 2;
+pub const CAPTURE_STATUS_INVALIDATED: c_int = crate::capture::STATUS_INVALIDATED as c_int;
 /// `LLAISYS_NVIDIA_ERROR_CAPTURE`: refused because a stream capture is in progress.
 pub const STATUS_CAPTURE: c_int = crate::error::ErrorKind::Capture as c_int;
 
