@@ -1,8 +1,8 @@
 //! The host side of a staged copy: how a piece's bytes are written. Writes can bypass the CPU
-//! caches (non-temporal stores; `super::stores` says when): into a staging buffer (H2D) the copy
-//! engine then reads memory, not lines dirty in a cache, and the copy does not first read the
-//! lines it overwrites; into the caller's buffer of a large D2H copy they spare the caches bytes
-//! they could not keep anyway (docs/caches.md).
+//! caches (non-temporal stores; `super::stores` says when): into a staging buffer (H2D below
+//! 128 MiB) the copy engine then reads memory, not lines dirty in a core's cache, and the copy
+//! does not first read the lines it overwrites; into the caller's buffer of a large D2H copy
+//! they spare the caches bytes they could not keep anyway (docs/caches.md).
 
 /// How the bytes are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -53,6 +53,11 @@ const H2D_FIRST_CHUNK: usize = 256 << 10;
 /// D2H copies from this size write the caller's buffer with non-temporal stores: beyond what
 /// the CPU caches keep, where they are faster than ordinary stores (docs/caches.md).
 const STREAMING_FROM: usize = 32 << 20;
+/// H2D copies from this size write the staging buffers with ordinary stores: their source comes
+/// from memory rather than the CPU caches, and the copy engine then reads the staging buffers
+/// from the last-level cache instead of memory, which non-temporal stores would have sent them
+/// to; smaller copies keep non-temporal stores, which were faster there (docs/caches.md).
+const H2D_CACHED_FROM: usize = 128 << 20;
 
 /// Which way a staged copy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,11 +134,13 @@ fn chunks(size: usize, direction: Direction) -> Vec<(usize, usize)> {
     plan(size, chunk_for(size), first)
 }
 
-/// The stores of a copy's host side: H2D writes the staging buffers, always with non-temporal
-/// stores (the copy engine then reads memory, not lines dirty in a cache); D2H writes the
-/// caller's buffer, with non-temporal stores from `STREAMING_FROM` bytes.
+/// The stores of a copy's host side: H2D writes the staging buffers, with non-temporal stores
+/// below `H2D_CACHED_FROM` bytes (the copy engine then reads memory, not lines dirty in a
+/// core's cache) and ordinary ones from it; D2H writes the caller's buffer, with non-temporal
+/// stores from `STREAMING_FROM` bytes.
 fn stores(direction: Direction, size: usize) -> Stores {
     match direction {
+        Direction::HostToDevice if size >= H2D_CACHED_FROM => Stores::Cached,
         Direction::HostToDevice => Stores::Streaming,
         Direction::DeviceToHost if size >= STREAMING_FROM => Stores::Streaming,
         Direction::DeviceToHost => Stores::Cached,
@@ -315,10 +322,18 @@ mod tests {
     }
 
     #[test]
-    fn only_large_d2h_copies_stream_into_the_callers_buffer() {
+    fn large_d2h_copies_stream_into_the_callers_buffer_large_h2d_copies_stage_through_the_cache() {
         assert_eq!(
             stores(Direction::HostToDevice, MIN_BYTES),
             Stores::Streaming
+        );
+        assert_eq!(
+            stores(Direction::HostToDevice, H2D_CACHED_FROM - 1),
+            Stores::Streaming
+        );
+        assert_eq!(
+            stores(Direction::HostToDevice, H2D_CACHED_FROM),
+            Stores::Cached
         );
         assert_eq!(
             stores(Direction::DeviceToHost, (32 << 20) - 1),
