@@ -53,6 +53,7 @@ for mode in static dynamic; do
   while read -r name; do
     log=$work/$mode-$name.log
     LLAISYS_TEST_LIB_DIR=$d LLAISYS_TEST_CUDA_LIB=$d LLAISYS_TEST_TMPDIR=$work/tmp-$mode \
+      LLAISYS_NVIDIA_DOCTOR_BIN=$d/llaisys-nvidia \
       timeout 300 "$d/$name" --show-output ${1:+"$1"} >"$log" 2>&1
     rc=$?
     out=$(counts "$log" "$rc")

@@ -4,9 +4,10 @@
 # behaviour makes that condition itself):
 #   bash scripts/stage-host-tests.sh   (here)
 #   bash host-stage/run.sh             (there, from the crate's root, with host-stage/ copied)
-# For both link modes: the test binaries `cargo test` builds (the ones CI runs, stripped), the
-# cdylib and staticlib their C/C++ clients link (release, stripped), and for the dynamic mode
-# libcudart.so.N; packed into host-stage/tests.tar.gz, with scripts/host-run.sh as
+# For the static and dynamic link modes: the test binaries `cargo test` builds (the ones CI runs,
+# stripped: the library's unit and integration tests, and with the static build the doctor's and
+# the doctor's program they run), the cdylib and staticlib their C/C++ clients link (release,
+# stripped), and for the dynamic mode libcudart.so.N; packed into host-stage/tests.tar.gz, with scripts/host-run.sh as
 # host-stage/run.sh. The sources the tests read (csrc/, tests/, README.md) are the crate's own
 # on that machine: run.sh runs from the crate's root. Binaries that need the build machine
 # itself (cargo, xmake, .deps) are not staged; run.sh lists them with the reason.
@@ -30,18 +31,29 @@ not_staged() {
     llaisys_upstream) echo "builds upstream llaisys with cargo and xmake, and runs it with Python packages from .deps" ;;
     bench_fake) echo "builds the benchmark against the build machine's CUDA headers (.deps) and reference backend" ;;
     nccl) echo "loads the NCCL wheel from .deps" ;;
+    doctor_gpu) echo "the doctor's GPU tests (scripts/stage-gpu.sh stages them)" ;;
     *) return 1 ;;
   esac
 }
 
-# test_exes CARGO_ARGS...: "NAME PATH" of each integration test binary of the library.
+# test_exes CARGO_ARGS...: "NAME PATH" of each test binary cargo builds: an integration test
+# by its name, the unit tests of a library as unit-NAME and of a program as unit-NAME-bin; and
+# the doctor's program (its tests run it) as "llaisys-nvidia PATH".
 test_exes() {
   cargo test --no-run --message-format=json "$@" 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["target"]["name"], m["executable"])'
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    t = m["target"]
+    if not m["profile"]["test"]:
+        if t["kind"] == ["bin"] and t["name"] == "llaisys-nvidia":
+            print("llaisys-nvidia", m["executable"])
+    elif t["kind"] == ["test"]:
+        print(t["name"], m["executable"])
+    else:
+        print("unit-" + t["name"] + ("-bin" if t["kind"] == ["bin"] else ""), m["executable"])'
 }
 
 : >"$payload/not-staged"
@@ -56,9 +68,20 @@ for mode in static dynamic; do
   d=$payload/$mode
   mkdir -p "$d"
   : >"$d/tests"
-  exes=$(CARGO_TARGET_DIR=$tdir test_exes "${args[@]}")
+  # The doctor's tests with the static build: the dynamic doctor's check that it loads the
+  # libcudart its build linked (the rpath's folder on the build machine) holds only there.
+  packages=(-p llaisys-nvidia)
+  [ "$mode" = static ] && packages+=(-p llaisys-nvidia-doctor)
+  exes=$(CARGO_TARGET_DIR=$tdir test_exes "${packages[@]}" "${args[@]}")
   [ -n "$exes" ] || { echo "stage-host-tests: no test binaries for $mode" >&2; exit 1; }
+  [ "$mode" = static ] || printf '%s %s\t%s\n' "$mode" "doctor, fake_driver" \
+    "the dynamic doctor's tests check that it loads the libcudart of the build machine's folder" >>"$payload/not-staged"
   while read -r name exe; do
+    if [ "$name" = llaisys-nvidia ]; then
+      cp "$exe" "$d/$name"
+      strip --strip-debug "$d/$name"
+      continue
+    fi
     if ! why=$(not_staged "$name") && ! grep -q ': test$' <<<"$("$exe" --list 2>/dev/null || true)"; then
       why="has no tests in this link mode"
     fi

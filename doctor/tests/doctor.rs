@@ -1,7 +1,9 @@
-//! Host-only tests of `llaisys-nvidia doctor` (they run everywhere, CI included, where there is no
-//! driver): the real binary's report, exit status, JSON and environment section, and the
-//! diagnosis fed with made-up evidence so that every cause is covered without a GPU. The
-//! watchdog's tests with fake drivers are in fake_driver.rs.
+//! Host-only tests of `llaisys-nvidia doctor`: the real binary's report, exit status, JSON and
+//! environment section, and the diagnosis fed with made-up evidence so that every cause is
+//! covered without a GPU. They pass on any machine: the tests of the no-driver report make that
+//! condition themselves (`no_driver_dir`: a libcuda.so.1 that cannot be loaded, first on the
+//! loader's path), on a machine with an NVIDIA driver too. The watchdog's tests with fake
+//! drivers are in fake_driver.rs.
 
 use llaisys_nvidia_doctor::backend::{self, build};
 use llaisys_nvidia_doctor::child::{self, Outcome};
@@ -16,14 +18,18 @@ use llaisys_nvidia_doctor::report::{
 use llaisys_nvidia_doctor::{display, env, exit, loader, nodes, smoke, text};
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
+mod support;
+
+use support::bin;
 
 /// The binary with a clean environment: PATH, plus exactly `vars`.
 fn doctor(args: &[&str], vars: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(bin());
     c.args(args).env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         c.env("PATH", path);
@@ -38,16 +44,62 @@ fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
 }
 
-/// True where this machine has no NVIDIA driver (CI, a developer's machine): the no-driver
-/// assertions apply. Elsewhere those tests say so and check consistency instead.
-fn no_driver_here() -> bool {
-    let none = matches!(loader::probe_libcuda(), Libcuda::NotLoadable { .. });
-    if !none {
-        eprintln!(
-            "note: this machine has a driver; no-driver assertions replaced by consistency checks"
+/// A folder whose `libcuda.so.1` is not a library. First on a process's LD_LIBRARY_PATH, it is
+/// the file the loader finds for `libcuda.so.1`, and its load fails there ("file too short"):
+/// the doctor and cudart then see no driver, on any machine, one with an NVIDIA driver too.
+fn no_driver_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("llaisys-doctor-no-driver-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        std::fs::write(dir.join("libcuda.so.1"), b"").expect("the empty libcuda.so.1");
+        dir
+    })
+}
+
+/// The binary as `doctor` runs it, without a driver (`no_driver_dir` as LD_LIBRARY_PATH).
+fn doctor_without_driver(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let dir = no_driver_dir().to_str().expect("a UTF-8 temporary folder");
+    let mut all = vars.to_vec();
+    all.push(("LD_LIBRARY_PATH", dir));
+    doctor(args, &all)
+}
+
+/// Runs the test `name` of this binary again in a child process without a driver, unless this
+/// is that child: then returns true, and the test's body runs here (the loader's path is set at
+/// a process's start, so an in-process test needs a process of its own for it).
+fn in_a_process_without_driver(name: &str) -> bool {
+    const MARK: &str = "LLAISYS_DOCTOR_TEST_NO_DRIVER_CHILD";
+    if std::env::var_os(MARK).is_some_and(|v| v == name) {
+        assert!(
+            matches!(loader::probe_libcuda(), Libcuda::NotLoadable { .. }),
+            "the child process loads a libcuda.so.1"
         );
+        return true;
     }
-    none
+    let mut path = std::ffi::OsString::from(no_driver_dir());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    let o = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(MARK, name)
+        .env("LD_LIBRARY_PATH", path)
+        .output()
+        .expect("the test binary runs");
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "the child failed:\n{out}");
+    assert!(
+        out.contains("test result: ok. 1 passed"),
+        "the child ran no test:\n{out}"
+    );
+    false
 }
 
 /// Runs `script` with `input` on stdin under python3 and returns its stdout; fails the test if
@@ -92,7 +144,7 @@ fn section<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
 fn text_report_is_complete_and_says_no_driver_with_the_fix() {
     let vars = [("CUDA_VISIBLE_DEVICES", "7"), ("CUDA_LAUNCH_BLOCKING", "1")];
     for args in [&[][..], &["doctor"][..]] {
-        let o = doctor(args, &vars);
+        let o = doctor_without_driver(args, &vars);
         let out = stdout(&o);
         for title in text::SECTIONS.iter().filter(|t| **t != "Bench") {
             assert!(
@@ -118,24 +170,26 @@ fn text_report_is_complete_and_says_no_driver_with_the_fix() {
         ] {
             assert!(out.contains(fact), "build fact {fact} missing:\n{out}");
         }
-        if no_driver_here() {
-            assert_eq!(o.status.code(), Some(exit::NO_DRIVER), "{out}");
-            let diag = section(&out, "Diagnosis").join("\n");
-            assert!(diag.contains("error: no NVIDIA driver"), "{diag}");
-            assert!(diag.contains("libcuda.so.1"), "{diag}");
-            assert!(
-                diag.contains("fix: Install the NVIDIA driver"),
-                "no fix in:\n{diag}"
-            );
-            assert!(diag.contains("(exit 2)"), "{diag}");
-            assert!(
-                out.contains("cannot be loaded: libcuda.so.1"),
-                "the libcuda line shows no dlerror:\n{out}"
-            );
-            assert!(out.contains("skipped: no CUDA device"), "{out}");
-        } else {
-            assert_ne!(o.status.code(), Some(exit::USAGE), "{out}");
-        }
+        assert_eq!(o.status.code(), Some(exit::NO_DRIVER), "{out}");
+        let diag = section(&out, "Diagnosis").join("\n");
+        assert!(diag.contains("error: no NVIDIA driver"), "{diag}");
+        assert!(diag.contains("libcuda.so.1"), "{diag}");
+        assert!(
+            diag.contains("fix: Install the NVIDIA driver"),
+            "no fix in:\n{diag}"
+        );
+        assert!(diag.contains("(exit 2)"), "{diag}");
+        let dlerror = format!(
+            "cannot be loaded: {}/libcuda.so.1: file too short",
+            no_driver_dir().display()
+        );
+        // The report wraps its lines: compare with runs of whitespace as one space.
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(&dlerror),
+            "the libcuda line shows no dlerror ({dlerror}):\n{out}"
+        );
+        assert!(out.contains("skipped: no CUDA device"), "{out}");
     }
 }
 
@@ -185,7 +239,7 @@ fn json_parses_and_holds_the_build_facts_and_the_environment() {
             "/var/cache/with \"quotes\" and \\ and \t tab",
         ),
     ];
-    let o = doctor(&["--json"], &vars);
+    let o = doctor_without_driver(&["--json"], &vars);
     let out = stdout(&o);
     python(&out, "import json,sys; json.load(sys.stdin)");
     let facts = python(
@@ -199,13 +253,16 @@ fn json_parses_and_holds_the_build_facts_and_the_environment() {
          print(b['cudart_version']['number'])\n\
          print(b['cuda_root'])\n\
          print(b['lib_name'])\n\
-         print(json.dumps(d['machine']['env']))\n\
+         e=dict(d['machine']['env'])\n\
+         ld=e.pop('LD_LIBRARY_PATH')\n\
+         print(json.dumps(e))\n\
          print(d['machine']['libcudart']['linked_in'])\n\
          print(d['diagnosis']['exit_code'])\n\
          print(d['diagnosis']['status'])\n\
          print(d['smoke']['status'])\n\
          print(len(d['devices']), d['device_count']['count'])\n\
-         print(d['bench'])",
+         print(d['bench'])\n\
+         print(ld)",
     );
     let lines: Vec<&str> = facts.lines().collect();
     assert_eq!(lines[0], "llaisys-nvidia-doctor/1");
@@ -229,20 +286,19 @@ fn json_parses_and_holds_the_build_facts_and_the_environment() {
     );
     assert_eq!(lines[8], o.status.code().unwrap_or(-1).to_string());
     assert_eq!(lines[12], "None", "no bench without --bench");
-    if no_driver_here() {
-        assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
-        assert_eq!(lines[9], "no_driver");
-        assert_eq!(lines[10], "skipped");
-        assert_eq!(lines[11], "0 0");
-        let cause = python(
-            &out,
-            "import json,sys\n\
-             d=json.load(sys.stdin)\n\
-             f=d['diagnosis']['findings'][0]\n\
-             print(f['cause'], f['severity'], d['device_count']['error']['code'], d['machine']['libcuda']['loadable'])",
-        );
-        assert_eq!(cause.trim(), "no_driver error 35 False");
-    }
+    assert_eq!(lines[13], no_driver_dir().display().to_string());
+    assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
+    assert_eq!(lines[9], "no_driver");
+    assert_eq!(lines[10], "skipped");
+    assert_eq!(lines[11], "0 0");
+    let cause = python(
+        &out,
+        "import json,sys\n\
+         d=json.load(sys.stdin)\n\
+         f=d['diagnosis']['findings'][0]\n\
+         print(f['cause'], f['severity'], d['device_count']['error']['code'], d['machine']['libcuda']['loadable'])",
+    );
+    assert_eq!(cause.trim(), "no_driver error 35 False");
 }
 
 #[test]
@@ -277,7 +333,7 @@ fn json_says_where_libcudart_comes_from() {
         assert_eq!(lines[3], "not_checked");
     } else if build::LINK_MODE == "static" {
         // dladdr of a cudart function names this program itself: cudart is linked in.
-        let exe = std::fs::canonicalize(BIN).expect("binary path");
+        let exe = std::fs::canonicalize(bin()).expect("binary path");
         let shown = std::fs::canonicalize(lines[0]).expect("an existing file");
         assert_eq!(shown, exe, "{out}");
         assert_eq!(lines[1], "None");
@@ -326,10 +382,7 @@ fn dynamic_reports_the_libcudart_the_loader_really_chose() {
 
 #[test]
 fn bench_without_a_device_says_skipped() {
-    if !no_driver_here() {
-        return;
-    }
-    let o = doctor(&["--bench"], &[]);
+    let o = doctor_without_driver(&["--bench"], &[]);
     let out = stdout(&o);
     assert_eq!(
         section(&out, "Bench"),
@@ -337,7 +390,7 @@ fn bench_without_a_device_says_skipped() {
         "{out}"
     );
     assert_eq!(o.status.code(), Some(exit::NO_DRIVER));
-    let o = doctor(&["doctor", "--json", "--bench", "--device", "3"], &[]);
+    let o = doctor_without_driver(&["doctor", "--json", "--bench", "--device", "3"], &[]);
     let got = python(
         &stdout(&o),
         "import json,sys\n\
@@ -407,7 +460,7 @@ fn usage_errors_and_help() {
 
 #[test]
 fn every_driver_call_ran_in_a_probe_process_under_the_watchdog() {
-    let o = doctor(&["--json", "--timeout", "7.5"], &[]);
+    let o = doctor_without_driver(&["--json", "--timeout", "7.5"], &[]);
     let got = python(
         &stdout(&o),
         "import json,sys\n\
@@ -419,24 +472,20 @@ fn every_driver_call_ran_in_a_probe_process_under_the_watchdog() {
     let lines: Vec<&str> = got.lines().collect();
     assert_eq!(lines[0], "7.5 ok None None None None", "{got}");
     assert_eq!(lines[2], "{'ok'} True", "{got}");
-    if no_driver_here() {
-        // The loaded mode asks the driver and opens a runtime first, in a probe of its own.
-        let load = if build::LINK_MODE == "loaded" {
-            "'load the CUDA runtime', "
-        } else {
-            ""
-        };
-        assert_eq!(
-            lines[1],
-            format!(
-                "['dlopen libcuda.so.1', {load}'cudaRuntimeGetVersion', 'cudaDriverGetVersion', \
-                 'cudaGetDeviceCount']"
-            ),
-            "{got}"
-        );
+    // The loaded mode asks the driver and opens a runtime first, in a probe of its own.
+    let load = if build::LINK_MODE == "loaded" {
+        "'load the CUDA runtime', "
     } else {
-        assert!(lines[1].contains("'cudaGetDeviceCount'"), "{got}");
-    }
+        ""
+    };
+    assert_eq!(
+        lines[1],
+        format!(
+            "['dlopen libcuda.so.1', {load}'cudaRuntimeGetVersion', 'cudaDriverGetVersion', \
+             'cudaGetDeviceCount']"
+        ),
+        "{got}"
+    );
     // 0 turns the limit off.
     let o = doctor(&["--json"], &[("LLAISYS_NVIDIA_DOCTOR_TIMEOUT", "0")]);
     let got = python(
@@ -457,7 +506,7 @@ fn every_driver_call_ran_in_a_probe_process_under_the_watchdog() {
 /// device that cannot work (no driver) fails step by step and returns.
 #[test]
 fn smoke_test_reports_failures_without_the_error_handler() {
-    if !no_driver_here() {
+    if !in_a_process_without_driver("smoke_test_reports_failures_without_the_error_handler") {
         return;
     }
     let mut announced = Vec::new();
@@ -1181,7 +1230,8 @@ fn environment_selection_keeps_known_order_then_sorted_others() {
 #[test]
 fn the_binary_finds_libcudart_through_its_rpath() {
     let out = Command::new("readelf")
-        .args(["-d", BIN])
+        .arg("-d")
+        .arg(bin())
         .output()
         .expect("readelf runs (binutils)");
     let dynamic = String::from_utf8_lossy(&out.stdout);

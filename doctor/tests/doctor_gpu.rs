@@ -11,14 +11,16 @@
 //! test binary; with the `loaded` feature they are looked up in the very runtime the library
 //! loaded), so the comparison does not go through the code under test.
 
+mod support;
+
 use llaisys_nvidia_doctor::{bench, exit};
 use serde_json::Value;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_float, c_int, c_void};
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Instant;
+use support::bin;
 
 // The library is what links cudart into this binary (or, `loaded`, loads it).
 use llaisys_nvidia as _;
@@ -138,17 +140,8 @@ macro_rules! require_gpu {
     };
 }
 
-/// The doctor binary: LLAISYS_NVIDIA_DOCTOR_BIN (the GPU stage's), else cargo's.
-fn doctor_bin() -> PathBuf {
-    let bin = std::env::var_os("LLAISYS_NVIDIA_DOCTOR_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_llaisys-nvidia")));
-    assert!(bin.is_file(), "no doctor binary at {}", bin.display());
-    bin
-}
-
 fn run_doctor(args: &[&str]) -> Output {
-    Command::new(doctor_bin())
+    Command::new(bin())
         .args(args)
         .env("NCCL_NVLS_ENABLE", "0")
         .output()

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_llaisys-nvidia");
+mod support;
+
+use support::bin;
 const SOURCE: &str = include_str!("../../tests/fixtures/fake_libcuda.c");
 
 /// Compiles the fake with `defines` into its own folder; returns the folder.
@@ -51,7 +53,7 @@ fn fake(name: &str, defines: &[&str]) -> PathBuf {
 /// The doctor's command with a clean environment (PATH), the fake first on LD_LIBRARY_PATH,
 /// `vars`.
 fn command(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(bin());
     c.args(args).env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         c.env("PATH", path);
