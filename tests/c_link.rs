@@ -1,9 +1,12 @@
 //! Host-only tests of how hosts link and include us: the documented link line equals rustc's
-//! `--print native-static-libs`, the header coexists with llaisys's own headers in either
-//! order, the llaisys drop-in adapter builds against a fixture of the llaisys core and answers
-//! through it (without a driver, `support::run`: no devices), and the dynamic feature finds
-//! libcudart at run time through its rpath.
+//! `--print native-static-libs`, the header coexists with llaisys's own headers in either order
+//! (the real upstream tree's, `llaisys_tree::upstream`, and a fixture's that adds one type of
+//! llaisys's own), the llaisys drop-in adapter builds against a fixture of the llaisys core and
+//! answers through it (without a driver, `support::run`: no devices; tests/llaisys_upstream.rs
+//! builds the real tree with it), and the dynamic feature finds libcudart at run time through
+//! its rpath.
 
+mod llaisys_tree;
 mod support;
 
 use std::path::Path;
@@ -59,8 +62,9 @@ fn documented_link_line_is_rustc_native_static_libs() {
     );
 }
 
-/// Compiles one translation unit that includes the given headers in order.
-fn compile_tu(name: &str, cpp: bool, includes: &[&str], fixture_on_path: bool) {
+/// Compiles one translation unit that includes the given headers in order, with `llaisys` (a
+/// folder holding llaisys.h and llaisys/runtime.h) on the include path when given.
+fn compile_tu(name: &str, cpp: bool, includes: &[&str], llaisys: Option<&Path>) {
     let dir = scratch("headers");
     let src = dir.join(format!("{name}.{}", if cpp { "cpp" } else { "c" }));
     let mut text: String = includes.iter().map(|h| format!("#include {h}\n")).collect();
@@ -71,7 +75,7 @@ fn compile_tu(name: &str, cpp: bool, includes: &[&str], fixture_on_path: bool) {
          int main(void) { get_device_count_api f = use(LLAISYS_MEMCPY_D2D, 0)->get_device_count;\n\
          llaisysDeviceType_t d = LLAISYS_DEVICE_NVIDIA; (void)d; return f == 0; }\n",
     );
-    if includes.iter().any(|h| h.contains("llaisys.h")) || fixture_on_path {
+    if includes.iter().any(|h| h.contains("llaisys.h")) || llaisys.is_some() {
         text.push_str("llaisysDataType_t only_in_llaisys = LLAISYS_DTYPE_F32;\n");
     }
     std::fs::write(&src, text).unwrap();
@@ -96,8 +100,8 @@ fn compile_tu(name: &str, cpp: bool, includes: &[&str], fixture_on_path: bool) {
         ]
     })
     .arg(format!("-I{}", csrc().display()));
-    if fixture_on_path {
-        cmd.arg(format!("-I{}", fixture().join("include").display()));
+    if let Some(dir) = llaisys {
+        cmd.arg(format!("-I{}", dir.display()));
     }
     cmd.arg(&src);
     compile(cmd);
@@ -105,12 +109,26 @@ fn compile_tu(name: &str, cpp: bool, includes: &[&str], fixture_on_path: bool) {
 
 #[test]
 fn header_compiles_alone_as_c99_and_cpp17() {
-    compile_tu("alone_c", false, &["\"llaisys_runtime.h\""], false);
-    compile_tu("alone_cpp", true, &["\"llaisys_runtime.h\""], false);
+    compile_tu("alone_c", false, &["\"llaisys_runtime.h\""], None);
+    compile_tu("alone_cpp", true, &["\"llaisys_runtime.h\""], None);
 }
 
 #[test]
 fn header_coexists_with_llaisys_headers_in_either_order() {
+    coexist("fixture", &fixture().join("include"));
+}
+
+#[test]
+fn header_coexists_with_upstream_llaisys_headers_in_either_order() {
+    let Some(up) = llaisys_tree::upstream() else {
+        return;
+    };
+    coexist("upstream", &up.join("include"));
+}
+
+/// Our header beside llaisys's own (in the folder `include`), in every order, as C++ and C.
+fn coexist(tag: &str, include: &Path) {
+    let tu = |name: &str| format!("{tag}_{name}");
     // C++: llaisys.h and llaisys/runtime.h before and after ours.
     let theirs_first = [
         "<llaisys.h>",
@@ -127,21 +145,21 @@ fn header_coexists_with_llaisys_headers_in_either_order() {
         "\"llaisys_runtime.h\"",
         "<llaisys/runtime.h>",
     ];
-    compile_tu("cpp_theirs_first", true, &theirs_first, true);
-    compile_tu("cpp_ours_first", true, &ours_first, true);
-    compile_tu("cpp_ours_between", true, &ours_between, true);
+    compile_tu(&tu("cpp_theirs_first"), true, &theirs_first, Some(include));
+    compile_tu(&tu("cpp_ours_first"), true, &ours_first, Some(include));
+    compile_tu(&tu("cpp_ours_between"), true, &ours_between, Some(include));
     // C: llaisys.h (their runtime.h is C++ only) before and after ours.
     compile_tu(
-        "c_theirs_first",
+        &tu("c_theirs_first"),
         false,
         &["<llaisys.h>", "\"llaisys_runtime.h\""],
-        true,
+        Some(include),
     );
     compile_tu(
-        "c_ours_first",
+        &tu("c_ours_first"),
         false,
         &["\"llaisys_runtime.h\"", "<llaisys.h>"],
-        true,
+        Some(include),
     );
 }
 
