@@ -16,7 +16,6 @@ use llaisys_nvidia_doctor::report::{
     SmokeStatus, Step,
 };
 use llaisys_nvidia_doctor::{display, env, exit, loader, nodes, smoke, text};
-use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant};
 mod support;
 
 use support::bin;
+use support::child as runner;
 
 /// The binary with a clean environment: PATH, plus exactly `vars`.
 fn doctor(args: &[&str], vars: &[(&str, &str)]) -> Output {
@@ -37,7 +37,7 @@ fn doctor(args: &[&str], vars: &[(&str, &str)]) -> Output {
     for (k, v) in vars {
         c.env(k, v);
     }
-    c.output().expect("the llaisys-nvidia binary runs")
+    support::output(&mut c)
 }
 
 fn stdout(o: &Output) -> String {
@@ -70,8 +70,7 @@ fn doctor_without_driver(args: &[&str], vars: &[(&str, &str)]) -> Output {
 /// is that child: then returns true, and the test's body runs here (the loader's path is set at
 /// a process's start, so an in-process test needs a process of its own for it).
 fn in_a_process_without_driver(name: &str) -> bool {
-    const MARK: &str = "LLAISYS_DOCTOR_TEST_NO_DRIVER_CHILD";
-    if std::env::var_os(MARK).is_some_and(|v| v == name) {
+    if runner::is_child(name) {
         assert!(
             matches!(loader::probe_libcuda(), Libcuda::NotLoadable { .. }),
             "the child process loads a libcuda.so.1"
@@ -83,43 +82,31 @@ fn in_a_process_without_driver(name: &str) -> bool {
         path.push(":");
         path.push(old);
     }
-    let o = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(MARK, name)
+    runner::TestChild::new(name)
         .env("LD_LIBRARY_PATH", path)
-        .output()
-        .expect("the test binary runs");
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "the child failed:\n{out}");
-    assert!(
-        out.contains("test result: ok. 1 passed"),
-        "the child ran no test:\n{out}"
-    );
+        .limit(support::LIMIT)
+        .run_passing();
     false
 }
 
-/// Runs `script` with `input` on stdin under python3 and returns its stdout; fails the test if
-/// python3 fails (a JSON that does not parse, a missing key).
+/// Runs `script` under python3 with `input` as its stdin (a file in between) and returns its
+/// stdout; fails the test if python3 fails (a JSON that does not parse, a missing key).
 fn python(input: &str, script: &str) -> String {
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write to python3");
-    let out = child.wait_with_output().expect("python3 finishes");
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let file = no_driver_dir().with_extension(format!(
+        "python-input-{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&file, input).expect("write python3's input");
+    let out = support::output(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import sys\nsys.stdin = open(sys.argv[1])\n{script}"
+            ))
+            .arg(&file),
+    );
+    let _ = std::fs::remove_file(&file);
     assert!(
         out.status.success(),
         "python3 failed: {}\n--- input ---\n{input}",
@@ -1229,11 +1216,7 @@ fn environment_selection_keeps_known_order_then_sorted_others() {
 /// loaded.
 #[test]
 fn the_binary_finds_libcudart_through_its_rpath() {
-    let out = Command::new("readelf")
-        .arg("-d")
-        .arg(bin())
-        .output()
-        .expect("readelf runs (binutils)");
+    let out = support::output(Command::new("readelf").arg("-d").arg(bin()));
     let dynamic = String::from_utf8_lossy(&out.stdout);
     let needs_cudart = dynamic
         .lines()

@@ -141,11 +141,7 @@ macro_rules! require_gpu {
 }
 
 fn run_doctor(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("NCCL_NVLS_ENABLE", "0")
-        .output()
-        .expect("the doctor runs")
+    support::output(Command::new(bin()).args(args).env("NCCL_NVLS_ENABLE", "0"))
 }
 
 fn json(o: &Output) -> Value {

@@ -35,13 +35,13 @@ fn fake(name: &str, defines: &[&str]) -> PathBuf {
     let src = dir.join("fake_libcuda.c");
     std::fs::write(&src, SOURCE).expect("write the C source");
     let lib = dir.join("libcuda.so.1");
-    let out = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .args(defines)
-        .output()
-        .expect("cc runs (install gcc)");
+    let out = support::output(
+        Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .args(defines),
+    );
     assert!(
         out.status.success(),
         "cc failed: {}",
@@ -88,9 +88,7 @@ fn expected_probes(probes: &[(&'static str, &'static str)]) -> Vec<(&'static str
 /// The doctor run as `command` says, its stdout and stderr on pipes.
 fn doctor(fake: &Path, args: &[&str], vars: &[(&str, &str)]) -> (Output, Duration) {
     let t = Instant::now();
-    let o = command(fake, args, vars)
-        .output()
-        .expect("the llaisys-nvidia binary runs");
+    let o = support::output(&mut command(fake, args, vars));
     (o, t.elapsed())
 }
 

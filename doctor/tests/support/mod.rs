@@ -1,6 +1,18 @@
-//! What the doctor's test binaries share.
+//! What the doctor's test binaries share: the binary under test, and the tests' one process
+//! runner (the library's tests/support/child.rs: a bounded wait, a bounded read).
+#![allow(dead_code)]
 
+#[path = "../../../tests/support/child.rs"]
+pub mod child;
+
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Output};
+use std::time::Duration;
+
+/// How long one run of the doctor (or a tool a test starts) may take before it is killed and
+/// the test fails: the doctor's own watchdog stops a hanging probe after 20 s by default.
+pub const LIMIT: Duration = Duration::from_secs(300);
 
 /// The `llaisys-nvidia` binary under test: the file `LLAISYS_NVIDIA_DOCTOR_BIN` names (staged
 /// tests, run on another machine, carry the binary with them: scripts/stage-gpu.sh,
@@ -11,4 +23,21 @@ pub fn bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_llaisys-nvidia")));
     assert!(bin.is_file(), "no doctor binary at {}", bin.display());
     bin
+}
+
+/// Runs `cmd` (stdin from /dev/null) through the runner, at most `LIMIT`, and returns what
+/// `Command::output` would; a process still running at the limit fails the test.
+#[track_caller]
+pub fn output(cmd: &mut Command) -> Output {
+    let f = child::run(cmd, LIMIT);
+    let status = match f.end {
+        child::End::Exited(code) => ExitStatus::from_raw((code & 0xff) << 8),
+        child::End::Signal(signal) => ExitStatus::from_raw(signal),
+        child::End::TimedOut(_) => panic!("{}", f.report()),
+    };
+    Output {
+        status,
+        stdout: f.stdout.into_bytes(),
+        stderr: f.stderr.into_bytes(),
+    }
 }
