@@ -93,8 +93,9 @@ fn in_a_process_without_driver(name: &str) -> bool {
 /// stdout; fails the test if python3 fails (a JSON that does not parse, a missing key).
 fn python(input: &str, script: &str) -> String {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let file = no_driver_dir().with_extension(format!(
-        "python-input-{}",
+    let file = std::env::temp_dir().join(format!(
+        "llaisys-doctor-python-input-{}-{}",
+        std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::write(&file, input).expect("write python3's input");
