@@ -19,7 +19,6 @@ mod support;
 
 use llaisys_tree::{copy_tree, text, upstream, xmake_bin_dir};
 use std::collections::BTreeSet;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -145,12 +144,10 @@ fn prepare(l: &Layout, upstream: &Path) {
     child::run(&mut venv, child::DEFAULT_LIMIT).ok();
     // pip itself comes from .deps/python (PYTHONPATH); it installs into the venv.
     let pip = l.venv.join("bin/pip");
-    std::fs::write(
+    support::write_script(
         &pip,
         "#!/bin/sh\nexec \"$(dirname \"$0\")/python\" -m pip \"$@\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
 }
 
 /// A command in a fresh shell's environment: nothing of this test's, only PATH (the venv,

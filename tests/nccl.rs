@@ -534,10 +534,8 @@ fn nccl_search_order() {
 
 /// A stand-in `python3`: a shell script running `body`.
 fn fake_python(name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let path = support::scratch("nccl-fake-python").join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::write_script(&path, &format!("#!/bin/sh\n{body}\n"));
     path
 }
 

@@ -364,10 +364,27 @@ pub fn object_of(addr: *const c_void) -> Option<String> {
     )
 }
 
+/// Writes a shell script running `body` at `path`, executable, for the tests of this module and
+/// of `python`. The text goes to a side file that `install(1)` copies into place, so this
+/// process never holds the script open for writing: a child forked meanwhile by another test's
+/// thread would inherit that descriptor until its exec, and running the script then fails with
+/// ETXTBSY ("Text file busy").
+#[cfg(test)]
+fn write_test_script(path: &std::path::Path, body: &str) {
+    let side = path.with_extension("text");
+    std::fs::write(&side, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let status = std::process::Command::new("install")
+        .args(["-m", "755"])
+        .arg(&side)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "install {}: {status}", path.display());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
     /// A fresh folder, removed at the end.
@@ -395,8 +412,7 @@ mod tests {
     /// A "python" that prints `body`'s output (a shell script).
     fn python(dir: &Path, body: &str) -> String {
         let p = dir.join("python");
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        super::write_test_script(&p, body);
         p.display().to_string()
     }
 

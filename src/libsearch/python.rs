@@ -187,15 +187,13 @@ impl Output {
 mod tests {
     //! Stand-in "pythons": shell scripts that behave as a broken interpreter might.
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
     fn script(name: &str, body: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("llaisys-python-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        super::super::write_test_script(&path, body);
         path
     }
 

@@ -18,6 +18,27 @@ pub mod no_driver;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Writes an executable shell script at `path` (mode 755). The text goes to a side file that
+/// `install(1)` copies into place, so this process never holds the script open for writing: a
+/// child forked meanwhile by another test's thread would inherit that descriptor until its
+/// exec, and running the script then fails with ETXTBSY ("Text file busy").
+pub fn write_script(path: &Path, text: &str) {
+    let side = path.with_extension("text");
+    std::fs::write(&side, text).unwrap_or_else(|e| panic!("write {}: {e}", side.display()));
+    let status = Command::new("install")
+        .args(["-m", "755"])
+        .arg(&side)
+        .arg(path)
+        .status()
+        .unwrap_or_else(|e| panic!("run install(1): {e}"));
+    assert!(
+        status.success(),
+        "install {} -> {}: {status}",
+        side.display(),
+        path.display()
+    );
+}
+
 /// Which library a client links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Linkage {
