@@ -19,6 +19,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xzf "$here/tests.tar.gz" || exit 2
 export LLAISYS_TEST_SOURCE_DIR=$root LLAISYS_TEST_STAGED=1 LLAISYS_TEST_REQUIRE_GPU=1
+# The upstream llaisys tree staged beside this script, unless the caller names one.
+if [ -z "${LLAISYS_UPSTREAM_DIR:-}" ] && [ -d "$here/llaisys-upstream" ]; then
+  export LLAISYS_UPSTREAM_DIR=$here/llaisys-upstream
+fi
 # NVLink multicast stays off for everything these tests start.
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || echo "host-run: nvidia-smi found no GPU"

@@ -7,10 +7,12 @@
 # For the static and dynamic link modes: the test binaries `cargo test` builds (the ones CI runs,
 # stripped: the library's unit and integration tests, and with the static build the doctor's and
 # the doctor's program they run), the cdylib and staticlib their C/C++ clients link (release,
-# stripped), and for the dynamic mode libcudart.so.N; packed into host-stage/tests.tar.gz, with scripts/host-run.sh as
-# host-stage/run.sh. The sources the tests read (csrc/, tests/, README.md) are the crate's own
-# on that machine: run.sh runs from the crate's root. Binaries that need the build machine
-# itself (cargo, xmake, .deps) are not staged; run.sh lists them with the reason.
+# stripped), and for the dynamic mode libcudart.so.N; packed into host-stage/tests.tar.gz, with
+# scripts/host-run.sh as host-stage/run.sh and a copy of the upstream llaisys tree
+# (../shared/llaisys-upstream) for the tests that read its headers. The sources the tests read
+# (csrc/, tests/, README.md) are the crate's own on that machine: run.sh runs from the crate's
+# root. Binaries that need the build machine itself (cargo, xmake, .deps) are not staged; run.sh
+# lists them with the reason.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -102,6 +104,14 @@ for mode in static dynamic; do
 done
 tar -C "$payload" -czf "$stage/tests.tar.gz" .
 cp scripts/host-run.sh "$stage/run.sh"
+# The upstream llaisys tree, for the tests that compile against its headers (tests/c_link.rs);
+# run.sh points LLAISYS_UPSTREAM_DIR at the copy.
+upstream="$here/../shared/llaisys-upstream"
+if [ -f "$upstream/xmake.lua" ]; then
+  cp -r "$upstream" "$stage/llaisys-upstream"
+else
+  echo "stage-host-tests: no llaisys tree at $upstream; the tests that need it will say so there" >&2
+fi
 echo "stage-host-tests: unpacked $(du -sh "$payload" | cut -f1), staged:"
 du -sh "$stage"
 echo "stage-host-tests: done; on the GPU machine, from the crate's root: bash host-stage/run.sh"
