@@ -12,7 +12,9 @@
 //   (e) what such a pipeline is made of: the first chunk (host time until the first DMA is queued;
 //       one chunk's DMA), waking host threads (futex wake until running, measured per thread),
 //       handing a job to spinning threads and back, an event record + query, a cudaMemcpyAsync
-//       enqueue;
+//       enqueue; making a staging buffer (cudaHostAlloc, or pages touched and registered); and
+//       the first chunk of a copy from a file mapping touched for the first time (a model's
+//       weights) against the same copy once the mapping is touched;
 //   (f) cudaHostRegister + cudaMemcpy + cudaHostUnregister per copy (is registering on the fly
 //       ever cheaper?);
 //   (g) the host copy and the copy engine at the same time: the host copy's rate while DMAs of
@@ -45,12 +47,15 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -547,6 +552,10 @@ struct Probe {
     void part_c();
     void part_d();
     void part_e();
+    template <class Lat>
+    void staging_buffer_costs(Lat &lat);
+    template <class Lat>
+    void fresh_mapping_costs(Lat &lat);
     void part_f();
     void part_g();
     void part_l();
@@ -753,6 +762,90 @@ void Probe::part_e() {
                     PROBE_CUDA(cudaStreamSynchronize(stream));
                 }),
                 0, c);
+    staging_buffer_costs(lat);
+    fresh_mapping_costs(lat);
+}
+
+// Making one staging buffer of the largest chunk, as a library does on its first staged copy:
+// cudaHostAlloc, or ordinary pages (huge pages asked for with MADV_HUGEPAGE, or 4 KiB ones)
+// touched and then registered with cudaHostRegister. Timed until the buffer is usable; freed
+// outside the clock.
+template <class Lat>
+void Probe::staging_buffer_costs(Lat &lat) {
+    const size_t c = chunks.back();
+    Stat alloc, huge, small;
+    for (int r = 0; r < 7; ++r) {
+        void *p = nullptr;
+        double t0 = now_s();
+        PROBE_CUDA(cudaHostAlloc(&p, c, cudaHostAllocPortable));
+        alloc.v.push_back(now_s() - t0);
+        PROBE_CUDA(cudaFreeHost(p));
+        for (int h = 1; h >= 0; --h) {
+            t0 = now_s();
+            void *q = mmap(nullptr, c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (q == MAP_FAILED) die(2, "mmap(%zu): %s", c, std::strerror(errno));
+            madvise(q, c, h ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+            std::memset(q, 0, c);
+            PROBE_CUDA(cudaHostRegister(q, c, cudaHostRegisterPortable));
+            (h ? huge : small).v.push_back(now_s() - t0);
+            PROBE_CUDA(cudaHostUnregister(q));
+            munmap(q, c);
+        }
+    }
+    const std::string sz = fmt_size(c);
+    lat(format("make a %s staging buffer: cudaHostAlloc (portable)", sz.c_str()), alloc, 0, c);
+    lat(format("make a %s staging buffer: mmap, MADV_HUGEPAGE, touch, cudaHostRegister", sz.c_str()), huge, 0, c);
+    lat(format("make a %s staging buffer: mmap, 4 KiB pages, touch, cudaHostRegister", sz.c_str()), small, 0, c);
+}
+
+// A copy's first chunk when its source is a range of a file mapping touched for the first time
+// (a model's weights: a file in the page cache, mapped, copied tensor by tensor): a 16 MiB file
+// written here (so its pages are cached), mapped anew for each repetition, its first 256 KiB and
+// 4.5 MiB copied into pinned memory by T spinning threads; then the same copy again from the
+// mapping, now touched. The difference is what first touching a mapping costs a staged copy.
+template <class Lat>
+void Probe::fresh_mapping_costs(Lat &lat) {
+    const size_t file_len = 16 * MiB;
+    const char *tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/var/tmp") + "/pageable_probe-XXXXXX";
+    int fd = mkstemp(&path[0]);
+    if (fd < 0) die(2, "mkstemp %s: %s", path.c_str(), std::strerror(errno));
+    unlink(path.c_str());
+    std::vector<unsigned char> pattern(file_len);
+    fill_pattern(pattern.data(), file_len, 57);
+    for (size_t off = 0; off < file_len;) {
+        ssize_t w = ::write(fd, pattern.data() + off, file_len - off);
+        if (w <= 0) die(2, "write %s: %s", path.c_str(), std::strerror(errno));
+        off += static_cast<size_t>(w);
+    }
+    const size_t sizes_here[] = {256 * KiB, 4608 * KiB};
+    unsigned char *dst = nullptr;
+    PROBE_CUDA(cudaMallocHost(reinterpret_cast<void **>(&dst), sizes_here[1]));
+    for (int t : wake_threads)
+        for (size_t n : sizes_here) {
+            Workers w(t, true);
+            Stat fresh, touched;
+            for (int r = 0; r < 15; ++r) {
+                void *map = mmap(nullptr, file_len, PROT_READ, MAP_SHARED, fd, 0);
+                if (map == MAP_FAILED) die(2, "mmap %s: %s", path.c_str(), std::strerror(errno));
+                CopyJob job{dst, static_cast<const unsigned char *>(map), n, Stores::Memcpy, nullptr};
+                for (int pass = 0; pass < 2; ++pass) {
+                    std::memset(dst, 0x5A, n);
+                    double t0 = now_s();
+                    w.start(copy_part, &job);
+                    w.wait();
+                    (pass == 0 ? fresh : touched).v.push_back(now_s() - t0);
+                    if (std::memcmp(dst, pattern.data(), n) != 0)
+                        fail(format("(e) copy %s from a file mapping, T=%d: data differ", fmt_size(n).c_str(), t));
+                }
+                munmap(map, file_len);
+            }
+            lat(format("copy %s from a fresh mapping of a cached file to pinned", fmt_size(n).c_str()), fresh, t, n,
+                "hot");
+            lat(format("copy %s from the same mapping, touched, to pinned", fmt_size(n).c_str()), touched, t, n, "hot");
+        }
+    PROBE_CUDA(cudaFreeHost(dst));
+    ::close(fd);
 }
 
 void Probe::part_f() {

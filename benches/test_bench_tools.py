@@ -519,6 +519,15 @@ class ProbeOnFakeCudart(unittest.TestCase):
                               "handoff to spinning threads and back (empty job)",
                               "cudaEventRecord + cudaEventQuery until complete (idle stream)",
                               "cudaEventQuery of a completed event"}, {r["metric"] for r in parts["e"]})
+        # making a staging buffer of the largest chunk three ways; copies from a file mapping, first touch and
+        # touched, of two sizes (T=1)
+        self.assertEqual(sorted(r["metric"] for r in parts["e"] if r["metric"].startswith("make a ")),
+                         sorted("make a 1 MiB staging buffer: " + w for w in (
+                             "cudaHostAlloc (portable)", "mmap, MADV_HUGEPAGE, touch, cudaHostRegister",
+                             "mmap, 4 KiB pages, touch, cudaHostRegister")))
+        self.assertEqual(sorted(r["metric"] for r in parts["e"] if "mapping" in r["metric"]),
+                         sorted("copy %s from %s to pinned" % (n, w) for n in ("256 KiB", "4608 KiB")
+                                for w in ("a fresh mapping of a cached file", "the same mapping, touched,")))
         # four chunks' DMAs on one stream and over two, both directions (4 x 256 KiB fits 1 MiB, 4 x 1 MiB not)
         self.assertEqual(sorted(r["metric"] for r in parts["e"] if r["metric"].startswith("4 DMAs")),
                          sorted("4 DMAs %s pinned of 256 KiB, %s, until all done" % (d, s) for d in ("H2D", "D2H")
@@ -535,6 +544,13 @@ class ProbeOnFakeCudart(unittest.TestCase):
 
     def broken(self, name, old, new):
         return broken_probe(self, name, old, new)
+
+    def test_a_wrong_copy_from_a_file_mapping_is_caught(self):
+        exe = self.broken("probe_maps_wrong", "CopyJob job{dst, static_cast<const unsigned char *>(map), n,",
+                          "CopyJob job{dst, static_cast<const unsigned char *>(map) + 1, n,")
+        r, _ = self.run_probe(exe, "--parts", "e", *TINY)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("**DATA CHECK FAILED**: (e) copy 256 KiB from a file mapping, T=1: data differ", r.stdout)
 
     def test_broken_pipelines_are_caught(self):
         h2d = self.broken("probe_reuses_staging", "if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);",
