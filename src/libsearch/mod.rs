@@ -365,10 +365,11 @@ pub fn object_of(addr: *const c_void) -> Option<String> {
 }
 
 /// Writes a shell script running `body` at `path`, executable, for the tests of this module and
-/// of `python`. The text goes to a side file that `install(1)` copies into place, so this
-/// process never holds the script open for writing: a child forked meanwhile by another test's
-/// thread would inherit that descriptor until its exec, and running the script then fails with
-/// ETXTBSY ("Text file busy").
+/// of `python`. The text goes to a side file that `install(1)` copies into place (then removed),
+/// so this process never holds the script open for writing: a child forked meanwhile by another
+/// test's thread would inherit that descriptor until its exec, and running the script then fails
+/// with ETXTBSY ("Text file busy"). (tests/support has the same helper for the integration tests,
+/// which cannot reach this one.)
 #[cfg(test)]
 fn write_test_script(path: &std::path::Path, body: &str) {
     let side = path.with_extension("text");
@@ -380,6 +381,7 @@ fn write_test_script(path: &std::path::Path, body: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "install {}: {status}", path.display());
+    std::fs::remove_file(&side).unwrap();
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Writes an executable shell script at `path` (mode 755). The text goes to a side file that
-/// `install(1)` copies into place, so this process never holds the script open for writing: a
-/// child forked meanwhile by another test's thread would inherit that descriptor until its
-/// exec, and running the script then fails with ETXTBSY ("Text file busy").
+/// `install(1)` copies into place (the side file is removed after), so this process never holds
+/// the script open for writing: a child forked meanwhile by another test's thread would inherit
+/// that descriptor until its exec, and running the script then fails with ETXTBSY ("Text file
+/// busy").
 pub fn write_script(path: &Path, text: &str) {
     let side = path.with_extension("text");
     std::fs::write(&side, text).unwrap_or_else(|e| panic!("write {}: {e}", side.display()));
@@ -37,6 +38,7 @@ pub fn write_script(path: &Path, text: &str) {
         side.display(),
         path.display()
     );
+    std::fs::remove_file(&side).unwrap_or_else(|e| panic!("remove {}: {e}", side.display()));
 }
 
 /// Which library a client links.
