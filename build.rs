@@ -8,6 +8,8 @@
 
 #[path = "build/bindings.rs"]
 mod bindings;
+#[path = "build/bundled.rs"]
+mod bundled;
 #[path = "build/compare.rs"]
 mod compare;
 #[path = "build/discover.rs"]
@@ -124,12 +126,14 @@ fn run() -> Result<()> {
             renames_of_primary = renames;
         }
     }
+    let mut bundled = Vec::new();
     if mode == LinkMode::Loaded {
         loaded_bindings(&roots, &sets, &out)?;
+        bundled = bundled_runtimes(&roots, &compiler, &target, &out);
     }
     nccl::generate(&manifest, &clang, &compiler, &out).map_err(anyhow::Error::msg)?;
     link(cuda, mode);
-    publish(cuda, mode, &renames_of_primary, &roots);
+    publish(cuda, mode, &renames_of_primary, &roots, &bundled);
     Ok(())
 }
 
@@ -156,6 +160,36 @@ fn loaded_bindings(roots: &[CudaRoot], sets: &[headers::HeaderSet], out: &Path) 
         );
     }
     Ok(())
+}
+
+/// The `loaded` mode's own runtimes (build/bundled.rs), one per major whose static archive is
+/// found: `(major, file)`. One that cannot be made is a warning: the library then loads the
+/// system's runtimes of that major.
+fn bundled_runtimes(
+    roots: &[CudaRoot],
+    compiler: &cc::Tool,
+    target: &str,
+    out: &Path,
+) -> Vec<(u32, PathBuf)> {
+    let mut made = Vec::new();
+    for r in roots {
+        let major = r.cudart_version / 1000;
+        let archive = r.lib_dir.join("libcudart_static.a");
+        let result = if archive.is_file() {
+            bundled::make(compiler, target, major, &archive, out)
+        } else {
+            Err(anyhow::anyhow!("no {}", archive.display()))
+        };
+        match result {
+            Ok(file) => made.push((major, file)),
+            Err(e) => println!(
+                "cargo:warning=llaisys-nvidia: no {} made ({e:#}): the library will load the \
+                 system's CUDA {major} runtimes only",
+                bundled::file_name(major)
+            ),
+        }
+    }
+    made
 }
 
 /// The cargo feature chosen. The features are additive: with more than one on
@@ -276,7 +310,14 @@ fn link(cuda: &CudaRoot, mode: LinkMode) {
 
 /// Build facts for the crate (env!) and for dependent crates (`links` metadata: DEP_LLAISYS_CUDART_*).
 /// `roots` are every header set used (the `loaded` mode's: one per major, the primary first).
-fn publish(cuda: &CudaRoot, mode: LinkMode, renames: &[(String, String)], roots: &[CudaRoot]) {
+/// `bundled` are the `loaded` mode's own runtimes (`bundled_runtimes`).
+fn publish(
+    cuda: &CudaRoot,
+    mode: LinkMode,
+    renames: &[(String, String)],
+    roots: &[CudaRoot],
+    bundled: &[(u32, PathBuf)],
+) {
     // CUDA 13 changed some signatures (cudaMemPrefetchAsync, cudaMemAdvise take a location).
     println!("cargo:rustc-check-cfg=cfg(llaisys_cuda13)");
     if cuda.cudart_version >= 13000 {
@@ -322,6 +363,14 @@ fn publish(cuda: &CudaRoot, mode: LinkMode, renames: &[(String, String)], roots:
         ("LIB_NAME", cuda.lib_name.clone()),
         ("LOADED_RUNTIMES", loaded.join(",")),
         ("LOADED_INCLUDES", loaded_includes.join(";")),
+        (
+            "BUNDLED_RUNTIMES",
+            bundled
+                .iter()
+                .map(|(m, f)| format!("{m}={}", f.display()))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         (
             "RENAMES",
             renames

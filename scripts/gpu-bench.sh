@@ -13,8 +13,10 @@
 # minutes; table_bench starts no new workload after 270 s (killed at 300 s), torch_bench none
 # after 100 s (killed at 150 s), so the whole script stays under 8 minutes.
 # --loaded (first): the "ours dynamic" column measures the loaded build instead
-# (loaded/libllaisys_nvidia.so with loaded/cudart13/libcudart.so.13, the CUDA 13.0 the static
-# build links), so that the per-call rows compare the run-time dispatch with static in one run.
+# (loaded/libllaisys_nvidia.so with its own CUDA 13 runtime, loaded/own/libllaisys_nvidia_cudart13.so,
+# made of the libcudart_static.a the static build links: what it loads when installed), so that
+# the per-call rows compare the run-time dispatch with static in one run; --loaded-shared: the
+# same with the shared loaded/cudart13/libcudart.so.13 instead.
 # Other modes, each its own run:
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
@@ -131,10 +133,11 @@ if [ "${1:-}" = --peer ]; then
 fi
 second=$stage/dynamic/libllaisys_nvidia.so
 second_note="ours dynamic: the dynamic build (shared libcudart linked)"
-if [ "${1:-}" = --loaded ]; then
-  shift
+if [ "${1:-}" = --loaded ] || [ "${1:-}" = --loaded-shared ]; then
   second=$stage/loaded/libllaisys_nvidia.so
-  export LLAISYS_NVIDIA_CUDART_LIBRARY=$stage/loaded/cudart13/libcudart.so.13
+  export LLAISYS_NVIDIA_CUDART_LIBRARY=$stage/loaded/own/libllaisys_nvidia_cudart13.so
+  [ "$1" = --loaded ] || LLAISYS_NVIDIA_CUDART_LIBRARY=$stage/loaded/cudart13/libcudart.so.13
+  shift
   second_note="ours dynamic: the LOADED build (no link-time cudart; $LLAISYS_NVIDIA_CUDART_LIBRARY loaded at run time)"
   [ -f "$second" ] && [ -f "$LLAISYS_NVIDIA_CUDART_LIBRARY" ] ||
     { echo "bench: no staged loaded build; run 'bash scripts/stage-gpu.sh' again" >&2; exit 2; }

@@ -2,8 +2,8 @@
 # The GPU suite, run on the GPU machine from the folder scripts/stage-gpu.sh made:
 #   bash gpu-stage/run.sh [filter]
 # LLAISYS_GPU_RUN_PARTS chooses the parts (default: all of them), for runs that must fit a time
-# limit: any of static, dynamic, cuda12, loaded (static and dynamic include their upstream
-# llaisys test).
+# limit: any of static, dynamic, cuda12, loaded, own (static and dynamic include their upstream
+# llaisys test; own: the loaded build with its own runtimes beside it).
 # Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping, and runs the GPU tests, which
 # are #[ignore]d by default, with --include-ignored (--skip ::child_: the entry points of child
 # processes run only from their parent tests). Ends with "N passed, M failed" (one per step) and
@@ -19,7 +19,7 @@ export NCCL_NVLS_ENABLE=0
 LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 export LLAISYS_TEST_REQUIRE_GPUS
 out=${OUT:-$work}
-parts=" ${LLAISYS_GPU_RUN_PARTS:-static dynamic cuda12 loaded} "
+parts=" ${LLAISYS_GPU_RUN_PARTS:-static dynamic cuda12 loaded own} "
 want() { [[ $parts == *" $1 "* ]]; }
 # The test binaries' arguments: every test, the ignored GPU tests included, one at a time.
 gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
@@ -104,18 +104,21 @@ for mode in static dynamic; do
 done
 want cuda12 && step "cuda12 (static cudart 12.9): rust GPU tests" "$here/cuda12/gpu" $gpu_tests ${1:+"$1"}
 # ---- the loaded link mode: the same files under the CUDA 13 and the CUDA 12.9 runtime ----
-# loaded_choice VERSION ENV...: with ENV, the loaded build's doctor reports the runtime it chose
-# (text) and that runtime's cudaRuntimeGetVersion is VERSION.
+# loaded_choice VERSION ENV...: with ENV, the loaded build's doctor (in $ldir) reports the
+# runtime it chose (text) and that runtime's cudaRuntimeGetVersion is VERSION (and, when
+# want_file is set, the file is that one).
+ldir=$here/loaded
+want_file=
 loaded_choice() {
   local want=$1 json
   shift
-  env "$@" "$here/loaded/llaisys-nvidia" doctor | sed -n '/^== Machine/,/^== Environment/p'
-  json=$(env "$@" "$here/loaded/llaisys-nvidia" doctor --json) || true
+  env "$@" "$ldir/llaisys-nvidia" doctor | sed -n '/^== Machine/,/^== Environment/p'
+  json=$(env "$@" "$ldir/llaisys-nvidia" doctor --json) || true
   python3 -c 'import json,sys
 c = json.loads(sys.argv[1])["machine"]["libcudart"]["loaded"]
 v = (c.get("version") or {}).get("number")
 print("loaded:", c.get("path"), v)
-sys.exit(0 if v == int(sys.argv[2]) else 1)' "$json" "$want"
+sys.exit(0 if v == int(sys.argv[2]) and sys.argv[3] in ("", c.get("path")) else 1)' "$json" "$want" "$want_file"
 }
 loaded_llaisys() { # loaded_llaisys ENV...: upstream test_runtime.py with the loaded libllaisys.so
   local d=$here/llaisys-loaded log n
@@ -123,6 +126,14 @@ loaded_llaisys() { # loaded_llaisys ENV...: upstream test_runtime.py with the lo
   echo "$log"
   n=$(sed -n 's/^Found \([0-9][0-9]*\) nvidia devices$/\1/p' <<<"$log")
   [ "${n:-0}" -ge 1 ] && [ "$(grep -c "Passed" <<<"$log")" -eq "$n" ] && grep -q "Test passed" <<<"$log"
+}
+own_in_llaisys() { # the loaded libllaisys.so, asked for its devices, maps its own CUDA 13 runtime
+  local d=$here/llaisys-loaded
+  (cd "$d" && PYTHONPATH="$d/python${PYTHONPATH:+:$PYTHONPATH}" python3 -c 'import llaisys
+n = llaisys.RuntimeAPI(llaisys.DeviceType.NVIDIA).get_device_count()
+own = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libllaisys_nvidia_cudart" in l})
+print("devices:", n, "runtime mapped:", own)
+raise SystemExit(0 if n >= 1 and len(own) == 1 and own[0].endswith("/libllaisys/libllaisys_nvidia_cudart13.so") else 1)')
 }
 if want loaded; then
 for rt in 13:13000 12:12090; do
@@ -146,6 +157,29 @@ if ldconfig -p 2>/dev/null | grep -q 'libcudart\.so\.13 '; then
 fi
 step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: the choice" loaded_choice "$only12_want" "${only12[@]}"
 step "loaded, only cudart 12.9 on LD_LIBRARY_PATH: rust GPU tests" env "${only12[@]}" "$here/loaded/gpu" $gpu_tests ${1:+"$1"}
+fi
+# The loaded build with its own runtimes beside it (libllaisys_nvidia_cudart13.so and 12.so,
+# NVIDIA's static runtimes made into shared libraries), as install.sh and plug-llaisys.sh lay it
+# out: with nothing set it loads the CUDA 13 one; the variable chooses the CUDA 12 one.
+if want own; then
+ldir=$work/own
+mkdir -p "$ldir"
+cp "$here/loaded/gpu" "$here/loaded/doctor-gpu" "$here/loaded/llaisys-nvidia" \
+  "$here/loaded/libllaisys_nvidia.so" "$here/loaded/own/"*.so "$ldir/"
+want_file=$ldir/libllaisys_nvidia_cudart13.so
+step "own runtimes: the CUDA 13 one beside the library: the choice" loaded_choice 13000
+step "own runtimes: the CUDA 13 one: rust GPU tests" "$ldir/gpu" $gpu_tests ${1:+"$1"}
+step "own runtimes: the CUDA 13 one: doctor GPU tests" \
+  env LLAISYS_NVIDIA_DOCTOR_BIN="$ldir/llaisys-nvidia" "$ldir/doctor-gpu" $gpu_tests --nocapture
+step "own runtimes: upstream llaisys test/test_runtime.py --device nvidia" loaded_llaisys
+step "own runtimes: upstream llaisys loads the one beside libllaisys.so" own_in_llaisys
+want_file=$ldir/libllaisys_nvidia_cudart12.so
+step "own runtimes: the CUDA 12 one by LLAISYS_NVIDIA_CUDART_LIBRARY: the choice" \
+  loaded_choice 12090 LLAISYS_NVIDIA_CUDART_LIBRARY="$want_file"
+step "own runtimes: the CUDA 12 one by LLAISYS_NVIDIA_CUDART_LIBRARY: rust GPU tests" \
+  env LLAISYS_NVIDIA_CUDART_LIBRARY="$want_file" "$ldir/gpu" $gpu_tests ${1:+"$1"}
+want_file=
+ldir=$here/loaded
 fi
 # ---- end of the loaded link mode block ----
 echo

@@ -2,7 +2,8 @@
 # Builds llaisys-nvidia (release) and installs it for C/C++ frameworks under a prefix:
 #   bash scripts/install.sh --prefix PREFIX [--cudart static|dynamic|loaded] [--cuda12 | --cuda-home DIR]
 # PREFIX/include/llaisys-nvidia/   llaisys_runtime.h (C99/C++17), llaisys_nvidia_exceptions.hpp
-# PREFIX/lib/                      libllaisys_nvidia.so (cdylib), libllaisys_nvidia.a (staticlib)
+# PREFIX/lib/                      libllaisys_nvidia.so (cdylib), libllaisys_nvidia.a (staticlib);
+#                                  with --cudart loaded also libllaisys_nvidia_cudart13.so, 12.so
 # PREFIX/lib/pkgconfig/            llaisys-nvidia.pc (shared; Libs.private: the static natives),
 #                                  llaisys-nvidia-static.pc (the archive with its native libraries)
 # PREFIX/lib/cmake/llaisys-nvidia/ find_package(llaisys-nvidia): llaisys-nvidia::shared, ::static
@@ -64,7 +65,7 @@ for l in open(sys.argv[1]):
 fi
 facts=$(python3 - "$json" <<'EOF'
 import json, sys
-natives, paths, files, version = None, [], [], None
+natives, paths, files, version, own = None, [], [], None, ""
 for line in open(sys.argv[1]):
     m = json.loads(line)
     pkg = m.get("package_id", "")
@@ -80,6 +81,8 @@ for line in open(sys.argv[1]):
         for k, v in m.get("env", []):
             if k == "LLAISYS_NVIDIA_BUILD_CUDART_VERSION":
                 version = v
+            if k == "LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES":
+                own = v
     elif r == "compiler-artifact" and m["target"]["kind"] != ["custom-build"]:
         files += m.get("filenames", [])
 if natives is None:
@@ -94,6 +97,7 @@ print(staticlib[0])
 print(cdylib[0])
 v = int(version) if (version or "").isdigit() else 0
 print("%d.%d" % (v // 1000, v % 1000 // 10) if v else "unknown")
+print(" ".join(e.split("=", 1)[1] for e in own.split(",") if "=" in e))
 EOF
 ) || die "could not read cargo's messages"
 natives=$(sed -n 1p <<<"$facts")
@@ -101,6 +105,7 @@ linked=$(sed -n 2p <<<"$facts")
 staticlib=$(sed -n 3p <<<"$facts")
 cdylib=$(sed -n 4p <<<"$facts")
 cuda_version=$(sed -n 5p <<<"$facts")
+own_runtimes=$(sed -n 6p <<<"$facts")
 # A shared libcudart must be found at link and at run time: the folder the build linked it from.
 case " $natives " in
   *cudart*)
@@ -116,6 +121,9 @@ mkdir -p "$inc" "$lib/pkgconfig" "$lib/cmake/llaisys-nvidia"
 install -m 644 "$crate/csrc/llaisys_runtime.h" "$crate/csrc/llaisys_nvidia_exceptions.hpp" "$inc/"
 install -m 644 "$staticlib" "$lib/libllaisys_nvidia.a"
 install -m 755 "$cdylib" "$lib/libllaisys_nvidia.so"
+# The loaded mode's own runtimes (NVIDIA's static cudart of each major as a shared library): the
+# library loads them from beside itself, or from beside the program linking its staticlib.
+for f in $own_runtimes; do install -m 755 "$f" "$lib/"; done
 # CMake: -lNAME -> NAME, other flags (-L, -Wl, -l:file) as they are.
 cmake_natives=
 for f in $natives; do

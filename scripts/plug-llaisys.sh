@@ -11,8 +11,9 @@
 # Then llaisys's own `xmake f --nv-gpu=y && xmake && xmake install` and `pip install ./python`.
 # Options: --cudart dynamic links our cdylib and the shared libcudart (default static: everything
 # inside libllaisys.so); --cudart loaded puts our library inside libllaisys.so with no cudart at
-# all: it loads libcudart.so.13 or .12 at run time, the newest the driver supports (one
-# libllaisys.so for r525+ and r580+ drivers); --cuda12 builds against CUDA 12.9 (.deps/cuda12,
+# all: it loads a CUDA 13 or 12 runtime at run time, the newest the driver supports (one
+# libllaisys.so for r525+ and r580+ drivers), first its own (NVIDIA's static runtimes made into
+# libllaisys_nvidia_cudart13.so and 12.so, installed beside libllaisys.so); --cuda12 builds against CUDA 12.9 (.deps/cuda12,
 # for drivers older than r580); --cuda-home DIR against the CUDA root DIR. Idempotent: run it
 # again to change options. --undo puts back every saved file and removes what it added (and our
 # libraries it installed).
@@ -55,6 +56,9 @@ stub=src/device/nvidia/nvidia_runtime_api.cu
 adapter=src/device/nvidia/nvidia_runtime_api.cpp
 rule=xmake/nvidia.lua
 installed=(lib/libllaisys_nvidia.so python/llaisys/libllaisys/libllaisys_nvidia.so)
+for m in 13 12; do
+  installed+=("lib/libllaisys_nvidia_cudart$m.so" "python/llaisys/libllaisys/libllaisys_nvidia_cudart$m.so")
+done
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 recorded_sha() { [ -f "$manifest" ] && awk -v p="$1" '$1 == "file" && $3 == p { print $2 }' "$manifest"; }
@@ -132,8 +136,11 @@ chmod 644 "$tree/$rule" "$tree/$adapter"
   echo "file $(sha "$tree/$adapter") $adapter"
   echo "file $(sha "$tree/$rule") $rule"
 } >"$manifest"
-# A mode switch must not leave the other mode's cdylib to be installed.
-[ "$cudart" = dynamic ] || for f in "${installed[@]}"; do rm -f "$tree/$f"; done
+# A mode switch must not leave another mode's libraries to be installed (the dynamic mode's
+# cdylib, the loaded mode's runtimes; the next `xmake install` puts this mode's in place).
+for f in "${installed[@]}"; do
+  case "$cudart:$f" in dynamic:*/libllaisys_nvidia.so) ;; *) rm -f "$tree/$f" ;; esac
+done
 
 echo "plug-llaisys: llaisys-nvidia ($cudart cudart${cuda_home:+, CUDA at $cuda_home}) plugged into $tree"
 echo "plug-llaisys: undo with: bash $crate/scripts/plug-llaisys.sh --undo $tree"

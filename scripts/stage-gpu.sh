@@ -112,21 +112,32 @@ cp "$exe" "$stage/cuda12/gpu"
 strip --strip-debug "$stage/cuda12/gpu"
 # ---- the loaded link mode: one library for the CUDA 13 and the CUDA 12.9 runtime ----
 # $stage/loaded: its GPU test binaries, doctor and cdylib (no cudart inside), the runtimes they
-# load there (cudart13/libcudart.so.13, cudart12/libcudart.so.12), and upstream llaisys plugged
-# with --cudart loaded (libllaisys.so holds our staticlib, no cudart). run.sh's block runs them.
+# load there (cudart13/libcudart.so.13, cudart12/libcudart.so.12), its own runtimes (own/:
+# libllaisys_nvidia_cudart13.so and 12.so, kept apart so the other steps do not find them beside
+# it), and upstream llaisys plugged with --cudart loaded (libllaisys.so holds our staticlib, no
+# cudart; its own runtimes installed beside it). run.sh's block runs them.
 echo "stage-gpu: building loaded"
 lexe=$(CARGO_TARGET_DIR=target/loaded test_exe gpu --test gpu --no-default-features --features loaded | tail -n 1)
 [ -x "$lexe" ] || { echo "stage-gpu: no GPU test binary for loaded" >&2; exit 1; }
 ldexe=$(CARGO_TARGET_DIR=target/loaded test_exe doctor_gpu -p llaisys-nvidia-doctor --test doctor_gpu --no-default-features --features loaded | tail -n 1)
 [ -x "$ldexe" ] || { echo "stage-gpu: no doctor GPU test binary for loaded" >&2; exit 1; }
 CARGO_TARGET_DIR=target/loaded cargo build --release -p llaisys-nvidia -p llaisys-nvidia-doctor --lib --bins --no-default-features --features loaded
-mkdir -p "$stage/loaded/cudart13" "$stage/loaded/cudart12"
+mkdir -p "$stage/loaded/cudart13" "$stage/loaded/cudart12" "$stage/loaded/own"
 cp "$lexe" "$stage/loaded/gpu"
 cp "$ldexe" "$stage/loaded/doctor-gpu"
 cp target/loaded/release/llaisys-nvidia target/loaded/release/libllaisys_nvidia.so "$stage/loaded/"
 strip --strip-debug "$stage/loaded/gpu" "$stage/loaded/doctor-gpu" "$stage/loaded/llaisys-nvidia" "$stage/loaded/libllaisys_nvidia.so"
 cp .deps/cuda13/nvidia/cu13/lib/libcudart.so.13 "$stage/loaded/cudart13/"
 cp .deps/cuda12/nvidia/cuda_runtime/lib/libcudart.so.12 "$stage/loaded/cudart12/"
+own=$(CARGO_TARGET_DIR=target/loaded cargo build --release -p llaisys-nvidia --lib --no-default-features --features loaded --message-format=json |
+  python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    for k, v in m.get("env", []) if m.get("reason") == "build-script-executed" else []:
+        if k == "LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES":
+            print(" ".join(e.split("=", 1)[1] for e in v.split(",") if "=" in e))')
+[ -n "$own" ] || { echo "stage-gpu: the loaded build made no runtimes of its own" >&2; exit 1; }
+cp $own "$stage/loaded/own/"
 tree=$(mktemp -d)
 cp -r "$upstream/." "$tree/"
 chmod -R u+w "$tree"
@@ -135,6 +146,10 @@ bash scripts/plug-llaisys.sh --cudart loaded "$tree" >/dev/null
   "$here/.deps/xmake/bin/xmake" f --nv-gpu=y -y >/dev/null && "$here/.deps/xmake/bin/xmake" -y >/dev/null &&
   "$here/.deps/xmake/bin/xmake" install >/dev/null)
 [ -f "$tree/python/llaisys/libllaisys/libllaisys.so" ] || { echo "stage-gpu: xmake install made no libllaisys.so (loaded)" >&2; exit 1; }
+for m in 13 12; do
+  [ -f "$tree/python/llaisys/libllaisys/libllaisys_nvidia_cudart$m.so" ] ||
+    { echo "stage-gpu: xmake install put no libllaisys_nvidia_cudart$m.so beside libllaisys.so (loaded)" >&2; exit 1; }
+done
 strip --strip-debug "$tree/python/llaisys/libllaisys/"*.so
 mkdir -p "$stage/llaisys-loaded"
 cp -r "$tree/python" "$tree/test" "$stage/llaisys-loaded/"

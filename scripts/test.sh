@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (what CI runs), on a machine with or without a GPU: formatting, lints,
 # docs, and the tests of every build: CUDA 13 static, CUDA 13 dynamic, CUDA 12.9 static, and the
-# loaded mode's own tests (the library's unit tests, tests/loaded.rs, the build's discovery).
+# loaded mode's own tests (the library's unit tests, tests/loaded.rs, the build's discovery,
+# install.sh).
 # `--workspace`: the library and the doctor crate (doctor/). The host-only tests make the
 # conditions they test (a child process without a driver, stand-in libraries), so they pass on
 # either machine. The GPU tests (tests/gpu, doctor/tests/doctor_gpu.rs) are #[ignore]d and
@@ -75,7 +76,7 @@ CARGO_TARGET_DIR=target/dynamic tests --workspace --no-default-features --featur
 CARGO_TARGET_DIR=target/dynamic gpu_tests --no-default-features --features dynamic
 echo "== the loaded mode (no link-time cudart): clippy, its tests, --all-features builds it (loaded wins)"
 CARGO_TARGET_DIR=target/loaded cargo clippy --workspace --all-targets --no-default-features --features loaded -- -D warnings
-CARGO_TARGET_DIR=target/loaded tests --no-default-features --features loaded --lib --test loaded --test discovery
+CARGO_TARGET_DIR=target/loaded tests --no-default-features --features loaded --lib --test loaded --test discovery --test install
 CARGO_TARGET_DIR=target/loaded cargo build --all-features -q
 echo "== tests: static cudart, CUDA 12.9"
 CUDA_HOME="$here/.deps/cuda12" CARGO_TARGET_DIR=target/cuda12 tests --workspace

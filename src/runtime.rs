@@ -1,6 +1,10 @@
 //! Process-wide facts: cudart and driver versions, the device count, and this build's facts.
 
 use crate::cudart;
+/// The file name of the `loaded` mode's own runtime of a major
+/// (`libllaisys_nvidia_cudart13.so`), which it loads from beside itself first.
+#[cfg(llaisys_loaded)]
+pub use crate::cudart_lib::bundled_file_name;
 use crate::error::{CudaError, Result};
 
 /// The version of the cudart in use (`cudaRuntimeGetVersion`, 13000 for 13.0). Works without a
@@ -48,6 +52,11 @@ pub mod build {
     /// The `loaded` mode: per major, the include folders of its headers
     /// (`13=/a/include:/b/include;12=...`); empty for the other modes.
     pub const LOADED_INCLUDES: &str = env!("LLAISYS_NVIDIA_BUILD_LOADED_INCLUDES");
+    /// The `loaded` mode: the runtimes made with this library from each major's static
+    /// archive, where the build made them (`13=/out/libllaisys_nvidia_cudart13.so,12=...`);
+    /// the library loads them from beside itself, so an installation copies them there. Empty
+    /// for the other modes, and without a major whose archive was found.
+    pub const BUNDLED_RUNTIMES: &str = env!("LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES");
     /// The crate version.
     pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 

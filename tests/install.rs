@@ -136,6 +136,12 @@ fn install_lays_out_libraries_headers_pkgconfig_and_cmake() {
     ] {
         assert!(prefix.join(f).is_file(), "{f} not installed");
     }
+    // The loaded mode's own runtimes go beside the library, which loads them from there.
+    for major in [13, 12] {
+        let own = prefix.join(format!("lib/libllaisys_nvidia_cudart{major}.so"));
+        let loaded = llaisys_nvidia::runtime::build::LINK_MODE == "loaded";
+        assert_eq!(own.is_file(), loaded, "{}", own.display());
+    }
     assert_eq!(
         std::fs::read(prefix.join("include/llaisys-nvidia/llaisys_runtime.h")).unwrap(),
         std::fs::read(crate_dir().join("csrc/llaisys_runtime.h")).unwrap()

@@ -14,6 +14,7 @@ mod support;
 
 use llaisys_nvidia::ffi::{self, TABLE};
 use llaisys_nvidia::runtime::build;
+use llaisys_nvidia::runtime::bundled_file_name;
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -218,6 +219,15 @@ fn child_probe() {
 /// Runs the probe with `LD_LIBRARY_PATH` = `dirs` and `envs`; returns its lines by key (a key
 /// that repeats, `report`, keeps every value, in order).
 fn probe(dirs: &[&Path], envs: &[(&str, String)]) -> BTreeMap<String, Vec<String>> {
+    probe_of(&std::env::current_exe().expect("current_exe"), dirs, envs)
+}
+
+/// `probe`, run from `program` (a copy of this test binary).
+fn probe_of(
+    program: &Path,
+    dirs: &[&Path],
+    envs: &[(&str, String)],
+) -> BTreeMap<String, Vec<String>> {
     let mut all: Vec<(String, String)> = vec![
         ("LD_LIBRARY_PATH".into(), path_of(dirs)),
         // No Python wheels: the cases are made of the places above.
@@ -227,7 +237,7 @@ fn probe(dirs: &[&Path], envs: &[(&str, String)]) -> BTreeMap<String, Vec<String
         ),
     ];
     all.extend(envs.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    let out = support::child::TestChild::new("child_probe")
+    let out = support::child::TestChild::of_program(program, "child_probe")
         .env_remove("LLAISYS_NVIDIA_CUDART_LIBRARY")
         .envs(all.iter().map(|(k, v)| (k, v)))
         .run();
@@ -256,6 +266,14 @@ fn one<'a>(m: &'a BTreeMap<String, Vec<String>>, key: &str) -> &'a str {
 
 fn report(m: &BTreeMap<String, Vec<String>>) -> Vec<String> {
     m.get("report").cloned().unwrap_or_default()
+}
+
+/// The `tried` line of the runtime of `major` made with the library, looked for beside this
+/// test program, where the build does not put it.
+fn not_beside(major: u32) -> String {
+    let exe = std::fs::canonicalize(std::env::current_exe().expect("current_exe")).unwrap();
+    let f = exe.with_file_name(bundled_file_name(major));
+    format!("  - {} (beside this library): no such file", f.display())
 }
 
 fn file(dir: &Path, name: &str) -> String {
@@ -310,9 +328,10 @@ fn a_driver_for_cuda_13_gets_the_cuda_13_runtime() {
     assert_eq!(
         r[4..],
         [
-            "tried:",
-            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set",
-            "  - libcudart.so.13 on the dynamic loader's path: loaded",
+            "tried:".to_string(),
+            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            not_beside(13),
+            "  - libcudart.so.13 on the dynamic loader's path: loaded".to_string(),
         ]
     );
     assert_served_by(&m, 13);
@@ -349,10 +368,11 @@ fn a_driver_for_cuda_12_only_gets_the_cuda_12_runtime_through_converted_structur
     assert_eq!(
         r[4..],
         [
-            "tried:",
-            "  - CUDA 13 runtimes: not considered: the driver supports CUDA 12.2 (CUDA 13 needs 13.0 or newer)",
-            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set",
-            "  - libcudart.so.12 on the dynamic loader's path: loaded",
+            "tried:".to_string(),
+            "  - CUDA 13 runtimes: not considered: the driver supports CUDA 12.2 (CUDA 13 needs 13.0 or newer)".to_string(),
+            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            not_beside(12),
+            "  - libcudart.so.12 on the dynamic loader's path: loaded".to_string(),
         ]
     );
     // cudaDeviceProp and cudaPointerAttributes differ between the majors, and the crate's
@@ -423,9 +443,10 @@ fn a_runtime_whose_version_call_fails_is_passed_over() {
     let r = report(&m);
     let broken_file = file(&broken, "libcudart.so.13");
     assert_eq!(
-        r[5..7],
+        r[5..8],
         [
             "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            not_beside(13),
             format!(
                 "  - libcudart.so.13 on the dynamic loader's path: {broken_file}: \
                  cudaRuntimeGetVersion returned 3"
@@ -442,7 +463,7 @@ fn a_runtime_whose_version_call_fails_is_passed_over() {
     match built13 {
         Some(f) => {
             assert_eq!(
-                r[7],
+                r[8],
                 format!("  - {f} (the folder recorded at build time): loaded")
             );
             assert_eq!(one(&m, "library version"), "13000");
@@ -452,6 +473,129 @@ fn a_runtime_whose_version_call_fails_is_passed_over() {
             assert_served_by(&m, 12);
         }
     }
+}
+
+/// The runtimes made with the library (build/bundled.rs), by major, as the build made them.
+fn bundled() -> Vec<(u32, PathBuf)> {
+    build::BUNDLED_RUNTIMES
+        .split(',')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (m, f) = e.split_once('=').expect("MAJOR=FILE");
+            (m.parse().expect("a major"), PathBuf::from(f))
+        })
+        .collect()
+}
+
+/// A folder holding a copy of this test binary (a hard link where possible) and, unless
+/// `without` names it, each runtime made with the library: an installation of the library with
+/// its runtimes beside it. Returns the program.
+fn installed_with_runtimes(without: Option<u32>) -> PathBuf {
+    let key = format!("installed-without-{}", without.unwrap_or(0));
+    let dir = built(&key, |dir| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let program = dir.join("probe-program");
+        if std::fs::hard_link(&exe, &program).is_err() {
+            std::fs::copy(&exe, &program).expect("copy the test binary");
+        }
+        for (major, file) in bundled() {
+            if Some(major) != without {
+                std::fs::copy(&file, dir.join(bundled_file_name(major)))
+                    .expect("copy a runtime made with the library");
+            }
+        }
+    });
+    std::fs::canonicalize(dir.join("probe-program")).expect("the program")
+}
+
+#[test]
+fn the_runtime_made_with_the_library_beside_it_comes_before_every_other_place() {
+    assert_eq!(
+        bundled().iter().map(|(m, _)| *m).collect::<Vec<_>>(),
+        [13, 12],
+        "BUNDLED_RUNTIMES={}",
+        build::BUNDLED_RUNTIMES
+    );
+    let (rt13, rt12) = (runtime(13, ""), runtime(12, ""));
+    let program = installed_with_runtimes(None);
+    let beside = |m: u32| file(program.parent().unwrap(), &bundled_file_name(m));
+    // No driver (the stand-in without entry points shadows a real one): the newest, CUDA 13,
+    // from beside the program, although the loader path offers both stand-ins. It is NVIDIA's
+    // runtime, so without a driver it answers cudaErrorInsufficientDriver.
+    let m = probe_of(&program, &[&driver(None), &rt13, &rt12], &[]);
+    let r = report(&m);
+    assert_eq!(
+        r[1],
+        format!("runtime: {} (CUDA 13.0)", beside(13)),
+        "{r:#?}"
+    );
+    assert!(
+        r[2].ends_with(
+            "so the newest runtime found, through the folder of this library (the runtime \
+             built with it); it answers cudaErrorInsufficientDriver"
+        ),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[4..],
+        [
+            "tried:".to_string(),
+            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            format!("  - {} (beside this library): loaded", beside(13)),
+        ]
+    );
+    assert_eq!(one(&m, "library version"), "13000");
+    assert_eq!(one(&m, "count"), "0");
+    assert!(
+        one(&m, "count error").starts_with("cuda=35 "),
+        "{}",
+        one(&m, "count error")
+    );
+    // A driver for CUDA 12.2: the CUDA 12 one from beside the program. The stand-in driver is
+    // older than this CUDA 12.9 runtime, which then answers cudaErrorInsufficientDriver.
+    let m = probe_of(&program, &[&driver(Some(12020)), &rt13, &rt12], &[]);
+    let r = report(&m);
+    assert_eq!(
+        r[1],
+        format!("runtime: {} (CUDA 12.9)", beside(12)),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[5..],
+        [
+            "  - CUDA 13 runtimes: not considered: the driver supports CUDA 12.2 (CUDA 13 needs \
+             13.0 or newer)"
+                .to_string(),
+            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            format!("  - {} (beside this library): loaded", beside(12)),
+        ]
+    );
+    assert_eq!(one(&m, "library version"), "12090");
+    assert_eq!(one(&m, "count"), "0");
+    // Without the CUDA 13 one beside it, the CUDA 13 runtime on the loader path comes before
+    // the CUDA 12 one beside it: the newest major first, each major's places in turn.
+    let without13 = installed_with_runtimes(Some(13));
+    let m = probe_of(&without13, &[&driver(Some(13000)), &rt13, &rt12], &[]);
+    let r = report(&m);
+    let not13 = file(without13.parent().unwrap(), &bundled_file_name(13));
+    assert_eq!(
+        r[5..],
+        [
+            "  - LLAISYS_NVIDIA_CUDART_LIBRARY: not set".to_string(),
+            format!("  - {not13} (beside this library): no such file"),
+            "  - libcudart.so.13 on the dynamic loader's path: loaded".to_string(),
+        ]
+    );
+    assert_served_by(&m, 13);
+    // The variable still wins over it.
+    let twelve = file(&rt12, "libcudart.so.12");
+    let m = probe_of(
+        &program,
+        &[&driver(Some(13000)), &rt13],
+        &[("LLAISYS_NVIDIA_CUDART_LIBRARY", twelve.clone())],
+    );
+    assert_eq!(report(&m)[1], format!("runtime: {twelve} (CUDA 12.9)"));
+    assert_served_by(&m, 12);
 }
 
 // ---- no runtime, or one that lacks a function ------------------------------------------------
@@ -748,6 +892,75 @@ fn every_cudart_function_the_crate_calls_is_there_in_both_majors() {
         }
     }
     assert!(absent.is_empty(), "absent in a major: {absent:#?}");
+}
+
+#[test]
+fn each_runtime_made_with_the_library_exports_every_function_the_crate_resolves_and_no_other() {
+    let made = bundled();
+    assert_eq!(
+        made.len(),
+        2,
+        "BUNDLED_RUNTIMES={}",
+        build::BUNDLED_RUNTIMES
+    );
+    // The majors in the order of the dispatch's symbol lists (LOADED_RUNTIMES's).
+    let order: Vec<u32> = build::LOADED_RUNTIMES
+        .split(',')
+        .filter_map(|e| e.split_once('=')?.0.parse().ok())
+        .collect();
+    let generated =
+        std::fs::read_to_string(Path::new(env!("OUT_DIR")).join("cudart_loaded.rs")).unwrap();
+    let lists: Vec<Vec<Option<String>>> = generated
+        .lines()
+        .filter_map(|l| {
+            l.split_once("Symbol::new(")?
+                .1
+                .split_once("&[")?
+                .1
+                .split_once(']')
+        })
+        .map(|(list, _)| {
+            list.split(", ")
+                .map(|e| {
+                    e.strip_prefix("Some(c\"")
+                        .and_then(|n| n.strip_suffix("\")"))
+                        .map(String::from)
+                })
+                .collect()
+        })
+        .collect();
+    assert!(lists.len() > 200, "{} dispatched functions", lists.len());
+    for (major, file) in &made {
+        assert_eq!(
+            file.file_name().unwrap().to_string_lossy(),
+            bundled_file_name(*major)
+        );
+        let dynamic = tool(&["readelf", "-d"], file);
+        assert!(!dynamic.contains("libcudart"), "{dynamic}");
+        let exported: std::collections::BTreeSet<String> =
+            tool(&["nm", "-D", "--defined-only"], file)
+                .lines()
+                .filter_map(|l| l.split_whitespace().last())
+                .map(String::from)
+                .collect();
+        let foreign: Vec<&String> = exported.iter().filter(|s| !s.starts_with("cuda")).collect();
+        assert!(foreign.is_empty(), "{} exports {foreign:?}", file.display());
+        let index = order
+            .iter()
+            .position(|m| m == major)
+            .expect("a major of the build");
+        let missing: Vec<&String> = lists
+            .iter()
+            .filter_map(|l| l.get(index)?.as_ref())
+            .filter(|n| !exported.contains(*n))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{} lacks functions the crate resolves for CUDA {major}: {missing:?}",
+            file.display()
+        );
+        assert!(exported.contains("cudaSetDevice") && exported.len() > 300);
+    }
 }
 
 #[test]

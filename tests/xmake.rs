@@ -115,11 +115,20 @@ fn plug_switches_modes_and_cuda_root() {
     // Back to the default: no CUDA root of ours, static.
     plug_ok(&[s(&t)]);
     assert!(read(&t, RULE).contains("local cuda_home = \"\""));
-    // A dynamic install's cdylib does not survive a switch to static (it would be installed).
+    // A dynamic install's cdylib and a loaded install's runtimes do not survive a switch to
+    // static (they would be installed).
     std::fs::create_dir_all(t.join("lib")).unwrap();
-    std::fs::write(t.join("lib/libllaisys_nvidia.so"), b"old").unwrap();
+    let old = [
+        "lib/libllaisys_nvidia.so",
+        "lib/libllaisys_nvidia_cudart13.so",
+    ];
+    for f in old {
+        std::fs::write(t.join(f), b"old").unwrap();
+    }
     plug_ok(&[s(&t)]);
-    assert!(!t.join("lib/libllaisys_nvidia.so").exists());
+    for f in old {
+        assert!(!t.join(f).exists(), "{f}");
+    }
     // The loaded mode: our staticlib inside libllaisys.so (no cdylib installed either), built
     // with the feature of that name.
     std::fs::write(t.join("lib/libllaisys_nvidia.so"), b"old").unwrap();

@@ -13,7 +13,8 @@ local crate = "@LLAISYS_NVIDIA_DIR@"       -- the llaisys-nvidia checkout
 local cudart = "@LLAISYS_NVIDIA_CUDART@"   -- "static": libcudart_static.a inside libllaisys.so;
                                            -- "dynamic": our cdylib + the shared libcudart;
                                            -- "loaded": our staticlib, no cudart: it loads
-                                           -- libcudart.so.13 or .12 at run time
+                                           -- a CUDA 13 or 12 runtime at run time, first its
+                                           -- own (installed beside libllaisys.so)
 local cuda_home = "@LLAISYS_NVIDIA_CUDA_HOME@" -- CUDA root for cargo ("" = the crate's own search)
 
 -- A value the plug command did not write still starts with its placeholder's "@".
@@ -75,6 +76,17 @@ target("llaisys-device-nvidia")
             envs = {CUDA_HOME = cuda_home}
         end
         os.execv(os.getenv("CARGO") or "cargo", args, {envs = envs})
+        if cudart == "loaded" then
+            -- Its own runtimes, where the build made them (cargo replays the build script's
+            -- record): installed beside libllaisys.so (on_install), where the library looks first.
+            local record = os.iorunv(os.getenv("CARGO") or "cargo",
+                                     table.join(args, {"--message-format=json"}), {envs = envs})
+            local own = record:match('"LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES","([^"]*)"') or ""
+            os.mkdir(libdir)
+            for file in own:gmatch("=([^,]+)") do
+                os.cp(file, libdir)
+            end
+        end
         local built = path.join(target_dir, "release", libname)
         local copy = path.join(libdir, libname)
         if os.isfile(copy) and hash.sha256(copy) == hash.sha256(built) then
@@ -95,16 +107,21 @@ target("llaisys-device-nvidia")
     end)
 
     -- Like llaisys's own targets: nothing of ours goes to the system. The dynamic mode puts our
-    -- cdylib where libllaisys.so is installed (llaisys copies lib/*.so into its Python package).
+    -- cdylib where libllaisys.so is installed, the loaded mode its own runtimes (llaisys copies
+    -- lib/*.so into its Python package).
     on_install(function (target)
-        if cudart ~= "dynamic" then
+        if cudart == "static" then
             return
         end
         import("core.project.project")
         local core = project.target("llaisys")
         local dir = path.join(path.absolute(core and core:installdir() or ".", os.projectdir()), "lib")
         os.mkdir(dir)
-        os.cp(path.join(libdir, libname), dir)
+        if cudart == "dynamic" then
+            os.cp(path.join(libdir, libname), dir)
+        else
+            os.cp(path.join(libdir, "libllaisys_nvidia_cudart*.so"), dir)
+        end
     end)
 target_end()
 

@@ -110,6 +110,13 @@ struct BuildJ<'a> {
     cudart_version: VersionJ,
     lib_dir: &'a str,
     lib_name: &'a str,
+    own_runtimes: Vec<OwnRuntimeJ<'a>>,
+}
+
+#[derive(Serialize)]
+struct OwnRuntimeJ<'a> {
+    major: u32,
+    made_at: &'a str,
 }
 
 fn build(b: &Build) -> BuildJ<'_> {
@@ -121,6 +128,14 @@ fn build(b: &Build) -> BuildJ<'_> {
         cudart_version: version(b.cudart_version),
         lib_dir: &b.lib_dir,
         lib_name: &b.lib_name,
+        own_runtimes: b
+            .own_runtimes
+            .iter()
+            .map(|(major, made_at)| OwnRuntimeJ {
+                major: *major,
+                made_at,
+            })
+            .collect(),
     }
 }
 

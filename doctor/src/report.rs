@@ -140,6 +140,8 @@ pub struct Build {
     pub lib_dir: String,
     /// The file name of the libcudart linked.
     pub lib_name: String,
+    /// The `loaded` mode's own runtimes, where the build made them: `(major, file)`.
+    pub own_runtimes: Vec<(u32, String)>,
 }
 
 /// Facts about this machine that need no CUDA device.

@@ -111,6 +111,17 @@ fn build(r: &Report, o: &mut String) {
             format!("{}/{} (searched at run time too)", b.lib_dir, b.lib_name)
         };
         kv(o, "libcudart linked", &format!("none; {beside}"));
+        let own = if b.own_runtimes.is_empty() {
+            "none made (no libcudart_static.a found at build time)".to_string()
+        } else {
+            let made: Vec<&str> = b.own_runtimes.iter().map(|(_, f)| f.as_str()).collect();
+            format!(
+                "{}; loaded first when beside the library (install.sh and plug-llaisys.sh put \
+                 them there)",
+                made.join(", ")
+            )
+        };
+        kv(o, "own runtimes", &own);
     } else {
         kv(
             o,

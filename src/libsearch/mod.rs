@@ -6,6 +6,8 @@
 //! 1. The variable ([`Search::var`]), a file or a folder holding one of the libraries. When it is
 //!    set nothing else is searched: mixing roots silently is how wrong libraries get loaded.
 //! 2. Else, for each library in turn, each place in turn:
+//!    - a file of its own beside the object holding this code ([`Library::beside`]: the
+//!      `loaded` mode's runtimes made with this library), if it has one;
 //!    - the dynamic loader's own search for its file name (`LD_LIBRARY_PATH`, the RUNPATH of the
 //!      object asking, `ld.so.cache`, the default folders);
 //!    - the folder recorded at build time, if any;
@@ -37,6 +39,9 @@ pub struct Library {
     pub build_dir: Option<PathBuf>,
     /// Folders under a site-packages folder that may hold it (`nvidia/cu13/lib`).
     pub wheel_dirs: Vec<String>,
+    /// A file name looked for first, in the folder of the object holding this code (the
+    /// library, or the program it is linked into): a copy of its own shipped beside it.
+    pub beside: Option<String>,
 }
 
 /// What to look for and where.
@@ -132,6 +137,11 @@ pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<T
     let mut python = None;
     for (i, lib) in s.libraries.iter().enumerate() {
         let which = Some(i);
+        if let Some(name) = &lib.beside {
+            if let Some(f) = beside_this(name, which, open, &mut tried) {
+                return (Some(f), tried);
+            }
+        }
         let place = format!("{} on the dynamic loader's path", lib.file_name);
         if let Some(f) = attempt(&mut tried, open, place, &lib.file_name, which, LOADER_PATH) {
             return (Some(f), tried);
@@ -153,6 +163,36 @@ pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<T
         }
     }
     (None, tried)
+}
+
+/// `name` in the folder of the object holding this code.
+fn beside_this<T>(
+    name: &str,
+    which: Which,
+    open: &mut Open<'_, T>,
+    tried: &mut Vec<Tried>,
+) -> Option<Found<T>> {
+    let via = "the folder of this library (the runtime built with it)";
+    let Some(dir) = this_object().and_then(|f| f.parent().map(std::path::Path::to_path_buf)) else {
+        let place = format!("{name} beside this library");
+        tried.push(Tried::new(place, "the folder of this library is unknown"));
+        return None;
+    };
+    let file = dir.join(name);
+    let place = format!("{} (beside this library)", file.display());
+    attempt_file(tried, open, place, &file, which, via)
+}
+
+/// The file of the object holding this code: the shared library, or the program this crate is
+/// linked into (for which the loader reports `argv[0]`, so the kernel's name of the
+/// executable is used instead).
+pub fn this_object() -> Option<PathBuf> {
+    let f = object_of(this_object as *const c_void)?;
+    let p = PathBuf::from(&f);
+    if f.contains('/') && p.is_file() {
+        return std::fs::canonicalize(&p).ok().or(Some(p));
+    }
+    std::env::current_exe().ok()
 }
 
 /// The variable's file, or each library in its folder.
@@ -424,11 +464,13 @@ mod tests {
                 file_name: "libx.so.13".into(),
                 build_dir: Some(build_dir.join("b13")),
                 wheel_dirs: vec!["nvidia/cu13/lib".into()],
+                beside: None,
             },
             Library {
                 file_name: "libx.so.12".into(),
                 build_dir: Some(build_dir.join("b12")),
                 wheel_dirs: vec!["nvidia/cuda_runtime/lib".into()],
+                beside: None,
             },
         ]
     }

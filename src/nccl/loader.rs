@@ -216,6 +216,7 @@ fn load() -> std::result::Result<Library, String> {
             file_name: SONAME.into(),
             build_dir: None,
             wheel_dirs: vec!["nvidia/nccl/lib".into()],
+            beside: None,
         }],
     );
     let (found, tried) = libsearch::search(&search, &mut |file, _| open(file));

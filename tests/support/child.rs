@@ -328,7 +328,12 @@ pub struct TestChild {
 
 impl TestChild {
     pub fn new(name: &str) -> TestChild {
-        let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
+        TestChild::of_program(&std::env::current_exe().expect("current_exe"), name)
+    }
+
+    /// The test `name` of `program`: a copy of this test binary placed elsewhere.
+    pub fn of_program(program: &Path, name: &str) -> TestChild {
+        let mut cmd = Command::new(program);
         cmd.args([
             "--exact",
             name,
