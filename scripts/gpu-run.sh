@@ -162,8 +162,8 @@ fi
 # NVIDIA's static runtimes made into shared libraries), as install.sh and plug-llaisys.sh lay it
 # out: with nothing set it loads the CUDA 13 one; the variable chooses the CUDA 12 one.
 if want own; then
-ldir=$work/own
-mkdir -p "$ldir"
+mkdir -p "$work/own"
+ldir=$(realpath "$work/own")
 cp "$here/loaded/gpu" "$here/loaded/doctor-gpu" "$here/loaded/llaisys-nvidia" \
   "$here/loaded/libllaisys_nvidia.so" "$here/loaded/own/"*.so "$ldir/"
 want_file=$ldir/libllaisys_nvidia_cudart13.so

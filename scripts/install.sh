@@ -122,7 +122,9 @@ install -m 644 "$crate/csrc/llaisys_runtime.h" "$crate/csrc/llaisys_nvidia_excep
 install -m 644 "$staticlib" "$lib/libllaisys_nvidia.a"
 install -m 755 "$cdylib" "$lib/libllaisys_nvidia.so"
 # The loaded mode's own runtimes (NVIDIA's static cudart of each major as a shared library): the
-# library loads them from beside itself, or from beside the program linking its staticlib.
+# library loads them from beside itself (a program linking the staticlib: from beside that
+# program). Another mode's install leaves none of an earlier one behind.
+rm -f "$lib"/libllaisys_nvidia_cudart*.so
 for f in $own_runtimes; do install -m 755 "$f" "$lib/"; done
 # CMake: -lNAME -> NAME, other flags (-L, -Wl, -l:file) as they are.
 cmake_natives=

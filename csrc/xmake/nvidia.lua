@@ -83,6 +83,7 @@ target("llaisys-device-nvidia")
                                      table.join(args, {"--message-format=json"}), {envs = envs})
             local own = record:match('"LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES","([^"]*)"') or ""
             os.mkdir(libdir)
+            os.tryrm(path.join(libdir, "libllaisys_nvidia_cudart*.so"))
             for file in own:gmatch("=([^,]+)") do
                 os.cp(file, libdir)
             end

@@ -112,7 +112,8 @@ fn build(r: &Report, o: &mut String) {
         };
         kv(o, "libcudart linked", &format!("none; {beside}"));
         let own = if b.own_runtimes.is_empty() {
-            "none made (no libcudart_static.a found at build time)".to_string()
+            "none made (no libcudart_static.a, binutils or supported target at build time: the build's \
+             warnings say which)".to_string()
         } else {
             let made: Vec<&str> = b.own_runtimes.iter().map(|(_, f)| f.as_str()).collect();
             format!(

@@ -184,15 +184,28 @@ fn beside_this<T>(
 }
 
 /// The file of the object holding this code: the shared library, or the program this crate is
-/// linked into (for which the loader reports `argv[0]`, so the kernel's name of the
-/// executable is used instead).
+/// linked into, as the kernel names the mapping of this function's address (`/proc/self/maps`:
+/// an absolute path with links resolved). Not the loader's name (`dladdr`), which is `argv[0]`
+/// for the program and stays relative for a library opened by a relative path.
 pub fn this_object() -> Option<PathBuf> {
-    let f = object_of(this_object as *const c_void)?;
-    let p = PathBuf::from(&f);
-    if f.contains('/') && p.is_file() {
-        return std::fs::canonicalize(&p).ok().or(Some(p));
-    }
-    std::env::current_exe().ok()
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    mapping_file(&maps, this_object as *const c_void as usize)
+}
+
+/// The file of the mapping of `/proc/self/maps` text `maps` that holds `addr`, if it is one.
+fn mapping_file(maps: &str, addr: usize) -> Option<PathBuf> {
+    maps.lines().find_map(|line| {
+        // "start-end perms offset dev inode   path"; the path may hold spaces.
+        let mut fields = line.splitn(6, ' ');
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        if addr < start || addr >= end {
+            return None;
+        }
+        let path = fields.nth(4)?.trim_start();
+        path.starts_with('/').then(|| PathBuf::from(path))
+    })
 }
 
 /// The variable's file, or each library in its folder.
@@ -428,6 +441,28 @@ fn write_test_script(path: &std::path::Path, body: &str) {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn this_object_is_the_file_the_kernel_maps_this_code_from() {
+        // The unit tests link the crate into their program.
+        let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(this_object(), Some(exe));
+        let maps = "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 42    /opt/x y/prog\n\
+                    7f0000000000-7f0000002000 r-xp 00001000 fd:01 43    /opt/lib/libz.so\n\
+                    7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n\
+                    7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0    [vdso]\n";
+        assert_eq!(
+            mapping_file(maps, 0x55d0c0000800),
+            Some(PathBuf::from("/opt/x y/prog"))
+        );
+        assert_eq!(
+            mapping_file(maps, 0x7f0000001fff),
+            Some(PathBuf::from("/opt/lib/libz.so"))
+        );
+        assert_eq!(mapping_file(maps, 0x7f0000002000), None);
+        assert_eq!(mapping_file(maps, 0x7ffd00000010), None);
+        assert_eq!(mapping_file(maps, 0x10), None);
+    }
 
     /// A fresh folder, removed at the end.
     struct Temp(PathBuf);
