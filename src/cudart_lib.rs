@@ -15,8 +15,8 @@
 //!    the runtime made with this library beside it (`libllaisys_nvidia_cudart13.so`, `12.so`:
 //!    NVIDIA's static runtime as a shared library, which costs less per call than the shared
 //!    `libcudart.so`), the dynamic loader's path (`libcudart.so.13`, `.12`), the folder of that
-//!    library at build time, the Python wheels (`nvidia/cu13/lib`, `nvidia/cuda_runtime/lib`). A library found
-//!    is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a failure, or is
+//!    library at build time, the Python wheels (`nvidia/cu13/lib`, `nvidia/cuda_runtime/lib`).
+//!    A library found is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a failure, or is
 //!    of a major this build has no headers for is passed over (and closed).
 //!
 //! Failures, as `cudaError_t` values:

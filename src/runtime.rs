@@ -57,6 +57,17 @@ pub mod build {
     /// the library loads them from beside itself, so an installation copies them there. Empty
     /// for the other modes, and without a major whose archive was found.
     pub const BUNDLED_RUNTIMES: &str = env!("LLAISYS_NVIDIA_BUILD_BUNDLED_RUNTIMES");
+
+    /// `BUNDLED_RUNTIMES` read: `(major, file)` in the build's order.
+    pub fn bundled_runtimes() -> Vec<(u32, &'static str)> {
+        BUNDLED_RUNTIMES
+            .split(',')
+            .filter_map(|e| {
+                let (m, f) = e.split_once('=')?;
+                Some((m.parse().ok()?, f))
+            })
+            .collect()
+    }
     /// The crate version.
     pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 

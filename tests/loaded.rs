@@ -477,13 +477,9 @@ fn a_runtime_whose_version_call_fails_is_passed_over() {
 
 /// The runtimes made with the library (build/bundled.rs), by major, as the build made them.
 fn bundled() -> Vec<(u32, PathBuf)> {
-    build::BUNDLED_RUNTIMES
-        .split(',')
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let (m, f) = e.split_once('=').expect("MAJOR=FILE");
-            (m.parse().expect("a major"), PathBuf::from(f))
-        })
+    build::bundled_runtimes()
+        .into_iter()
+        .map(|(m, f)| (m, PathBuf::from(f)))
         .collect()
 }
 

@@ -21,7 +21,7 @@ pub use lib::stream::Stream;
 /// The facts build.rs of the library recorded about this build (`runtime::build`).
 pub mod build {
     pub use llaisys_nvidia::runtime::build::{
-        cudart_version, BUNDLED_RUNTIMES, CRATE_VERSION, CUDART_VERSION, CUDA_ORIGIN, CUDA_ROOT,
+        bundled_runtimes, cudart_version, CRATE_VERSION, CUDART_VERSION, CUDA_ORIGIN, CUDA_ROOT,
         LIB_DIR, LIB_NAME, LINK_MODE,
     };
 }

@@ -15,12 +15,9 @@ pub fn build() -> Build {
         cudart_version: b::cudart_version(),
         lib_dir: b::LIB_DIR.to_string(),
         lib_name: b::LIB_NAME.to_string(),
-        own_runtimes: b::BUNDLED_RUNTIMES
-            .split(',')
-            .filter_map(|e| {
-                let (m, f) = e.split_once('=')?;
-                Some((m.parse().ok()?, f.to_string()))
-            })
+        own_runtimes: b::bundled_runtimes()
+            .into_iter()
+            .map(|(m, f)| (m, f.to_string()))
             .collect(),
     }
 }

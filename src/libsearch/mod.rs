@@ -187,9 +187,14 @@ fn beside_this<T>(
 /// linked into, as the kernel names the mapping of this function's address (`/proc/self/maps`:
 /// an absolute path with links resolved). Not the loader's name (`dladdr`), which is `argv[0]`
 /// for the program and stays relative for a library opened by a relative path.
+/// Read once per process: the file does not move.
 pub fn this_object() -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    mapping_file(&maps, this_object as *const c_void as usize)
+    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        mapping_file(&maps, this_object as *const c_void as usize)
+    })
+    .clone()
 }
 
 /// The file of the mapping of `/proc/self/maps` text `maps` that holds `addr`, if it is one.
