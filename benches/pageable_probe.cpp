@@ -46,6 +46,7 @@
 #include <cuda_runtime_api.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
+#include <xmmintrin.h>
 #endif
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -183,19 +184,27 @@ private:
     void *ctx_ = nullptr;
 };
 
-// How a host copy writes: glibc's memcpy (which picks its own stores by size) or 16-byte
-// non-temporal stores (they bypass the caches: the copy engine then reads memory, and the copy does
-// not first read the lines it overwrites).
+// How a host copy writes: glibc's memcpy (which picks its own stores by size) or non-temporal
+// stores (they bypass the caches: the copy engine then reads memory, and the copy does not first
+// read the lines it overwrites), as the library writes its staging buffers below 128 MiB: 16-byte
+// stores, the source asked for a page ahead of the loads (the processor's prefetchers stop at the
+// end of a 4 KiB page). stream-noahead: the same stores without that prefetch, for comparison.
 // Or demote: glibc's memcpy in blocks of 16 KiB, each followed by CLDEMOTE of its lines (a hint
 // that moves them from the core's own caches to the shared last-level cache, where the copy
 // engine's reads find them without a snoop of that core; executed as a NOP where the processor
 // lacks it).
-enum class Stores { Memcpy, Stream, Demote };
+enum class Stores { Memcpy, Stream, Demote, StreamNoAhead };
 const char *stores_name(Stores s) {
-    return s == Stores::Stream ? "stream" : s == Stores::Demote ? "demote" : "memcpy";
+    return s == Stores::Stream     ? "stream"
+           : s == Stores::Demote   ? "demote"
+           : s == Stores::StreamNoAhead ? "stream-noahead"
+                                   : "memcpy";
 }
 Stores stores_of(const std::string &name) {
-    return name == "stream" ? Stores::Stream : name == "demote" ? Stores::Demote : Stores::Memcpy;
+    return name == "stream"     ? Stores::Stream
+           : name == "demote"   ? Stores::Demote
+           : name == "stream-noahead" ? Stores::StreamNoAhead
+                                : Stores::Memcpy;
 }
 
 void demote_copy(unsigned char *dst, const unsigned char *src, size_t n) {
@@ -212,12 +221,15 @@ void demote_copy(unsigned char *dst, const unsigned char *src, size_t n) {
     }
 }
 
-void stream_copy(unsigned char *dst, const unsigned char *src, size_t n) {
+// 16-byte non-temporal stores; with `ahead`, each line's loads preceded by a prefetch of the
+// source one page further, as the library's copy does.
+void stream_copy(unsigned char *dst, const unsigned char *src, size_t n, bool ahead) {
 #if defined(__x86_64__)
     size_t head = std::min(n, static_cast<size_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
     std::memcpy(dst, src, head);
     size_t i = head;
     for (; i + 64 <= n; i += 64) {
+        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(src + i) + 4096, _MM_HINT_T0);
         const __m128i *s = reinterpret_cast<const __m128i *>(src + i);
         __m128i *d = reinterpret_cast<__m128i *>(dst + i);
         __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
@@ -230,6 +242,7 @@ void stream_copy(unsigned char *dst, const unsigned char *src, size_t n) {
     std::memcpy(dst + i, src + i, n - i);
     _mm_sfence();
 #else
+    (void)ahead;
     std::memcpy(dst, src, n);
 #endif
 }
@@ -248,7 +261,8 @@ void copy_range(const CopyJob &j, int i, int count) {
     size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
     if (hi <= lo) return;
     const double t0 = j.busy_ns ? now_s() : 0;
-    if (j.stores == Stores::Stream) stream_copy(j.dst + lo, j.src + lo, hi - lo);
+    if (j.stores == Stores::Stream || j.stores == Stores::StreamNoAhead)
+        stream_copy(j.dst + lo, j.src + lo, hi - lo, j.stores == Stores::Stream);
     else if (j.stores == Stores::Demote) demote_copy(j.dst + lo, j.src + lo, hi - lo);
     else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
     if (j.busy_ns) j.busy_ns->fetch_add(static_cast<uint64_t>((now_s() - t0) * 1e9), std::memory_order_relaxed);
@@ -1476,8 +1490,9 @@ void usage(const char *argv0) {
                  "  --threads LIST   host threads for (c) and (d), at most 64 (default 1,2,4,8,12 and 4,8,12)\n"
                  "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
                  "  --evict-mib M    before each timed repetition of (c), (d), (g) read M MiB of other memory (caches cold)\n"
-                 "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores),\n"
-                 "                   demote (memcpy, then CLDEMOTE of the lines written; default memcpy,stream)\n"
+                 "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores, as the\n"
+                 "                   library's), stream-noahead (the same without its prefetch), demote (memcpy,\n"
+                 "                   then CLDEMOTE of the lines written; default memcpy,stream)\n"
                  "  --library PATH   part l: a llaisys runtime table library (e.g. libllaisys_nvidia.so) measured\n"
                  "                   beside the probe's pipeline; --parts must name l (not in the default parts);\n"
                  "                   with part r (round trip, not in the default parts either) also its round trip\n"
@@ -1569,12 +1584,16 @@ int main(int argc, char **argv) {
         die(2, "--parts takes letters of abcdefglr, got '%s'", P.parts.c_str());
     if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
-        // 1: memcpy, 2: stream, 3: demote
-        auto kinds = parse_list<int>("--stores", stores_opt, 1, 3, [](const std::string &v) {
-            return v == "memcpy" ? 1 : v == "stream" ? 2 : v == "demote" ? 3 : 0;
+        // 1: memcpy, 2: stream, 3: demote, 4: stream-noahead
+        auto kinds = parse_list<int>("--stores", stores_opt, 1, 4, [](const std::string &v) {
+            return v == "memcpy" ? 1 : v == "stream" ? 2 : v == "demote" ? 3 : v == "stream-noahead" ? 4 : 0;
         });
         P.stores.clear();
-        for (int k : kinds) P.stores.push_back(k == 3 ? Stores::Demote : k == 2 ? Stores::Stream : Stores::Memcpy);
+        for (int k : kinds)
+            P.stores.push_back(k == 4   ? Stores::StreamNoAhead
+                               : k == 3 ? Stores::Demote
+                               : k == 2 ? Stores::Stream
+                                        : Stores::Memcpy);
     }
 
     if (P.quick) {

@@ -71,18 +71,19 @@ unsafe fn round_trip(n: usize, seed: usize) -> Result<(), String> {
 
 const SIZES: [usize; 4] = [1 << 20, (1 << 20) + 13, (3 << 20) + 4097, (17 << 20) + 5];
 
-/// Fills device memory at `dev` with `data` in copies below the fast path's 1 MiB (plain
-/// cudaMemcpy), so that the next staged copy is still the process's first.
+/// Fills device memory at `dev` with `data` in copies below the fast path's smallest H2D copy
+/// (512 KiB; smaller ones are plain cudaMemcpy), so that the next staged copy is still the
+/// process's first.
 ///
 /// # Safety
 /// `dev` is device memory of `data.len()` bytes.
 unsafe fn fill_unstaged(dev: *mut c_void, data: &[u8]) {
-    for (k, part) in data.chunks(512 << 10).enumerate() {
+    for (k, part) in data.chunks(256 << 10).enumerate() {
         // SAFETY: `dev` is device memory of `data.len()` bytes (this function's contract), and
         // each part lies inside it.
         unsafe {
             (TABLE.memcpy_sync)(
-                dev.cast::<u8>().add(k * (512 << 10)).cast(),
+                dev.cast::<u8>().add(k * (256 << 10)).cast(),
                 part.as_ptr().cast(),
                 part.len(),
                 H2D,

@@ -202,18 +202,19 @@ impl Copy {
     /// The staged direction when the copy takes the pageable fast path.
     #[inline]
     fn staged(&mut self) -> Result<Option<Direction>> {
-        if !pageable::wanted(self.size) {
+        let direction = match self.kind {
+            MemcpyKind::H2D => Direction::HostToDevice,
+            MemcpyKind::D2H => Direction::DeviceToHost,
+            _ => return Ok(None),
+        };
+        if !pageable::wanted(self.size, direction) {
             return Ok(None);
         }
-        Ok(match self.kind {
-            MemcpyKind::H2D if self.src.place()? == Place::Pageable => {
-                Some(Direction::HostToDevice)
-            }
-            MemcpyKind::D2H if self.dst.place()? == Place::Pageable => {
-                Some(Direction::DeviceToHost)
-            }
-            _ => None,
-        })
+        let host = match direction {
+            Direction::HostToDevice => &mut self.src,
+            Direction::DeviceToHost => &mut self.dst,
+        };
+        Ok((host.place()? == Place::Pageable).then_some(direction))
     }
 
     /// Runs the staged copy in `direction` on `stream`.

@@ -9,8 +9,10 @@
 //! Which of the two a copy met shows when its last chunk is queued: if every staging buffer
 //! still waits for its DMA, the host was a whole ring ahead of the link (one thread fewer next
 //! time); if at most one does, the link waited for the host (one more). Copies from
-//! `ADAPT_FROM` bytes take part; smaller ones, whose time goes to the first chunk, use every
-//! thread.
+//! `ADAPT_FROM` bytes that write the staging buffers with non-temporal stores take part;
+//! smaller ones, whose time goes to the first chunk, use every thread, and so do those with
+//! ordinary stores (`super::Adapt::of`): there, fewer threads were slower even when the host
+//! was a ring ahead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -1,8 +1,8 @@
 //! Fast copies between pageable host memory and the device.
 //!
 //! cudaMemcpy from pageable memory goes through the driver's own small staging buffers with one
-//! host thread, far below the link's rate (docs/benchmark.md). Here a copy of `MIN_BYTES` or
-//! more is cut into chunks staged through pinned buffers (`staging`, one slot per chunk in
+//! host thread, far below the link's rate (docs/benchmark.md). Here a copy of `H2D_MIN_BYTES`
+//! (H2D) or `D2H_MIN_BYTES` (D2H) or more is cut into chunks staged through pinned buffers (`staging`, one slot per chunk in
 //! flight) and run as one pipeline (`pipeline`): the calling thread queues every chunk's DMA on
 //! the caller's stream, so the copy keeps the stream's order, and the host threads (the caller
 //! and the pool's, `workers`) take the copy's pieces in order and copy each one as soon as its
@@ -40,8 +40,12 @@ use std::sync::OnceLock;
 
 pub(crate) use staging::release as release_staging;
 
-/// The smallest copy that is staged; smaller ones go to cudaMemcpy, whose fixed cost is lower.
-const MIN_BYTES: usize = 1 << 20;
+/// The smallest H2D copy that is staged; smaller ones go to cudaMemcpy, whose fixed cost is
+/// lower. An H2D copy's first chunk is short (`H2D_FIRST_CHUNK`), so staging pays from half a
+/// MiB (a model's key and value projections are of this size, docs/benchmark.md).
+const H2D_MIN_BYTES: usize = 512 << 10;
+/// The smallest D2H copy that is staged: its first chunk lands before any is copied out.
+const D2H_MIN_BYTES: usize = 1 << 20;
 /// The largest chunk (one staging slot's buffer).
 const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
@@ -92,10 +96,19 @@ fn config() -> &'static Config {
     })
 }
 
-/// True when a copy of `size` bytes between pageable memory and the device should be staged.
+/// True when a copy of `size` bytes between pageable memory and the device going `direction`
+/// should be staged.
 #[inline]
-pub(crate) fn wanted(size: usize) -> bool {
-    config().enabled && size >= MIN_BYTES
+pub(crate) fn wanted(size: usize, direction: Direction) -> bool {
+    config().enabled && size >= min_bytes(direction)
+}
+
+/// The smallest staged copy going `direction`.
+fn min_bytes(direction: Direction) -> usize {
+    match direction {
+        Direction::HostToDevice => H2D_MIN_BYTES,
+        Direction::DeviceToHost => D2H_MIN_BYTES,
+    }
 }
 
 /// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
@@ -148,7 +161,9 @@ fn stores(direction: Direction, size: usize) -> Stores {
 }
 
 /// The bounds of an H2D copy whose host threads adapt (`adapt`): from half the threads to all
-/// of them.
+/// of them. Only copies with non-temporal stores adapt: with ordinary stores (from
+/// `H2D_CACHED_FROM`) fewer threads were slower whatever the balance, so those use them all
+/// (docs/caches.md).
 #[derive(Clone, Copy)]
 struct Adapt {
     lo: usize,
@@ -156,13 +171,17 @@ struct Adapt {
 }
 
 impl Adapt {
-    /// Some for a copy whose threads adapt: H2D, from `adapt::ADAPT_FROM` bytes.
+    /// Some for a copy whose threads adapt: H2D with non-temporal stores, from
+    /// `adapt::ADAPT_FROM` bytes.
     fn of(direction: Direction, size: usize) -> Option<Adapt> {
         let threads = config().threads;
-        (direction == Direction::HostToDevice && size >= adapt::ADAPT_FROM).then(|| Adapt {
-            lo: threads.div_ceil(2),
-            hi: threads,
-        })
+        (direction == Direction::HostToDevice
+            && size >= adapt::ADAPT_FROM
+            && stores(direction, size) == Stores::Streaming)
+            .then(|| Adapt {
+                lo: threads.div_ceil(2),
+                hi: threads,
+            })
     }
 
     fn threads(self) -> usize {
@@ -322,9 +341,31 @@ mod tests {
     }
 
     #[test]
+    fn h2d_copies_are_staged_from_half_a_mib_d2h_copies_from_one() {
+        assert_eq!(min_bytes(Direction::HostToDevice), 512 << 10);
+        assert_eq!(min_bytes(Direction::DeviceToHost), 1 << 20);
+        let on = config().enabled;
+        assert_eq!(wanted(512 << 10, Direction::HostToDevice), on);
+        assert!(!wanted((512 << 10) - 1, Direction::HostToDevice));
+        assert!(!wanted((1 << 20) - 1, Direction::DeviceToHost));
+        assert_eq!(wanted(1 << 20, Direction::DeviceToHost), on);
+    }
+
+    #[test]
+    fn only_h2d_copies_with_non_temporal_stores_adapt_their_threads() {
+        let h2d = Direction::HostToDevice;
+        assert!(Adapt::of(h2d, adapt::ADAPT_FROM - 1).is_none());
+        assert!(Adapt::of(h2d, adapt::ADAPT_FROM).is_some());
+        assert!(Adapt::of(h2d, H2D_CACHED_FROM - 1).is_some());
+        assert!(Adapt::of(h2d, H2D_CACHED_FROM).is_none());
+        assert!(Adapt::of(h2d, 4 << 30).is_none());
+        assert!(Adapt::of(Direction::DeviceToHost, 64 << 20).is_none());
+    }
+
+    #[test]
     fn large_d2h_copies_stream_into_the_callers_buffer_large_h2d_copies_stage_through_the_cache() {
         assert_eq!(
-            stores(Direction::HostToDevice, MIN_BYTES),
+            stores(Direction::HostToDevice, H2D_MIN_BYTES),
             Stores::Streaming
         );
         assert_eq!(
