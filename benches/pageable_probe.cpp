@@ -229,7 +229,8 @@ void stream_copy(unsigned char *dst, const unsigned char *src, size_t n, bool ah
     std::memcpy(dst, src, head);
     size_t i = head;
     for (; i + 64 <= n; i += 64) {
-        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(src + i) + 4096, _MM_HINT_T0);
+        // the address is formed as an integer: it may lie past the source (a prefetch never faults)
+        if (ahead) _mm_prefetch(reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(src) + i + 4096), _MM_HINT_T0);
         const __m128i *s = reinterpret_cast<const __m128i *>(src + i);
         __m128i *d = reinterpret_cast<__m128i *>(dst + i);
         __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
@@ -340,7 +341,7 @@ struct Result {
     size_t size = 0, chunk = 0;
     int threads = 0, slots = 0;
     std::string mode;  // "hot", "cold" or ""
-    std::string stores;  // "memcpy", "stream" or "" (no host copy)
+    std::string stores;  // "memcpy", "stream", "stream-noahead", "demote" or "" (no host copy)
     int busy = 0;        // (g) "host copy under DMA load": repetitions whose DMAs outlasted the copy
     double med = 0;      // seconds
     std::vector<double> samples;
@@ -1032,7 +1033,9 @@ void Probe::part_l() {
             const size_t C = bd ? bd->chunk : std::min({n, cmax, 4 * MiB});
             const int T = bd ? bd->threads : pipe_threads.back();
             const int K = bd ? bd->slots : slot_counts.back();
-            const Stores st = bd ? stores_of(bd->stores) : stores.back();
+            // without a (d) result: the library's own stores where they are among those asked for
+            const bool has_stream = std::find(stores.begin(), stores.end(), Stores::Stream) != stores.end();
+            const Stores st = bd ? stores_of(bd->stores) : has_stream ? Stores::Stream : stores.back();
             double first = 0;
             auto probe_op = [&](Workers &w) {
                 if (h2d) pipeline_h2d(w, dev, pg_src, n, C, K, st, first);

@@ -533,6 +533,15 @@ class ProbeOnFakeCudart(unittest.TestCase):
                          sorted("4 DMAs %s pinned of 256 KiB, %s, until all done" % (d, s) for d in ("H2D", "D2H")
                                 for s in ("one stream (legacy)", "alternating over 2 blocking streams")))
 
+    def test_stream_stores_with_and_without_the_prefetch_copy_every_byte(self):
+        # the library's non-temporal copy (a prefetch a page ahead) and the same without it
+        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
+        r, rows = self.run_probe(exe, "--parts", "cdg", "--stores", "stream,stream-noahead", *TINY)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        self.assertNotIn("DATA CHECK FAILED", r.stdout)
+        self.assertEqual({row["stores"] for row in rows if row["part"] in "cdg"}, {"stream", "stream-noahead"})
+        self.assertEqual(len([row for row in rows if row["part"] == "c"]), 4)
+
     def test_demote_stores_copy_every_byte(self):
         # CLDEMOTE after memcpy (a NOP where the processor lacks it): the data checks hold
         exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])

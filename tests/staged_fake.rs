@@ -69,7 +69,15 @@ unsafe fn round_trip(n: usize, seed: usize) -> Result<(), String> {
     Ok(())
 }
 
-const SIZES: [usize; 4] = [1 << 20, (1 << 20) + 13, (3 << 20) + 4097, (17 << 20) + 5];
+/// From the smallest staged H2D copy (512 KiB; D2H copies below 1 MiB go to cudaMemcpy) up.
+const SIZES: [usize; 6] = [
+    512 << 10,
+    (768 << 10) + 13,
+    1 << 20,
+    (1 << 20) + 13,
+    (3 << 20) + 4097,
+    (17 << 20) + 5,
+];
 
 /// Fills device memory at `dev` with `data` in copies below the fast path's smallest H2D copy
 /// (512 KiB; smaller ones are plain cudaMemcpy), so that the next staged copy is still the

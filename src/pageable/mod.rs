@@ -2,8 +2,8 @@
 //!
 //! cudaMemcpy from pageable memory goes through the driver's own small staging buffers with one
 //! host thread, far below the link's rate (docs/benchmark.md). Here a copy of `H2D_MIN_BYTES`
-//! (H2D) or `D2H_MIN_BYTES` (D2H) or more is cut into chunks staged through pinned buffers (`staging`, one slot per chunk in
-//! flight) and run as one pipeline (`pipeline`): the calling thread queues every chunk's DMA on
+//! (H2D) or `D2H_MIN_BYTES` (D2H) or more is cut into chunks staged through pinned buffers
+//! (`staging`, one slot per chunk in flight) and run as one pipeline (`pipeline`): the calling thread queues every chunk's DMA on
 //! the caller's stream, so the copy keeps the stream's order, and the host threads (the caller
 //! and the pool's, `workers`) take the copy's pieces in order and copy each one as soon as its
 //! chunk is ready.
@@ -20,8 +20,8 @@
 //! cores, at most 12); `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`, a developer tool, prints where the
 //! time of every N-th copy goes (`trace`). The shape of a copy (chunks, pieces, staging
 //! buffers, stores, the threads' spin) is fixed by constants, chosen with `pageable_probe` and
-//! the table benchmark (docs/caches.md); large H2D copies adapt their thread count below the
-//! bound (`adapt`).
+//! the table benchmark (docs/caches.md); H2D copies of 8 to 128 MiB (those with non-temporal
+//! stores) adapt their thread count below the bound (`adapt`).
 
 mod adapt;
 mod hostcopy;
@@ -41,8 +41,9 @@ use std::sync::OnceLock;
 pub(crate) use staging::release as release_staging;
 
 /// The smallest H2D copy that is staged; smaller ones go to cudaMemcpy, whose fixed cost is
-/// lower. An H2D copy's first chunk is short (`H2D_FIRST_CHUNK`), so staging pays from half a
-/// MiB (a model's key and value projections are of this size, docs/benchmark.md).
+/// lower. An H2D copy's first chunk is short (`H2D_FIRST_CHUNK`), so from two chunks on its DMA
+/// overlaps the host copy of the rest (a model's key and value projections, 768 KiB in the
+/// weights benchmark's model, are above it: docs/benchmark.md).
 const H2D_MIN_BYTES: usize = 512 << 10;
 /// The smallest D2H copy that is staged: its first chunk lands before any is copied out.
 const D2H_MIN_BYTES: usize = 1 << 20;
