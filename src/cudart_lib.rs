@@ -16,8 +16,8 @@
 //!    NVIDIA's static runtime as a shared library, which costs less per call than the shared
 //!    `libcudart.so`), the dynamic loader's path (`libcudart.so.13`, `.12`), the folder of that
 //!    library at build time, the Python wheels (`nvidia/cu13/lib`, `nvidia/cuda_runtime/lib`).
-//!    A library found is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a failure, or is
-//!    of a major this build has no headers for is passed over (and closed).
+//!    A library found is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a
+//!    failure, or is of a major this build has no headers for is passed over (and closed).
 //!
 //! Failures, as `cudaError_t` values:
 //! - no driver support for any major of the build, or only runtimes found that need a newer

@@ -3,10 +3,10 @@
 //! cudaMemcpy from pageable memory goes through the driver's own small staging buffers with one
 //! host thread, far below the link's rate (docs/benchmark.md). Here a copy of `H2D_MIN_BYTES`
 //! (H2D) or `D2H_MIN_BYTES` (D2H) or more is cut into chunks staged through pinned buffers
-//! (`staging`, one slot per chunk in flight) and run as one pipeline (`pipeline`): the calling thread queues every chunk's DMA on
-//! the caller's stream, so the copy keeps the stream's order, and the host threads (the caller
-//! and the pool's, `workers`) take the copy's pieces in order and copy each one as soon as its
-//! chunk is ready.
+//! (`staging`, one slot per chunk in flight) and run as one pipeline (`pipeline`): the calling
+//! thread queues every chunk's DMA on the caller's stream, so the copy keeps the stream's order,
+//! and the host threads (the caller and the pool's, `workers`) take the copy's pieces in order
+//! and copy each one as soon as its chunk is ready.
 //!
 //! - H2D: piece -> slot (host copy), cudaMemcpyAsync slot -> device on the stream once the
 //!   chunk's pieces are in, the slot's event recorded. Returns once every chunk is queued, i.e.
