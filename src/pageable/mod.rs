@@ -51,9 +51,10 @@ const D2H_MIN_BYTES: usize = 1 << 20;
 const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
 const CHUNK_MIN: usize = 256 << 10;
-/// An H2D copy's first chunk (later ones double up to the chunk size): the copy engine starts
-/// after a short host copy instead of a quarter of the copy. D2H copies use equal chunks, which
-/// were faster for them (docs/caches.md).
+/// An H2D copy's first chunk on an idle link (later ones double up to the chunk size): the copy
+/// engine starts after a short host copy instead of a quarter of the copy. Behind earlier DMAs
+/// still in flight the first chunk is longer (`first_chunk`). D2H copies use equal chunks,
+/// which were faster for them (docs/caches.md).
 const H2D_FIRST_CHUNK: usize = 256 << 10;
 /// D2H copies from this size write the caller's buffer with non-temporal stores: beyond what
 /// the CPU caches keep, where they are faster than ordinary stores (docs/caches.md).
@@ -104,6 +105,17 @@ pub(crate) fn wanted(size: usize, direction: Direction) -> bool {
     config().enabled && size >= min_bytes(direction)
 }
 
+/// True when an H2D copy from pageable memory too small for `wanted` should be staged anyway
+/// because a staged H2D copy's DMAs may still be in flight: cudaMemcpy from pageable memory
+/// first waits for the stream, so each small copy between large ones (a model's biases and
+/// norms between its matrices) would let the copy engine run dry; staged, it is queued behind
+/// them and returns once its source has been read, as cudaMemcpy does. One load of a flag
+/// when nothing is in flight.
+#[inline]
+pub(crate) fn wanted_behind_staged() -> bool {
+    config().enabled && staging::h2d_in_flight()
+}
+
 /// The smallest staged copy going `direction`.
 fn min_bytes(direction: Direction) -> usize {
     match direction {
@@ -139,13 +151,35 @@ fn plan(size: usize, largest: usize, first: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// The chunks of a copy of `size` bytes going `direction`.
-fn chunks(size: usize, direction: Direction) -> Vec<(usize, usize)> {
-    let first = match direction {
-        Direction::HostToDevice => H2D_FIRST_CHUNK,
-        Direction::DeviceToHost => 0,
-    };
-    plan(size, chunk_for(size), first)
+/// The first chunk of an H2D copy whose chunks are at most `largest` bytes, queued behind
+/// `pending` bytes of DMAs from the set's staging buffers, `oldest` of them from the slot the
+/// copy starts at: the copy engine stays busy with the others (`pending - oldest`) while the
+/// host copies the first chunk, so it may be as long as they are. A ramp from
+/// `H2D_FIRST_CHUNK` behind DMAs in flight would hold small chunks in buffers that could each
+/// hold the largest, and the copy engine could run dry between them.
+fn first_chunk(pending: usize, oldest: usize, largest: usize) -> usize {
+    let behind = pending.saturating_sub(oldest) / (64 << 10) * (64 << 10);
+    behind.clamp(H2D_FIRST_CHUNK, largest.max(H2D_FIRST_CHUNK))
+}
+
+/// The largest H2D copy written behind a staging slot's pending use (`staging::Set::room_behind`)
+/// as one chunk, instead of taking slots of its own: a model's norms and biases, and its
+/// key and value projections, between its large matrices. Each would otherwise hold a slot
+/// that could hold a whole chunk while the copy engine runs through the slots' DMAs.
+const BEHIND_MAX: usize = 1 << 20;
+
+/// The chunks of a copy of `size` bytes going `direction`; an H2D copy's first chunk as
+/// `first_chunk` says behind `pending` bytes in flight, `oldest` of them in its first slot.
+fn chunks(size: usize, direction: Direction, pending: usize, oldest: usize) -> Vec<(usize, usize)> {
+    match direction {
+        Direction::HostToDevice => {
+            // Behind DMAs in flight a copy needs no short chunks to start the copy engine: its
+            // chunks may be as long as its first (up to a slot's buffer).
+            let first = first_chunk(pending, oldest, CHUNK_MAX);
+            plan(size, chunk_for(size).max(first), first)
+        }
+        Direction::DeviceToHost => plan(size, chunk_for(size), 0),
+    }
 }
 
 /// The stores of a copy's host side: H2D writes the staging buffers, with non-temporal stores
@@ -227,8 +261,27 @@ pub(crate) unsafe fn copy(
     }
     let adapt = Adapt::of(direction, size);
     let threads = adapt.map_or(config().threads, Adapt::threads);
-    let plan = chunks(size, direction);
+    let next_slot = set.first_slot();
+    let last_slot = next_slot + set.slots.len() - 1;
+    // A small H2D copy on the legacy stream goes behind the last slot's pending use if it has
+    // room, as one chunk; any other copy starts at the next slot.
+    let behind_at =
+        (direction == Direction::HostToDevice && stream.is_null() && size <= BEHIND_MAX)
+            .then(|| set.room_behind(last_slot, stream_device, size))
+            .flatten();
+    let (first_slot, plan) = match behind_at {
+        Some(_) => (last_slot, vec![(0, size)]),
+        None => {
+            let (pending, oldest) = set.pending_bytes(next_slot);
+            (next_slot, chunks(size, direction, pending, oldest))
+        }
+    };
     let chunk_count = plan.len();
+    set.used(first_slot, chunk_count);
+    if behind_at.is_some() {
+        tr.mark("behind_at", behind_at.unwrap_or(0));
+    }
+    tr.mark("first_chunk_kib", plan.first().map_or(0, |c| c.1 >> 10));
     // SAFETY: `device` and `host` hold `size` bytes, the plan's chunks cover exactly those, and
     // they stay valid until the copy has run (this function's contract); `stream` is NULL or a
     // live stream of `stream_device` (found above, or given with it); the set was taken from
@@ -245,6 +298,8 @@ pub(crate) unsafe fn copy(
                 threads,
                 stores: stores(direction, size),
                 count_in_flight: adapt.is_some(),
+                first_slot,
+                behind_at,
             },
             plan,
             &tr,
@@ -277,6 +332,9 @@ pub(crate) unsafe fn copy(
         }
     } else {
         staging::give_back(set);
+        if !wait && direction == Direction::HostToDevice {
+            staging::h2d_queued();
+        }
     }
     result.map_err(|e| {
         Error::cuda(
@@ -324,12 +382,12 @@ mod tests {
 
     #[test]
     fn h2d_starts_with_a_short_chunk_d2h_uses_equal_ones() {
-        let h2d = chunks(16 << 20, Direction::HostToDevice);
+        let h2d = chunks(16 << 20, Direction::HostToDevice, 0, 0);
         assert_eq!(
             h2d.iter().map(|c| c.1).take(5).collect::<Vec<_>>(),
             [256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20]
         );
-        let d2h = chunks(16 << 20, Direction::DeviceToHost);
+        let d2h = chunks(16 << 20, Direction::DeviceToHost, 24 << 20, 8 << 20);
         assert_eq!(
             d2h,
             [
@@ -339,6 +397,38 @@ mod tests {
                 (12 << 20, 4 << 20)
             ]
         );
+    }
+
+    #[test]
+    fn behind_dmas_in_flight_an_h2d_copy_starts_with_as_much_as_the_others_hold() {
+        let mib = 1 << 20;
+        // Idle (or only the first slot's DMA pending): the short first chunk.
+        assert_eq!(first_chunk(0, 0, 8 * mib), H2D_FIRST_CHUNK);
+        assert_eq!(first_chunk(8 * mib, 8 * mib, 8 * mib), H2D_FIRST_CHUNK);
+        // Behind 6 MiB + 100 KiB in the other slots: 6 MiB + 64 KiB (a multiple of 64 KiB).
+        assert_eq!(
+            first_chunk(8 * mib + 6 * mib + (100 << 10), 8 * mib, 8 * mib),
+            6 * mib + (64 << 10)
+        );
+        // Never beyond the copy's largest chunk, never below the short one.
+        assert_eq!(first_chunk(30 * mib, 2 * mib, 4 * mib), 4 * mib);
+        assert_eq!(first_chunk(30 * mib, 2 * mib, 64 << 10), H2D_FIRST_CHUNK);
+        assert_eq!(first_chunk(100 << 10, 0, 8 * mib), H2D_FIRST_CHUNK);
+        // Behind 12 MiB in flight a 27 MiB copy takes whole slots (its chunk size would be a
+        // quarter of it); a 768 KiB one behind 3 MiB is one chunk (not three of 256 KiB).
+        let h2d = chunks(27 * mib, Direction::HostToDevice, 20 * mib, 8 * mib);
+        assert_eq!(
+            h2d.iter().map(|c| c.1).collect::<Vec<_>>(),
+            [8 * mib, 8 * mib, 8 * mib, 3 * mib]
+        );
+        let kv = chunks(768 << 10, Direction::HostToDevice, 4 * mib, mib);
+        assert_eq!(kv, [(0, 768 << 10)]);
+        // With less in flight the chunks double from the first up to the usual size.
+        let h2d = chunks(27 * mib, Direction::HostToDevice, 3 * mib, 2 * mib);
+        assert_eq!(h2d[0].1, mib);
+        assert_eq!(h2d[1].1, 2 * mib);
+        assert!(h2d.iter().all(|c| c.1 <= chunk_for(27 * mib)));
+        assert_eq!(h2d.iter().map(|c| c.1).sum::<usize>(), 27 * mib);
     }
 
     #[test]

@@ -199,8 +199,8 @@ impl Job {
                 Direction::DeviceToHost => (host, staged),
             };
             // SAFETY: `run`'s caller keeps the pageable buffer valid for every chunk's bytes
-            // until the copy has run, and the staging buffers hold CHUNK_MAX >= every chunk's
-            // bytes; the chunk is ready (its DMA has landed, D2H, or no DMA reads its slot any
+            // until the copy has run, and the staging buffers hold every chunk's bytes (CHUNK_MAX
+            // >= a chunk, or, written behind a pending use, the room `Set::room_behind` found); the chunk is ready (its DMA has landed, D2H, or no DMA reads its slot any
             // more, H2D), and no other piece covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
             if let Some(at) = traced {
@@ -270,6 +270,18 @@ pub(super) struct Request<'a> {
     pub(super) stores: Stores,
     /// Whether an H2D copy counts its chunks still in flight at the end (`run`).
     pub(super) count_in_flight: bool,
+    /// The set's slot of the first chunk (`Set::first_slot`); chunk k takes the k-th after it.
+    pub(super) first_slot: usize,
+    /// Set for a one-chunk H2D copy written behind the first slot's pending use, at this offset
+    /// of its buffer (`Set::room_behind`): the slot is not waited for.
+    pub(super) behind_at: Option<usize>,
+}
+
+impl Request<'_> {
+    /// The slot of chunk `k`.
+    fn slot(&self, k: usize) -> std::sync::MutexGuard<'_, Slot> {
+        self.set.slot(self.first_slot + k)
+    }
 }
 
 /// Runs a staged copy of `chunks` ((offset, length) each) with the pipelined engine. D2H returns
@@ -287,9 +299,12 @@ pub(super) unsafe fn run(
     tr: &Trace,
 ) -> Result<Option<InFlight>> {
     let slots = c.set.slots.len().min(chunks.len());
-    let bufs = (0..slots)
-        .map(|k| c.set.slot(k).buffer().map(|b| b as usize))
+    let mut bufs = (0..slots)
+        .map(|k| c.slot(k).buffer().map(|b| b as usize))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(at) = c.behind_at {
+        bufs[0] += at;
+    }
     let job = Arc::new(Job::new(
         c.direction,
         c.host,
@@ -411,7 +426,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 // A slot takes the next chunk's DMA once its last chunk has been copied out (and,
                 // first, ordered after an earlier copy's use of it on the stream).
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
-                    let mut slot = c.set.slot(queued);
+                    let mut slot = c.slot(queued);
                     // An earlier copy's use of the slot (an H2D DMA reading it, say) is waited
                     // for by the stream, not here: the DMA is queued at once and starts as soon
                     // as the GPU is done with the buffer. (A slot whose chunk of this copy was
@@ -438,9 +453,9 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     // Nothing to do until the first chunk lands, which may be behind long work
                     // on the stream: wait as the application's device flags say (spin, yield
                     // or block), not in a loop of queries.
-                    tr.time(Phase::Wait, || c.set.slot(0).wait())?;
+                    tr.time(Phase::Wait, || c.slot(0).wait())?;
                 }
-                while ready < queued && tr.time(Phase::Wait, || c.set.slot(ready).poll())? {
+                while ready < queued && tr.time(Phase::Wait, || c.slot(ready).poll())? {
                     tr.mark("landed", ready);
                     ready += 1;
                     publish(ready);
@@ -468,11 +483,14 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 // for (an earlier copy's last chunks may be behind long work on a stream) as
                 // the application's device flags say; the helpers start once it is free.
                 while ready < n && (ready < k || queued > ready - k) {
-                    let mut slot = c.set.slot(ready);
+                    let mut slot = c.slot(ready);
                     if ready > 0 && !tr.time(Phase::Wait, || slot.poll())? {
                         break;
                     }
-                    tr.time(Phase::Wait, || slot.prepare(c.device))?;
+                    // Written behind the slot's pending use: nothing to wait for.
+                    if c.behind_at.is_none() {
+                        tr.time(Phase::Wait, || slot.prepare(c.device))?;
+                    }
                     tr.mark("free", ready);
                     ready += 1;
                     publish(ready);
@@ -480,7 +498,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     progressed = true;
                 }
                 while queued < ready && job.chunk_done(queued) {
-                    let mut slot = c.set.slot(queued);
+                    let mut slot = c.slot(queued);
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); every piece of the chunk is in the slot's buffer.
                     unsafe { queue(c, job, queued, &mut slot, tr) }?;
@@ -511,9 +529,7 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
     let last = n.saturating_sub(job.bufs.len())..n;
     InFlight {
         of: last.len(),
-        pending: last
-            .filter(|&k| !c.set.slot(k).poll().unwrap_or(false))
-            .count(),
+        pending: last.filter(|&k| !c.slot(k).poll().unwrap_or(false)).count(),
     }
 }
 
@@ -533,9 +549,10 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
         Direction::HostToDevice => (dev, staged.cast_const(), MemcpyKind::H2D),
         Direction::DeviceToHost => (staged, dev.cast_const(), MemcpyKind::D2H),
     };
-    // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len) and stay
-    // valid until the DMA has run (the slot's event, recorded next, says when); `stream` is
-    // NULL or a live stream (this function's contract, as `run`'s).
+    // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len, or the room
+    // behind its pending use that `Set::room_behind` found) and stay valid until the DMA has
+    // run (the slot's event, recorded next, says when); `stream` is NULL or a live stream (this
+    // function's contract, as `run`'s).
     tr.time(Phase::Enqueue, || unsafe {
         cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream)
     })
@@ -546,9 +563,11 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
             format!("{} (chunk at {off})", e.detail()),
         )
     })?;
-    // SAFETY: `stream` is NULL or a live stream of the device the slot was prepared for
-    // (`c.device`; this function's contract, as `run`'s).
-    tr.time(Phase::Record, || unsafe { slot.record(c.stream) })?;
+    let end = c.behind_at.unwrap_or(0) + len;
+    // SAFETY: `stream` is NULL or a live stream of the device the slot's event was made on
+    // (`c.device`: prepared for it, or found on it by `Set::room_behind`; this function's
+    // contract, as `run`'s).
+    tr.time(Phase::Record, || unsafe { slot.record(c.stream, end) })?;
     tr.mark("queued", k);
     Ok(())
 }

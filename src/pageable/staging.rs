@@ -1,13 +1,17 @@
 //! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight (`SLOTS`),
 //! each slot a pinned buffer (made on first use) and the event of its last use. A slot is used
-//! by one thread at a time (its lock) and overwritten only once its event has completed. Sets
-//! are kept for reuse, at most `MAX_SETS` idle.
+//! by one thread at a time (its lock) and overwritten only once its event has completed. A
+//! set's slots are a ring: each copy starts at the slot after the last one the set's previous
+//! copy used, the one whose use is oldest, so that a copy queued behind another's last chunks
+//! waits for the earliest of them, not for whichever its first chunk's slot held. Sets are kept
+//! for reuse, at most `MAX_SETS` idle.
 
 use super::CHUNK_MAX;
 use crate::cudart::StreamHandle;
 use crate::error::Result;
 use crate::event::Event;
 use crate::sync::lock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Staging buffers per copy: chunks in flight at once (more were no faster: docs/caches.md).
@@ -22,6 +26,10 @@ pub(super) struct Slot {
     event: Option<Event>,
     device: i32,
     busy: bool,
+    /// Bytes of the buffer, from its start, that its last recorded use covers.
+    len: usize,
+    /// The stream of the last recorded use.
+    stream: usize,
 }
 
 // SAFETY: the raw pointer is the only field that is not Send: it is pinned host memory that the
@@ -51,12 +59,15 @@ impl Slot {
         Ok(self.buf)
     }
 
-    /// Records the slot's event on `stream` (of the device the slot was prepared for): the
-    /// buffer is in use until the work queued there so far has completed.
+    /// Records the slot's event on `stream` (of the device the slot was prepared for) after a
+    /// DMA from or to the buffer's first `len` bytes: the buffer is in use until the work queued
+    /// there so far has completed.
     ///
     /// # Safety
     /// `stream` is NULL or a live stream of that device.
-    pub(super) unsafe fn record(&mut self, stream: StreamHandle) -> Result<()> {
+    pub(super) unsafe fn record(&mut self, stream: StreamHandle, len: usize) -> Result<()> {
+        self.len = len;
+        self.stream = stream as usize;
         if let Some(e) = &self.event {
             // SAFETY: `stream` is NULL or a live stream of the device the event was made on
             // (this function's contract; `prepare` made the event on that device).
@@ -128,6 +139,8 @@ impl Slot {
 /// The slots of one copy.
 pub(super) struct Set {
     pub(super) slots: Vec<Mutex<Slot>>,
+    /// The slot of the next copy's first chunk (`first_slot`, `used`).
+    next: AtomicUsize,
 }
 
 static SETS: Mutex<Vec<Arc<Set>>> = Mutex::new(Vec::new());
@@ -142,10 +155,62 @@ impl Set {
                         event: None,
                         device: -1,
                         busy: false,
+                        len: 0,
+                        stream: 0,
                     })
                 })
                 .collect(),
+            next: AtomicUsize::new(0),
         }
+    }
+
+    /// The slot of a copy's first chunk: the one after the last one the set's previous copy
+    /// used.
+    pub(super) fn first_slot(&self) -> usize {
+        self.next.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a copy starting at slot `first` used `chunks` chunks.
+    pub(super) fn used(&self, first: usize, chunks: usize) {
+        self.next
+            .store((first + chunks) % self.slots.len(), Ordering::Relaxed);
+    }
+
+    /// Where in slot `k`'s buffer an H2D copy of `size` bytes on the legacy stream of `device`
+    /// may be written behind the slot's last use, which may still be pending: that use was on
+    /// the same stream, so a DMA queued there now runs after it and the slot's event, recorded
+    /// again after it, completes after both; and the bytes past the ones that use covers are
+    /// free. Only the legacy stream: another stream's handle may have been destroyed and made
+    /// again, and would not order the new DMA after the old one. None when the slot is idle
+    /// (a copy then takes it whole) or lacks the room.
+    pub(super) fn room_behind(&self, k: usize, device: i32, size: usize) -> Option<usize> {
+        let s = lock(&self.slots[k % self.slots.len()]);
+        let at = s.len.next_multiple_of(64);
+        // Busy only after a recorded event (`record`).
+        (s.busy
+            && !s.buf.is_null()
+            && s.device == device
+            && s.stream == 0
+            && at + size <= CHUNK_MAX)
+            .then_some(at)
+    }
+
+    /// The bytes of DMAs that may still be pending on the set's slots (no CUDA call), and of
+    /// those the bytes of slot `first`'s (which a copy starting there waits for first).
+    pub(super) fn pending_bytes(&self, first: usize) -> (usize, usize) {
+        let first = first % self.slots.len();
+        let mut total = 0;
+        let mut oldest = 0;
+        for (i, s) in self.slots.iter().enumerate() {
+            let s = lock(s);
+            if s.busy {
+                total += s.len;
+                if i == first {
+                    oldest = s.len;
+                }
+            }
+        }
+        (total, oldest)
     }
 
     /// The slot of chunk `k`.
@@ -217,6 +282,36 @@ pub(super) fn take() -> Arc<Set> {
     Arc::new(Set::new())
 }
 
+/// Set when an H2D copy returns with DMAs from a staging buffer that may still be in flight;
+/// cleared by `h2d_in_flight` once none is.
+static H2D_IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+
+/// Notes that an H2D copy returned with its last DMAs perhaps still in flight.
+pub(super) fn h2d_queued() {
+    H2D_IN_FLIGHT.store(true, Ordering::Relaxed);
+}
+
+/// True while an H2D copy's DMA from a kept set may still be in flight: the last slot that set
+/// used has not completed (one event query per kept set; none, and no lock, once none was
+/// found). A set taken by a running copy is not asked.
+pub(super) fn h2d_in_flight() -> bool {
+    if !H2D_IN_FLIGHT.load(Ordering::Relaxed) {
+        return false;
+    }
+    let sets = lock(&SETS);
+    let pending = sets.iter().any(|set| {
+        let n = set.slots.len();
+        let last = (set.first_slot() + n - 1) % n;
+        let mut slot = lock(&set.slots[last]);
+        // A failed query counts as pending: the next copy through the set reports it.
+        !slot.poll().unwrap_or(false)
+    });
+    if !pending {
+        H2D_IN_FLIGHT.store(false, Ordering::Relaxed);
+    }
+    pending
+}
+
 /// Returns a set for reuse; idle sets beyond `MAX_SETS` are freed.
 pub(super) fn give_back(set: Arc<Set>) {
     let extra = {
@@ -247,4 +342,87 @@ pub(crate) fn release() -> Result<()> {
         }
     }
     first_err.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_start_at_the_slot_after_the_last_one_used() {
+        let set = Set::new();
+        let n = set.slots.len();
+        assert_eq!(set.first_slot(), 0);
+        set.used(0, 3);
+        assert_eq!(set.first_slot(), 3);
+        set.used(3, 1);
+        assert_eq!(set.first_slot(), 4 % n);
+        set.used(set.first_slot(), 2 * n + 1);
+        assert_eq!(set.first_slot(), (4 + 1) % n);
+        // Chunk k of a copy starting at slot f is slot (f + k) mod n.
+        let f = set.first_slot();
+        let at = |k: usize| {
+            let slot = set.slot(f + k);
+            &*slot as *const Slot
+        };
+        assert_eq!(at(n + 2), at(2));
+        assert_ne!(at(1), at(2));
+    }
+
+    #[test]
+    fn pending_bytes_count_only_uses_that_may_be_in_flight() {
+        let set = Set::new();
+        assert_eq!(set.pending_bytes(0), (0, 0));
+        for (i, (busy, len)) in [(true, 100), (false, 7), (true, 30), (true, 5)]
+            .into_iter()
+            .enumerate()
+            .take(set.slots.len())
+        {
+            let mut s = lock(&set.slots[i]);
+            s.busy = busy;
+            s.len = len;
+        }
+        assert_eq!(set.pending_bytes(0), (135, 100));
+        assert_eq!(set.pending_bytes(1), (135, 0));
+        assert_eq!(set.pending_bytes(2 + set.slots.len()), (135, 30));
+    }
+
+    #[test]
+    fn a_copy_goes_behind_a_pending_use_only_on_its_legacy_stream_and_with_room() {
+        let set = Set::new();
+        let k = set.slots.len() - 1;
+        let setup = |busy: bool, len: usize, device: i32, stream: usize| {
+            let mut s = lock(&set.slots[k]);
+            // Never dereferenced here; `free` is never called on this set.
+            s.buf = std::ptr::NonNull::<u8>::dangling().as_ptr();
+            (s.busy, s.len, s.device, s.stream) = (busy, len, device, stream);
+        };
+        setup(true, 1000, 0, 0);
+        assert_eq!(set.room_behind(k, 0, 4096), Some(1024), "64-byte aligned");
+        assert_eq!(set.room_behind(k + set.slots.len(), 0, 4096), Some(1024));
+        assert_eq!(set.room_behind(k, 0, CHUNK_MAX - 1024), Some(1024));
+        assert_eq!(set.room_behind(k, 0, CHUNK_MAX - 1023), None, "no room");
+        assert_eq!(set.room_behind(k, 1, 4096), None, "another device");
+        setup(true, 1000, 0, 0x1234);
+        assert_eq!(set.room_behind(k, 0, 4096), None, "another stream");
+        setup(false, 1000, 0, 0);
+        assert_eq!(set.room_behind(k, 0, 4096), None, "idle: taken whole");
+        lock(&set.slots[k]).buf = std::ptr::null_mut();
+    }
+
+    #[test]
+    fn nothing_in_flight_is_answered_without_a_lock_or_a_query() {
+        // No copy of this test process queued an H2D DMA through a set (no device here, or
+        // none yet): the flag is down, so no set is asked.
+        if !H2D_IN_FLIGHT.load(Ordering::Relaxed) {
+            assert!(!h2d_in_flight());
+        }
+        // A kept set whose last slot has no pending use clears the flag.
+        h2d_queued();
+        let sets_kept = lock(&SETS).len();
+        if sets_kept == 0 {
+            assert!(!h2d_in_flight());
+            assert!(!H2D_IN_FLIGHT.load(Ordering::Relaxed));
+        }
+    }
 }

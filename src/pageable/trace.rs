@@ -109,8 +109,11 @@ impl Trace {
         };
         let total = start.elapsed().as_nanos() as u64;
         let (s, c) = (self.spent.get(), self.counts.get());
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        let epoch = *EPOCH.get_or_init(|| start);
+        let at = start.saturating_duration_since(epoch).as_nanos() as f64 / 1e3;
         let mut line = format!(
-            "llaisys-nvidia pageable trace: {what}: {:.1} us",
+            "llaisys-nvidia pageable trace: {what}: {:.1} us, from {at:.1} us",
             total as f64 / 1e3
         );
         for i in 0..4 {
