@@ -195,9 +195,23 @@ impl Set {
             .then_some(at)
     }
 
-    /// The bytes of DMAs that may still be pending on the set's slots (no CUDA call), and of
-    /// those the bytes of slot `first`'s (which a copy starting there waits for first).
+    /// The bytes of DMAs still pending on the set's slots, and of those the bytes of slot
+    /// `first`'s (which a copy starting there waits for first). Each slot whose last use may be
+    /// pending is asked (its event): after a stream or device synchronize every one has
+    /// completed although none was asked, and a copy then starts on an idle link. A failed
+    /// query counts as pending (the slot's next use reports the error).
     pub(super) fn pending_bytes(&self, first: usize) -> (usize, usize) {
+        for s in &self.slots {
+            let mut s = lock(s);
+            if s.busy {
+                let _ = s.poll();
+            }
+        }
+        self.busy_bytes(first)
+    }
+
+    /// As `pending_bytes`, from what the slots know (no CUDA call).
+    fn busy_bytes(&self, first: usize) -> (usize, usize) {
         let first = first % self.slots.len();
         let mut total = 0;
         let mut oldest = 0;
@@ -372,7 +386,7 @@ mod tests {
     #[test]
     fn pending_bytes_count_only_uses_that_may_be_in_flight() {
         let set = Set::new();
-        assert_eq!(set.pending_bytes(0), (0, 0));
+        assert_eq!(set.busy_bytes(0), (0, 0));
         for (i, (busy, len)) in [(true, 100), (false, 7), (true, 30), (true, 5)]
             .into_iter()
             .enumerate()
@@ -382,9 +396,9 @@ mod tests {
             s.busy = busy;
             s.len = len;
         }
-        assert_eq!(set.pending_bytes(0), (135, 100));
-        assert_eq!(set.pending_bytes(1), (135, 0));
-        assert_eq!(set.pending_bytes(2 + set.slots.len()), (135, 30));
+        assert_eq!(set.busy_bytes(0), (135, 100));
+        assert_eq!(set.busy_bytes(1), (135, 0));
+        assert_eq!(set.busy_bytes(2 + set.slots.len()), (135, 30));
     }
 
     #[test]
