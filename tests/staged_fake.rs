@@ -4,8 +4,9 @@
 //! events complete only when the work before them has run. A staging buffer overwritten before
 //! its DMA read it, or a chunk copied out before it landed, gives wrong data here. Both
 //! directions at every size, with 1-12 host threads and the default, a first copy that is a D2H
-//! with more chunks than staging buffers, two threads copying at once, a D2H that wakes sleeping
-//! helpers early, failing chunks and event queries, and the trace.
+//! with more chunks than staging buffers, two threads copying at once, small copies written
+//! behind a staged copy's pending DMA, a D2H that wakes sleeping helpers early, failing chunks
+//! and event queries, and the trace.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -176,6 +177,37 @@ fn child_staged_copies() {
         for t in threads {
             t.join().expect("copy thread").unwrap();
         }
+        // Small copies right after a staged one, whose DMAs the stand-in has mostly not run
+        // yet: they go behind the last one (or to cudaMemcpy), over ranges it also writes and
+        // over each other; the last write wins.
+        for k in 0..8 {
+            let n = (3 << 20) + 4097;
+            let mut want = pattern(n, 300 + k);
+            let dev = (TABLE.malloc_device)(n);
+            (TABLE.memcpy_sync)(dev, want.as_ptr().cast(), n, H2D);
+            for (i, &m) in [3072usize, 512, 1, 4099, (512 << 10) - 1, 3072]
+                .iter()
+                .enumerate()
+            {
+                let off = (i * 7919 + k * 4096) % (n - m);
+                let mut small = pattern(m, 400 + i);
+                (TABLE.memcpy_sync)(
+                    dev.cast::<u8>().add(off).cast(),
+                    small.as_ptr().cast(),
+                    m,
+                    H2D,
+                );
+                want[off..off + m].copy_from_slice(&small);
+                small.fill(0xCC);
+            }
+            let mut back = vec![0u8; n];
+            (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
+            assert!(
+                back == want,
+                "small copies behind a staged one ({k}): wrong data"
+            );
+            (TABLE.free_device)(dev);
+        }
         // After an idle while the helpers sleep: a D2H on the idle stream wakes them as its
         // first DMAs are queued, and the calling thread copies out until they join.
         for (k, &n) in SIZES.iter().enumerate() {
@@ -261,6 +293,12 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
                 text.lines()
                     .any(|l| l.contains("DeviceToHost") && l.contains("woken_early")),
                 "a D2H copy with its helpers asleep wakes them as its DMAs are queued:\n{text}"
+            );
+            // Small copies after a staged one went behind its pending DMA.
+            assert!(
+                text.lines()
+                    .any(|l| l.contains("HostToDevice") && l.contains("behind_at")),
+                "a small copy right after a staged one goes behind its pending DMA:\n{text}"
             );
         }
     }

@@ -217,13 +217,22 @@ impl Copy {
         Ok((host.place()? == Place::Pageable).then_some(direction))
     }
 
-    /// True for an H2D copy from pageable memory that `staged` leaves to cudaMemcpy (too small)
-    /// while a staged H2D copy's DMAs may still be in flight (`pageable::wanted_behind_staged`).
-    fn staged_behind(&mut self) -> Result<bool> {
-        if self.kind != MemcpyKind::H2D || !pageable::wanted_behind_staged() {
+    /// memcpy_sync of an H2D copy from pageable memory that `staged` leaves to cudaMemcpy (too
+    /// small): staged behind a staged copy's DMA still pending on the legacy stream, when there
+    /// is one with room (`pageable::copy_behind`). False when the copy is left to the caller.
+    ///
+    /// # Safety
+    /// The copy's pointers are valid for its size, of the memory its kind says.
+    unsafe fn stage_behind(&mut self) -> Result<bool> {
+        if self.kind != MemcpyKind::H2D
+            || !pageable::copy_behind_possible()
+            || self.src.place()? != Place::Pageable
+        {
             return Ok(false);
         }
-        Ok(self.src.place()? == Place::Pageable)
+        // SAFETY: H2D, so the destination is device memory and the source (pageable, checked)
+        // host memory, both valid for the size (this function's contract).
+        unsafe { pageable::copy_behind(self.dst(), self.src().cast_mut(), self.size) }
     }
 
     /// Runs the staged copy in `direction` on `stream`.
@@ -287,8 +296,9 @@ pub fn complete_on_return() -> bool {
 /// on the legacy stream and on blocking streams (H2D from pageable memory returns once the
 /// source has been read, D2D is only queued; H2D from pinned memory returns complete). Large
 /// copies between pageable memory and the device take the staged fast path, with the same
-/// guarantees, and so do smaller H2D copies from pageable memory while a staged H2D copy's
-/// DMAs may still be in flight (`pageable::wanted_behind_staged`). `complete_on_return` restores waiting for the device. Size 0 does nothing.
+/// guarantees; a smaller H2D copy from pageable memory is staged behind a staged copy's DMA
+/// still pending on the legacy stream when a staging buffer has room behind it
+/// (`pageable::copy_behind`), and waits for nothing. `complete_on_return` restores waiting for the device. Size 0 does nothing.
 ///
 /// While a stream of the device captures a graph, the legacy stream may not be used: the copy
 /// then runs on the library's side stream and returns complete (destination included), ordered
@@ -320,16 +330,9 @@ pub unsafe fn memcpy_sync(
         // SAFETY: the pointers as above (this function's contract); NULL is the legacy stream.
         return unsafe { c.stage(direction, std::ptr::null_mut(), None, complete) };
     }
-    if c.staged_behind()? {
-        // SAFETY: as above.
-        return unsafe {
-            c.stage(
-                Direction::HostToDevice,
-                std::ptr::null_mut(),
-                None,
-                complete,
-            )
-        };
+    // SAFETY: the pointers as above (this function's contract).
+    if !complete && unsafe { c.stage_behind() }? {
+        return Ok(());
     }
     // SAFETY: the pointers as above (this function's contract).
     if let Err(e) = unsafe { copy::memcpy(c.dst(), c.src(), c.size, c.kind) } {

@@ -6,12 +6,14 @@
 //! (`staging`, one slot per chunk in flight) and run as one pipeline (`pipeline`): the calling
 //! thread queues every chunk's DMA on the caller's stream, so the copy keeps the stream's order,
 //! and the host threads (the caller and the pool's, `workers`) take the copy's pieces in order
-//! and copy each one as soon as its chunk is ready.
+//! and copy each one as soon as its chunk is ready. A smaller H2D `memcpy_sync` is staged only
+//! behind a staged copy's DMA still pending on the legacy stream (`copy_behind`).
 //!
 //! - H2D: piece -> slot (host copy), cudaMemcpyAsync slot -> device on the stream once the
 //!   chunk's pieces are in, the slot's event recorded. Returns once every chunk is queued, i.e.
 //!   the caller's buffer has been read (as cudaMemcpy does); a slot is reused once its event
-//!   has completed.
+//!   has completed, except for a copy of up to `BEHIND_MAX` on the legacy stream written past
+//!   the bytes the slot's pending DMA reads, behind it on that stream.
 //! - D2H: cudaMemcpyAsync device -> slot on the stream, the slot's event polled, slot ->
 //!   caller. Returns with the data in the caller's buffer (as cudaMemcpy does).
 //!
@@ -41,9 +43,10 @@ use std::sync::OnceLock;
 pub(crate) use staging::release as release_staging;
 
 /// The smallest H2D copy that is staged; smaller ones go to cudaMemcpy, whose fixed cost is
-/// lower. An H2D copy's first chunk is short (`H2D_FIRST_CHUNK`), so from two chunks on its DMA
-/// overlaps the host copy of the rest (a model's key and value projections, 768 KiB in the
-/// weights benchmark's model, are above it: docs/benchmark.md).
+/// lower (unless a `memcpy_sync` can go behind a pending DMA: `copy_behind`). An H2D copy's
+/// first chunk is short (`H2D_FIRST_CHUNK`), so from two chunks on its DMA overlaps the host
+/// copy of the rest (a model's key and value projections, 768 KiB in the weights benchmark's
+/// model, are above it: docs/benchmark.md).
 const H2D_MIN_BYTES: usize = 512 << 10;
 /// The smallest D2H copy that is staged: its first chunk lands before any is copied out.
 const D2H_MIN_BYTES: usize = 1 << 20;
@@ -103,17 +106,6 @@ fn config() -> &'static Config {
 #[inline]
 pub(crate) fn wanted(size: usize, direction: Direction) -> bool {
     config().enabled && size >= min_bytes(direction)
-}
-
-/// True when an H2D copy from pageable memory too small for `wanted` should be staged anyway
-/// because a staged H2D copy's DMAs may still be in flight: cudaMemcpy from pageable memory
-/// first waits for the stream, so each small copy between large ones (a model's biases and
-/// norms between its matrices) would let the copy engine run dry; staged, it is queued behind
-/// them and returns once its source has been read, as cudaMemcpy does. One load of a flag
-/// when nothing is in flight.
-#[inline]
-pub(crate) fn wanted_behind_staged() -> bool {
-    config().enabled && staging::h2d_in_flight()
 }
 
 /// The smallest staged copy going `direction`.
@@ -253,14 +245,7 @@ pub(crate) unsafe fn copy(
         // SAFETY: `stream` is not NULL here, so it is a live stream (this function's contract).
         None => unsafe { crate::stream::device_of(stream) }?,
     };
-    let tr = Trace::start();
     let set = staging::take();
-    if tr.active() {
-        let idle = set.known_idle();
-        tr.mark(if idle { "set_idle" } else { "set_busy" }, set.slots.len());
-    }
-    let adapt = Adapt::of(direction, size);
-    let threads = adapt.map_or(config().threads, Adapt::threads);
     let next_slot = set.first_slot();
     let last_slot = next_slot + set.slots.len() - 1;
     // A small H2D copy on the legacy stream goes behind the last slot's pending use if it has
@@ -269,23 +254,149 @@ pub(crate) unsafe fn copy(
         (direction == Direction::HostToDevice && stream.is_null() && size <= BEHIND_MAX)
             .then(|| set.room_behind(last_slot, stream_device, size))
             .flatten();
-    let (first_slot, plan) = match behind_at {
-        Some(_) => (last_slot, vec![(0, size)]),
+    let layout = match behind_at {
+        Some(at) => Layout::behind(last_slot, at, size),
         None => {
-            let (pending, oldest) = set.pending_bytes(next_slot);
-            (next_slot, chunks(size, direction, pending, oldest))
+            let (pending, oldest) = match direction {
+                Direction::HostToDevice => set.pending_bytes(next_slot),
+                Direction::DeviceToHost => (0, 0),
+            };
+            Layout {
+                first_slot: next_slot,
+                plan: chunks(size, direction, pending, oldest),
+                behind_at: None,
+            }
         }
     };
-    let chunk_count = plan.len();
-    set.used(first_slot, chunk_count);
-    if behind_at.is_some() {
-        tr.mark("behind_at", behind_at.unwrap_or(0));
+    // SAFETY: this function's contract; `stream_device` is `stream`'s device (given, or found
+    // above); the set was taken for this copy alone, and a layout behind a pending DMA was
+    // found in it by `room_behind` on the legacy stream of that device.
+    unsafe {
+        run(
+            direction,
+            device,
+            host,
+            size,
+            stream,
+            stream_device,
+            wait,
+            set,
+            layout,
+        )
     }
-    tr.mark("first_chunk_kib", plan.first().map_or(0, |c| c.1 >> 10));
+}
+
+/// False when `copy_behind` would do nothing because no staged H2D copy may be in flight (one
+/// atomic load): the caller need not look at its pointers.
+#[inline]
+pub(crate) fn copy_behind_possible() -> bool {
+    config().enabled && staging::h2d_maybe_in_flight()
+}
+
+/// memcpy_sync of an H2D copy of `size` bytes from pageable `host` memory too small for
+/// `wanted`, on the legacy stream of the current device: staged as one chunk behind a staged
+/// copy's DMA still pending there when a staging buffer has room behind it (`staging::take_behind`;
+/// the copy waits for nothing), so that it neither waits for that DMA, as `cudaMemcpy` would
+/// (it waits for the stream first), nor lets the copy engine run dry between large copies (a
+/// model's norms and biases between its matrices). Returns false, having done nothing, when no
+/// such DMA is pending or no buffer has room: the caller copies with `cudaMemcpy`. One atomic
+/// load when no staged H2D copy may be in flight.
+///
+/// # Safety
+/// `host` is pageable memory valid for `size` bytes until this returns; `device` is device
+/// memory valid for `size` bytes until the copy has run on the legacy stream.
+pub(crate) unsafe fn copy_behind(
+    device: *mut c_void,
+    host: *mut c_void,
+    size: usize,
+) -> Result<bool> {
+    if !config().enabled || size > BEHIND_MAX || !staging::h2d_maybe_in_flight() {
+        return Ok(false);
+    }
+    let current = crate::device::current()?;
+    let Some((set, slot, at)) = staging::take_behind(current, size) else {
+        return Ok(false);
+    };
+    // SAFETY: this function's contract; NULL is the legacy stream of `current`, on which the
+    // slot's pending DMA was queued (`take_behind`), with room behind it; the set was taken
+    // for this copy alone.
+    unsafe {
+        run(
+            Direction::HostToDevice,
+            device,
+            host,
+            size,
+            std::ptr::null_mut(),
+            current,
+            false,
+            set,
+            Layout::behind(slot, at, size),
+        )
+    }?;
+    Ok(true)
+}
+
+/// Where a staged copy goes in its set.
+struct Layout {
+    /// The slot of the first chunk.
+    first_slot: usize,
+    /// The chunks (offset, length).
+    plan: Vec<(usize, usize)>,
+    /// For one chunk written behind the first slot's pending DMA: where in its buffer.
+    behind_at: Option<usize>,
+}
+
+impl Layout {
+    /// One chunk of `size` bytes at byte `at` of slot `slot`'s buffer, behind its pending DMA.
+    fn behind(slot: usize, at: usize, size: usize) -> Layout {
+        Layout {
+            first_slot: slot,
+            plan: vec![(0, size)],
+            behind_at: Some(at),
+        }
+    }
+}
+
+/// Runs a staged copy laid out as `layout` in `set`, then gives the set back (or drops it when
+/// a failed copy may still use it).
+///
+/// # Safety
+/// As `copy`; `stream_device` is the device of `stream`; the set is this copy's alone; a layout
+/// behind a pending DMA is one that `room_behind` found on the legacy stream of `stream_device`,
+/// and `stream` is then NULL.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run(
+    direction: Direction,
+    device: *mut c_void,
+    host: *mut c_void,
+    size: usize,
+    stream: StreamHandle,
+    stream_device: i32,
+    wait: bool,
+    set: std::sync::Arc<staging::Set>,
+    layout: Layout,
+) -> Result<()> {
+    let tr = Trace::start();
+    if tr.active() {
+        let idle = set.known_idle();
+        tr.mark(if idle { "set_idle" } else { "set_busy" }, set.slots.len());
+        if let Some(at) = layout.behind_at {
+            tr.mark("behind_at", at);
+        }
+        tr.mark(
+            "first_chunk_kib",
+            layout.plan.first().map_or(0, |c| c.1 >> 10),
+        );
+    }
+    let adapt = Adapt::of(direction, size);
+    let threads = adapt.map_or(config().threads, Adapt::threads);
+    let chunk_count = layout.plan.len();
+    set.used(layout.first_slot, chunk_count);
     // SAFETY: `device` and `host` hold `size` bytes, the plan's chunks cover exactly those, and
     // they stay valid until the copy has run (this function's contract); `stream` is NULL or a
-    // live stream of `stream_device` (found above, or given with it); the set was taken from
-    // the kept sets (or made) for this copy alone.
+    // live stream of `stream_device`; the set was taken from the kept sets (or made) for this
+    // copy alone, and a chunk behind a pending DMA has the room `room_behind` found, on the
+    // stream of that DMA (this function's contract).
     let mut result = unsafe {
         pipeline::run(
             pipeline::Request {
@@ -298,10 +409,10 @@ pub(crate) unsafe fn copy(
                 threads,
                 stores: stores(direction, size),
                 count_in_flight: adapt.is_some(),
-                first_slot,
-                behind_at,
+                first_slot: layout.first_slot,
+                behind_at: layout.behind_at,
             },
-            plan,
+            layout.plan,
             &tr,
         )
     }
@@ -332,8 +443,8 @@ pub(crate) unsafe fn copy(
         }
     } else {
         staging::give_back(set);
-        if !wait && direction == Direction::HostToDevice {
-            staging::h2d_queued();
+        if !wait && direction == Direction::HostToDevice && stream.is_null() {
+            staging::h2d_queued(stream_device);
         }
     }
     result.map_err(|e| {

@@ -199,9 +199,11 @@ impl Job {
                 Direction::DeviceToHost => (host, staged),
             };
             // SAFETY: `run`'s caller keeps the pageable buffer valid for every chunk's bytes
-            // until the copy has run, and the staging buffers hold every chunk's bytes (CHUNK_MAX
-            // >= a chunk, or, written behind a pending use, the room `Set::room_behind` found); the chunk is ready (its DMA has landed, D2H, or no DMA reads its slot any
-            // more, H2D), and no other piece covers these bytes.
+            // until the copy has run, and the staging buffers hold every chunk's bytes
+            // (CHUNK_MAX >= a chunk, or, behind a pending DMA, the room `Set::room_behind`
+            // found); the chunk is ready (D2H: its DMA has landed; H2D: no DMA reads these bytes
+            // of its slot any more, or, behind a pending DMA, none ever did), and no other piece
+            // covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
             if let Some(at) = traced {
                 let ns = at.elapsed().as_nanos() as u64;
@@ -292,7 +294,9 @@ impl Request<'_> {
 ///
 /// # Safety
 /// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
-/// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone.
+/// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone
+/// (with `behind_at`, its first slot's buffer is shared with a DMA still pending on `stream`
+/// that reads only bytes before that offset).
 pub(super) unsafe fn run(
     c: Request<'_>,
     chunks: Vec<(usize, usize)>,
@@ -324,7 +328,8 @@ pub(super) unsafe fn run(
     let finish = Finish(&job);
     // SAFETY: `dev` and `host` are valid for the chunks' bytes until the copy has run and
     // `stream` is NULL or a live stream of `device` (this function's contract); `bufs` are the
-    // set's staging buffers, this copy's alone.
+    // set's staging buffers, this copy's alone (with `behind_at`, past the bytes a pending DMA
+    // on `stream` reads).
     let result = unsafe { drive(&c, &job, &mut helpers, tr) };
     let helped = helpers.running.is_some();
     drop(finish);

@@ -1,17 +1,19 @@
 //! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight (`SLOTS`),
 //! each slot a pinned buffer (made on first use) and the event of its last use. A slot is used
-//! by one thread at a time (its lock) and overwritten only once its event has completed. A
-//! set's slots are a ring: each copy starts at the slot after the last one the set's previous
-//! copy used, the one whose use is oldest, so that a copy queued behind another's last chunks
-//! waits for the earliest of them, not for whichever its first chunk's slot held. Sets are kept
-//! for reuse, at most `MAX_SETS` idle.
+//! by one thread at a time (its lock), and bytes of its buffer are overwritten only once no DMA
+//! reads them: once its event has completed, or, past the bytes its pending DMA reads, by a
+//! small copy queued behind that DMA on the same legacy stream (`room_behind`). A set's slots
+//! are a ring: each copy starts at the slot after the last one the set's previous copy used,
+//! the one whose use is oldest, so that a copy queued behind another's last chunks waits for the
+//! earliest of them, not for whichever its first chunk's slot held (a copy behind a pending DMA
+//! uses that last slot). Sets are kept for reuse, at most `MAX_SETS` idle.
 
 use super::CHUNK_MAX;
 use crate::cudart::StreamHandle;
 use crate::error::Result;
 use crate::event::Event;
 use crate::sync::lock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Staging buffers per copy: chunks in flight at once (more were no faster: docs/caches.md).
@@ -195,6 +197,26 @@ impl Set {
             .then_some(at)
     }
 
+    /// As `room_behind`, for a copy that is worth staging only behind a DMA still pending: the
+    /// slot's event is asked. Also says whether that DMA may still be pending (a failed query
+    /// counts as pending; its error is cleared, the slot's next use reports it).
+    fn room_behind_pending(&self, k: usize, device: i32, size: usize) -> (Option<usize>, bool) {
+        if self.room_behind(k, device, 0).is_none() {
+            return (None, false);
+        }
+        let pending = match lock(&self.slots[k % self.slots.len()]).poll() {
+            Ok(done) => !done,
+            Err(_) => {
+                crate::runtime::take_last_cuda_error();
+                return (None, true);
+            }
+        };
+        match pending {
+            true => (self.room_behind(k, device, size), true),
+            false => (None, false),
+        }
+    }
+
     /// The bytes of DMAs still pending on the set's slots, and of those the bytes of slot
     /// `first`'s (which a copy starting there waits for first). Each slot whose last use may be
     /// pending is asked (its event): after a stream or device synchronize every one has
@@ -203,8 +225,8 @@ impl Set {
     pub(super) fn pending_bytes(&self, first: usize) -> (usize, usize) {
         for s in &self.slots {
             let mut s = lock(s);
-            if s.busy {
-                let _ = s.poll();
+            if s.busy && s.poll().is_err() {
+                crate::runtime::take_last_cuda_error();
             }
         }
         self.busy_bytes(first)
@@ -269,12 +291,14 @@ impl Set {
 /// A set for one copy: one known to be idle; else, of several free sets, one whose events have
 /// completed (asked of CUDA: a set last used on a stream behind long work must not hold up a
 /// copy on another stream); else the one given back longest ago, whose slots may still wait on
-/// earlier asynchronous copies (an H2D copy polls or waits for each slot before writing it, a
+/// earlier asynchronous copies (an H2D copy polls or waits for each slot before writing it, or
+/// writes only past the bytes its pending DMA reads, behind it on the same stream; a
 /// D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its
 /// last chunks in flight, and the next copy must not pay for new pinned buffers); else a new
 /// one (only while other copies hold every kept set). The common case, one copy after another,
-/// finds one free set and asks CUDA nothing: a query of each slot's event would delay the first
-/// chunk of an H2D copy that follows an H2D copy.
+/// finds one free set and asks CUDA nothing here (an H2D copy then asks its slots' events once,
+/// `Set::pending_bytes`, to size its first chunk). A small copy written behind a pending DMA
+/// takes its set with `take_behind` instead.
 pub(super) fn take() -> Arc<Set> {
     let mut sets = lock(&SETS);
     let free = |s: &Arc<Set>| Arc::strong_count(s) == 1;
@@ -296,34 +320,53 @@ pub(super) fn take() -> Arc<Set> {
     Arc::new(Set::new())
 }
 
-/// Set when an H2D copy returns with DMAs from a staging buffer that may still be in flight;
-/// cleared by `h2d_in_flight` once none is.
-static H2D_IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+/// Per device (bit `device`, the last bit for devices from 63), set when an H2D copy on its
+/// legacy stream returns with DMAs from a staging buffer that may still be in flight; cleared by
+/// `take_behind` once none is.
+static H2D_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
-/// Notes that an H2D copy returned with its last DMAs perhaps still in flight.
-pub(super) fn h2d_queued() {
-    H2D_IN_FLIGHT.store(true, Ordering::Relaxed);
+fn device_bit(device: i32) -> u64 {
+    1 << device.clamp(0, 63)
 }
 
-/// True while an H2D copy's DMA from a kept set may still be in flight: the last slot that set
-/// used has not completed (one event query per kept set; none, and no lock, once none was
-/// found). A set taken by a running copy is not asked.
-pub(super) fn h2d_in_flight() -> bool {
-    if !H2D_IN_FLIGHT.load(Ordering::Relaxed) {
-        return false;
+/// Notes that an H2D copy on the legacy stream of `device` returned with its last DMAs perhaps
+/// still in flight.
+pub(super) fn h2d_queued(device: i32) {
+    H2D_IN_FLIGHT.fetch_or(device_bit(device), Ordering::Relaxed);
+}
+
+/// False when no H2D copy on any device's legacy stream may be in flight (one atomic load).
+pub(super) fn h2d_maybe_in_flight() -> bool {
+    H2D_IN_FLIGHT.load(Ordering::Relaxed) != 0
+}
+
+/// A kept set whose last used slot has a DMA on the legacy stream of `device` still pending and
+/// room behind it for `size` bytes (`Set::room_behind`): the set, that slot and the offset. At
+/// most one event query per kept set; none when no copy on that device may be in flight. When
+/// no kept set has such a DMA pending, the device's flag is cleared.
+pub(super) fn take_behind(device: i32, size: usize) -> Option<(Arc<Set>, usize, usize)> {
+    let bit = device_bit(device);
+    if H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit == 0 {
+        return None;
     }
-    let sets = lock(&SETS);
-    let pending = sets.iter().any(|set| {
-        let n = set.slots.len();
-        let last = (set.first_slot() + n - 1) % n;
-        let mut slot = lock(&set.slots[last]);
-        // A failed query counts as pending: the next copy through the set reports it.
-        !slot.poll().unwrap_or(false)
-    });
+    let mut sets = lock(&SETS);
+    let mut pending = false;
+    for i in 0..sets.len() {
+        let set = &sets[i];
+        if Arc::strong_count(set) != 1 {
+            continue;
+        }
+        let last = set.first_slot() + set.slots.len() - 1;
+        let (room, still) = set.room_behind_pending(last, device, size);
+        pending |= still;
+        if let Some(at) = room {
+            return Some((sets.remove(i), last, at));
+        }
+    }
     if !pending {
-        H2D_IN_FLIGHT.store(false, Ordering::Relaxed);
+        H2D_IN_FLIGHT.fetch_and(!bit, Ordering::Relaxed);
     }
-    pending
+    None
 }
 
 /// Returns a set for reuse; idle sets beyond `MAX_SETS` are freed.
@@ -425,18 +468,17 @@ mod tests {
     }
 
     #[test]
-    fn nothing_in_flight_is_answered_without_a_lock_or_a_query() {
-        // No copy of this test process queued an H2D DMA through a set (no device here, or
-        // none yet): the flag is down, so no set is asked.
-        if !H2D_IN_FLIGHT.load(Ordering::Relaxed) {
-            assert!(!h2d_in_flight());
-        }
-        // A kept set whose last slot has no pending use clears the flag.
-        h2d_queued();
-        let sets_kept = lock(&SETS).len();
-        if sets_kept == 0 {
-            assert!(!h2d_in_flight());
-            assert!(!H2D_IN_FLIGHT.load(Ordering::Relaxed));
-        }
+    fn a_device_flagged_with_no_set_in_flight_is_cleared_and_nothing_is_taken() {
+        // Device 62: no copy of this test process flags it. With no kept set pending there, the
+        // flag is cleared and nothing is taken.
+        let bit = device_bit(62);
+        assert_eq!(H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit, 0);
+        h2d_queued(62);
+        assert!(h2d_maybe_in_flight());
+        assert_ne!(H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit, 0);
+        assert!(take_behind(62, 4096).is_none());
+        assert_eq!(H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit, 0, "cleared");
+        assert_eq!(device_bit(63), device_bit(200));
+        assert_eq!(device_bit(-1), 1);
     }
 }

@@ -29,6 +29,9 @@ fn every() -> u64 {
     *N.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_PAGEABLE_TRACE").unwrap_or(0))
 }
 
+/// When the process's first traced copy started (the `from` of each line counts from it).
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
 /// One copy's clock: inactive unless this copy is traced.
 pub(super) struct Trace {
     start: Option<Instant>,
@@ -45,8 +48,12 @@ impl Trace {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = every();
         let on = n > 0 && SEQ.fetch_add(1, Ordering::Relaxed) % n == 0;
+        let start = on.then(Instant::now);
+        if let Some(at) = start {
+            EPOCH.get_or_init(|| at);
+        }
         Trace {
-            start: on.then(Instant::now),
+            start,
             spent: Cell::new([0; 4]),
             counts: Cell::new([0; 4]),
             marks: RefCell::new(Vec::new()),
@@ -109,7 +116,6 @@ impl Trace {
         };
         let total = start.elapsed().as_nanos() as u64;
         let (s, c) = (self.spent.get(), self.counts.get());
-        static EPOCH: OnceLock<Instant> = OnceLock::new();
         let epoch = *EPOCH.get_or_init(|| start);
         let at = start.saturating_duration_since(epoch).as_nanos() as f64 / 1e3;
         let mut line = format!(
