@@ -109,9 +109,10 @@ fn small_pageable_h2d_copies_behind_a_staged_copy_wait_for_nothing_and_land_in_o
     // DMAs behind it.
     let _work = busy(std::ptr::null_mut(), 150.0);
     unsafe { (api.memcpy_sync)(d.ptr, src.as_ptr().cast(), size, H2D) };
-    fill(&mut src, 62); // reused at once
-                        // Copies below the staged minimum (a model's norms and biases, and one just below it) into
-                        // ranges the large copy also wrote, some of them over each other: the last write wins.
+    // The source is reused at once.
+    fill(&mut src, 62);
+    // Copies below the staged minimum (a model's norms and biases, and one just below it) into
+    // ranges the large copy also wrote, some of them over each other: the last write wins.
     let sizes = [3072usize, 512, 1, 4096 + 3, (512 << 10) - 1, 3072];
     for (i, &n) in sizes.iter().cycle().take(40).enumerate() {
         let off = (i * 7919 + (i % 5) * (100 << 10)) % (size - n);
