@@ -298,8 +298,9 @@ pub fn complete_on_return() -> bool {
 /// copies between pageable memory and the device take the staged fast path, with the same
 /// guarantees; a smaller H2D copy from pageable memory is staged behind a staged copy's DMA
 /// still pending on the legacy stream when a staging buffer has room behind it
-/// (`pageable::copy_behind`), and waits for nothing. `complete_on_return` restores waiting for
-/// the device. Size 0 does nothing.
+/// (`pageable::copy_behind`), and waits for nothing. Unlike cudaMemcpy from pageable memory, a
+/// staged copy does not first wait for the work queued before it on the stream: it is queued
+/// behind it. `complete_on_return` restores waiting for the device. Size 0 does nothing.
 ///
 /// While a stream of the device captures a graph, the legacy stream may not be used: the copy
 /// then runs on the library's side stream and returns complete (destination included), ordered

@@ -154,10 +154,12 @@ fn first_chunk(pending: usize, oldest: usize, largest: usize) -> usize {
     behind.clamp(H2D_FIRST_CHUNK, largest.max(H2D_FIRST_CHUNK))
 }
 
-/// The largest H2D copy written behind a staging slot's pending use (`staging::Set::room_behind`)
-/// as one chunk, instead of taking slots of its own: a model's norms and biases, and its
-/// key and value projections, between its large matrices. Each would otherwise hold a slot
-/// that could hold a whole chunk while the copy engine runs through the slots' DMAs.
+/// The largest H2D copy written behind a staging slot's last use (`staging::Set::room_behind`)
+/// as one chunk, instead of taking slots of its own: a model's key and value projections
+/// between its large matrices, each of which would otherwise hold a slot that could hold a
+/// whole chunk while the copy engine runs through the slots' DMAs; and its norms and biases
+/// (below `H2D_MIN_BYTES`, staged only so: `copy_behind`), which would otherwise go to
+/// cudaMemcpy and wait for the stream.
 const BEHIND_MAX: usize = 1 << 20;
 
 /// The chunks of a copy of `size` bytes going `direction`; an H2D copy's first chunk as
@@ -248,8 +250,9 @@ pub(crate) unsafe fn copy(
     let set = staging::take();
     let next_slot = set.first_slot();
     let last_slot = next_slot + set.slots.len() - 1;
-    // A small H2D copy on the legacy stream goes behind the last slot's pending use if it has
-    // room, as one chunk; any other copy starts at the next slot.
+    // A small H2D copy on the legacy stream goes behind the last slot's last use (pending, or
+    // completed but not yet seen) if it has room, as one chunk; any other copy starts at the
+    // next slot.
     let behind_at =
         (direction == Direction::HostToDevice && stream.is_null() && size <= BEHIND_MAX)
             .then(|| set.room_behind(last_slot, stream_device, size))

@@ -202,8 +202,8 @@ impl Job {
             // until the copy has run, and the staging buffers hold every chunk's bytes
             // (CHUNK_MAX >= a chunk, or, behind a pending DMA, the room `Set::room_behind`
             // found); the chunk is ready (D2H: its DMA has landed; H2D: no DMA reads these bytes
-            // of its slot any more, or, behind a pending DMA, none ever did), and no other piece
-            // covers these bytes.
+            // of its slot any more, or, behind a DMA, no pending one reads them), and no other
+            // piece covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
             if let Some(at) = traced {
                 let ns = at.elapsed().as_nanos() as u64;

@@ -296,9 +296,9 @@ impl Set {
 /// D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its
 /// last chunks in flight, and the next copy must not pay for new pinned buffers); else a new
 /// one (only while other copies hold every kept set). The common case, one copy after another,
-/// finds one free set and asks CUDA nothing here (an H2D copy then asks its slots' events once,
-/// `Set::pending_bytes`, to size its first chunk). A small copy written behind a pending DMA
-/// takes its set with `take_behind` instead.
+/// finds one free set and asks CUDA nothing here (an H2D copy that does not go behind its last
+/// slot's DMA then asks its slots' events once, `Set::pending_bytes`, to size its first chunk).
+/// A `memcpy_sync` below the staged minimum takes its set with `take_behind` instead.
 pub(super) fn take() -> Arc<Set> {
     let mut sets = lock(&SETS);
     let free = |s: &Arc<Set>| Arc::strong_count(s) == 1;

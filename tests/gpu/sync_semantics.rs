@@ -99,15 +99,17 @@ fn small_pageable_h2d_copies_behind_a_staged_copy_wait_for_nothing_and_land_in_o
         eprintln!("(LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE is set: every copy waits by design)");
         return;
     }
-    let size = 1usize << 20;
+    // Above the largest copy that may itself go behind a DMA (1 MiB): four chunks of its own.
+    let size = (1usize << 20) + (64 << 10);
     let d = Dev::new(size);
     let mut src = vec![0u8; size];
     fill(&mut src, 61);
     let mut want = src.clone();
-    // ~150 ms of work queued on the legacy stream first (under the sanitizers too, whose API
-    // calls are slower, the copies below end well within it): the staged copy returns with its
-    // DMAs behind it.
-    let _work = busy(std::ptr::null_mut(), 150.0);
+    // Work queued on the legacy stream first: the staged copy returns with its DMAs behind it.
+    // `busy` queues at most 400 copies of 1 GiB, about 200 ms on an H200 (asked for more, so
+    // that a sanitizer slowing its calibrating call still leaves far more than the copies
+    // below take).
+    let _work = busy(std::ptr::null_mut(), 600.0);
     unsafe { (api.memcpy_sync)(d.ptr, src.as_ptr().cast(), size, H2D) };
     // The source is reused at once.
     fill(&mut src, 62);
