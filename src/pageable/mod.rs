@@ -313,7 +313,7 @@ pub(crate) unsafe fn copy_behind(
     host: *mut c_void,
     size: usize,
 ) -> Result<bool> {
-    if !config().enabled || size > BEHIND_MAX || !staging::h2d_maybe_in_flight() {
+    if size > BEHIND_MAX || !copy_behind_possible() {
         return Ok(false);
     }
     let current = crate::device::current()?;

@@ -130,6 +130,18 @@ impl Slot {
         Ok(true)
     }
 
+    /// `Set::room_behind` for this slot.
+    fn room_behind(&self, device: i32, size: usize) -> Option<usize> {
+        let at = self.len.next_multiple_of(64);
+        // Busy only after a recorded event (`record`).
+        (self.busy
+            && !self.buf.is_null()
+            && self.device == device
+            && self.stream == 0
+            && at + size <= CHUNK_MAX)
+            .then_some(at)
+    }
+
     fn idle(&mut self) -> bool {
         if self.busy && matches!(self.event.as_ref().map(Event::query), Some(Ok(true))) {
             self.busy = false;
@@ -186,34 +198,24 @@ impl Set {
     /// again, and would not order the new DMA after the old one. None when the slot is idle
     /// (a copy then takes it whole) or lacks the room.
     pub(super) fn room_behind(&self, k: usize, device: i32, size: usize) -> Option<usize> {
-        let s = lock(&self.slots[k % self.slots.len()]);
-        let at = s.len.next_multiple_of(64);
-        // Busy only after a recorded event (`record`).
-        (s.busy
-            && !s.buf.is_null()
-            && s.device == device
-            && s.stream == 0
-            && at + size <= CHUNK_MAX)
-            .then_some(at)
+        lock(&self.slots[k % self.slots.len()]).room_behind(device, size)
     }
 
     /// As `room_behind`, for a copy that is worth staging only behind a DMA still pending: the
     /// slot's event is asked. Also says whether that DMA may still be pending (a failed query
     /// counts as pending; its error is cleared, the slot's next use reports it).
     fn room_behind_pending(&self, k: usize, device: i32, size: usize) -> (Option<usize>, bool) {
-        if self.room_behind(k, device, 0).is_none() {
+        let mut s = lock(&self.slots[k % self.slots.len()]);
+        if s.room_behind(device, 0).is_none() {
             return (None, false);
         }
-        let pending = match lock(&self.slots[k % self.slots.len()]).poll() {
-            Ok(done) => !done,
+        match s.poll() {
+            Ok(true) => (None, false),
+            Ok(false) => (s.room_behind(device, size), true),
             Err(_) => {
                 crate::runtime::take_last_cuda_error();
-                return (None, true);
+                (None, true)
             }
-        };
-        match pending {
-            true => (self.room_behind(k, device, size), true),
-            false => (None, false),
         }
     }
 
