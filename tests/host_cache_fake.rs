@@ -11,31 +11,12 @@
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
-use std::ffi::CStr;
 
 mod support;
 
-use support::last_error_message;
+use support::{fake_function as fake, last_error_message};
 
 const H2D: i32 = 1;
-
-/// A function of the stand-in cudart, looked up in the loaded library.
-///
-/// # Safety
-/// `T` is the C type of `name` in fake_cudart.c.
-unsafe fn fake<T: Copy>(name: &CStr) -> T {
-    // SAFETY: RTLD_NOLOAD only finds the library the child already loaded; dlsym reads its table.
-    unsafe {
-        let lib = libc::dlopen(
-            c"libcudart.so.13".as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_NOLOAD,
-        );
-        assert!(!lib.is_null(), "the stand-in cudart is loaded");
-        let f = libc::dlsym(lib, name.as_ptr());
-        assert!(!f.is_null(), "the stand-in has {name:?}");
-        std::mem::transmute_copy(&f)
-    }
-}
 
 /// Asserts that a status API call succeeded, with the thread's last error message if not.
 #[track_caller]

@@ -6,7 +6,9 @@
 //! directions at every size, with 1-12 host threads and the default, a first copy that is a D2H
 //! with more chunks than staging buffers, two threads copying at once, small copies written
 //! behind a staged copy's pending DMA, a D2H that wakes sleeping helpers early, failing chunks
-//! and event queries, and the trace.
+//! and event queries, and the trace. With the stand-in's queue held until the host waits for it
+//! (`fake_hold`): small copies behind a pending DMA wait for nothing, fall back to cudaMemcpy
+//! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -225,6 +227,148 @@ fn child_staged_copies() {
         }
     }
     println!("staged-fake child: ok");
+}
+
+/// A `memcpy_sync` H2D of `len` bytes (a pattern of `seed`) to `dev + off`, written into `want`
+/// too; the source is overwritten once the call returns.
+///
+/// # Safety
+/// `dev` is device memory of at least `off + len` bytes; `want` is that long.
+unsafe fn copy_in(dev: *mut c_void, off: usize, len: usize, seed: usize, want: &mut [u8]) {
+    let mut src = pattern(len, seed);
+    // SAFETY: `dev + off` is device memory of `len` bytes (this function's contract).
+    unsafe {
+        (TABLE.memcpy_sync)(
+            dev.cast::<u8>().add(off).cast(),
+            src.as_ptr().cast(),
+            len,
+            H2D,
+        )
+    };
+    want[off..off + len].copy_from_slice(&src);
+    src.fill(0xCC);
+}
+
+/// Copies the device memory at `dev` back to the host (a staged D2H) and asserts that it holds
+/// `want`.
+///
+/// # Safety
+/// `dev` is device memory of `want.len()` bytes.
+unsafe fn assert_device_holds(dev: *mut c_void, want: &[u8], what: &str) {
+    let mut back = vec![0u8; want.len()];
+    // SAFETY: `dev` is device memory of `want.len()` bytes (this function's contract).
+    unsafe { (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, want.len(), D2H) };
+    assert!(back == want, "{what}: wrong data");
+}
+
+/// The child of `small_copies_behind_a_pending_dma_wait_for_nothing_until_its_buffer_is_full`:
+/// the stand-in holds its queue (`fake_hold`) until the host waits for it, so a staged copy's
+/// DMAs stay pending for as long as nothing waits, and `fake_held` tells whether anything did.
+#[test]
+#[ignore = "entry point of a child process: run by small_copies_behind_a_pending_dma_wait_for_nothing_until_its_buffer_is_full"]
+fn child_held_dmas() {
+    support::child::require_child("child_held_dmas");
+    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
+    // these C types.
+    let (hold, held) = unsafe {
+        (
+            support::fake_function::<extern "C" fn(libc::c_int)>(c"fake_hold"),
+            support::fake_function::<extern "C" fn() -> libc::c_int>(c"fake_held"),
+        )
+    };
+    // A staged copy of four chunks, one per staging buffer (a copy of more would wait for its
+    // own first DMAs), above the 1 MiB that may go behind a pending DMA; and small copies below
+    // the staged minimum (512 KiB), each taking 512 KiB of a buffer's room.
+    let x_len = (1 << 20) + (64 << 10);
+    // Behind the pending DMAs (about 3 MiB), a copy of four chunks of about 2.75 MiB, whose last
+    // one comes round to the buffer the small copies were written to: it waits for nothing of
+    // its own, so only that buffer's event keeps it from overwriting bytes still to be read.
+    let y_len = 10 << 20;
+    let small = (512 << 10) - 1;
+    // SAFETY: the table's functions with device buffers of theirs and host buffers of the
+    // sizes given (the fake is on the loader path).
+    unsafe {
+        let dev_x = (TABLE.malloc_device)(x_len);
+        let dev_y = (TABLE.malloc_device)(y_len);
+        assert!(!dev_x.is_null() && !dev_y.is_null());
+        // The staging buffers exist and their DMAs have completed.
+        (TABLE.memcpy_sync)(dev_x, pattern(x_len, 500).as_ptr().cast(), x_len, H2D);
+        (TABLE.device_synchronize)();
+
+        // Small copies behind a staged copy's last DMA, pending: they wait for nothing. Then a
+        // large copy that comes round the staging buffers to the one they were written to: it
+        // waits for their DMAs too, not only for the staged copy's.
+        let mut want_x = vec![0u8; x_len];
+        hold(1);
+        copy_in(dev_x, 0, x_len, 501, &mut want_x);
+        assert_eq!(
+            held(),
+            1,
+            "a staged copy into idle staging buffers waits for nothing"
+        );
+        let mut offsets = (0..).map(|i: usize| (i * 7919 * 64) % (x_len - small));
+        for i in 0..4 {
+            copy_in(dev_x, offsets.next().unwrap(), small, 600 + i, &mut want_x);
+            assert_eq!(
+                held(),
+                1,
+                "small copy {i} behind a pending DMA waits for nothing"
+            );
+        }
+        let mut want_y = vec![0u8; y_len];
+        copy_in(dev_y, 0, y_len, 502, &mut want_y);
+        assert_eq!(
+            held(),
+            0,
+            "a copy into staging buffers with pending DMAs waits for them"
+        );
+        assert_device_holds(dev_x, &want_x, "a staged copy with small copies behind it");
+        assert_device_holds(dev_y, &want_y, "a large copy round the staging buffers");
+
+        // Small copies behind a pending DMA until its buffer has no room: the next one is a
+        // cudaMemcpy, which waits (and, from pageable memory, lets the queue run).
+        (TABLE.device_synchronize)();
+        hold(1);
+        copy_in(dev_x, 0, x_len, 503, &mut want_x);
+        let mut behind = 0;
+        for i in 0..20 {
+            copy_in(dev_x, offsets.next().unwrap(), small, 700 + i, &mut want_x);
+            if held() == 1 {
+                behind = i + 1;
+            }
+        }
+        // The staged copy's last chunk is at most its length, so 4 small copies fit behind it;
+        // 20 of 512 KiB do not fit in one 8 MiB buffer.
+        assert!(
+            (4..20).contains(&behind),
+            "{behind} small copies went behind the pending DMA before one waited"
+        );
+        assert_device_holds(
+            dev_x,
+            &want_x,
+            "small copies behind a staged copy and past its room",
+        );
+        (TABLE.free_device)(dev_x);
+        (TABLE.free_device)(dev_y);
+    }
+    println!("held-dmas child: ok");
+}
+
+#[test]
+fn small_copies_behind_a_pending_dma_wait_for_nothing_until_its_buffer_is_full() {
+    let dir = support::fake_cudart();
+    for threads in ["4", "1"] {
+        let out = support::child::TestChild::new("child_held_dmas")
+            .loader_path(dir)
+            .env("LLAISYS_NVIDIA_PAGEABLE_THREADS", threads)
+            .limit(std::time::Duration::from_secs(120))
+            .run();
+        assert!(
+            out.ran_one_test() && out.text().contains("held-dmas child: ok"),
+            "{threads} threads:\n{}",
+            out.report()
+        );
+    }
 }
 
 /// The children's settings, one run each: `NAME=VALUE` words, where `fail=WHAT` is the failing

@@ -289,6 +289,25 @@ pub fn fake_cudart() -> &'static Path {
     })
 }
 
+/// A function of the stand-in cudart (`fake_cudart`), looked up in the copy the process loaded.
+///
+/// # Safety
+/// `T` is the C type of `name` in tests/fixtures/fake_cudart.c.
+pub unsafe fn fake_function<T: Copy>(name: &std::ffi::CStr) -> T {
+    // SAFETY: RTLD_NOLOAD only finds the library the process already loaded; dlsym reads its
+    // table; the symbol's type is `T` (this function's contract).
+    unsafe {
+        let lib = libc::dlopen(
+            c"libcudart.so.13".as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_NOLOAD,
+        );
+        assert!(!lib.is_null(), "the stand-in cudart is loaded");
+        let f = libc::dlsym(lib, name.as_ptr());
+        assert!(!f.is_null(), "the stand-in has {name:?}");
+        std::mem::transmute_copy(&f)
+    }
+}
+
 /// Builds the C file `source` (a path in the crate) with `cc -shared -fPIC -O2` and `extra`
 /// into `dir/name`, and returns `dir`; fails the test with cc's output when it does not build.
 pub fn c_shared_library(source: &str, dir: &Path, name: &str, extra: &[String]) -> PathBuf {
