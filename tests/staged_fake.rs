@@ -280,9 +280,10 @@ fn child_held_dmas() {
     // own first DMAs), above the 1 MiB that may go behind a pending DMA; and small copies below
     // the staged minimum (512 KiB), each taking 512 KiB of a buffer's room.
     let x_len = (1 << 20) + (64 << 10);
-    // Behind the pending DMAs (about 3 MiB), a copy of four chunks of about 2.75 MiB, whose last
-    // one comes round to the buffer the small copies were written to: it waits for nothing of
-    // its own, so only that buffer's event keeps it from overwriting bytes still to be read.
+    // Behind the pending DMAs (about 3 MiB), a copy of four chunks (2.75 MiB, the last shorter),
+    // whose last one comes round to the buffer the small copies were written to: it waits for
+    // nothing of its own, so only that buffer's event keeps it from overwriting bytes still to
+    // be read.
     let y_len = 10 << 20;
     let small = (512 << 10) - 1;
     // SAFETY: the table's functions with device buffers of theirs and host buffers of the
@@ -320,7 +321,7 @@ fn child_held_dmas() {
         assert_eq!(
             held(),
             0,
-            "a copy into staging buffers with pending DMAs waits for them"
+            "a copy into a staging buffer with a pending DMA waits for it"
         );
         assert_device_holds(dev_x, &want_x, "a staged copy with small copies behind it");
         assert_device_holds(dev_y, &want_y, "a large copy round the staging buffers");
@@ -337,10 +338,11 @@ fn child_held_dmas() {
                 behind = i + 1;
             }
         }
-        // The staged copy's last chunk is at most its length, so 4 small copies fit behind it;
-        // 20 of 512 KiB do not fit in one 8 MiB buffer.
+        // Each small copy takes 512 KiB of the 8 MiB buffer, from the end of the staged copy's
+        // last chunk rounded up to 64 B: that end is 64 B to the copy's length (1088 KiB) in, so
+        // 13 to 15 fit before one finds no room.
         assert!(
-            (4..20).contains(&behind),
+            (13..=15).contains(&behind),
             "{behind} small copies went behind the pending DMA before one waited"
         );
         assert_device_holds(
