@@ -184,29 +184,19 @@ fn child_staged_copies() {
         // over each other; the last write wins.
         for k in 0..8 {
             let n = (3 << 20) + 4097;
-            let mut want = pattern(n, 300 + k);
+            let mut want = vec![0u8; n];
             let dev = (TABLE.malloc_device)(n);
-            (TABLE.memcpy_sync)(dev, want.as_ptr().cast(), n, H2D);
+            copy_in(dev, 0, n, 300 + k, &mut want);
             for (i, &m) in [3072usize, 512, 1, 4099, (512 << 10) - 1, 3072]
                 .iter()
                 .enumerate()
             {
-                let off = (i * 7919 + k * 4096) % (n - m);
-                let mut small = pattern(m, 400 + i);
-                (TABLE.memcpy_sync)(
-                    dev.cast::<u8>().add(off).cast(),
-                    small.as_ptr().cast(),
-                    m,
-                    H2D,
-                );
-                want[off..off + m].copy_from_slice(&small);
-                small.fill(0xCC);
+                copy_in(dev, (i * 7919 + k * 4096) % (n - m), m, 400 + i, &mut want);
             }
-            let mut back = vec![0u8; n];
-            (TABLE.memcpy_sync)(back.as_mut_ptr().cast(), dev, n, D2H);
-            assert!(
-                back == want,
-                "small copies behind a staged one ({k}): wrong data"
+            assert_device_holds(
+                dev,
+                &want,
+                &format!("small copies behind a staged one ({k})"),
             );
             (TABLE.free_device)(dev);
         }
