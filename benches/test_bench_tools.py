@@ -13,15 +13,16 @@
   without torch;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
-- table_bench and pageable_probe built with g++ against the real cudart: without a GPU each stops
+- table_bench, pageable_probe and alloc_probe built with g++ against the real cudart: without a
+  GPU each stops
   with exit code 3 and its message (table_bench loads $LLAISYS_NVIDIA_LIB,
   gpu-stage/static/libllaisys_nvidia.so, or target/release's: run `bash scripts/stage-gpu.sh` or
   `cargo build --release` first; tests/bench_fake.rs runs this file with the test's cdylib);
 - pageable_probe built against tests/fixtures/fake_cudart (host memory, an asynchronous copy engine): a
   small run of every part prints every table with no failed data check, and two deliberately
   broken pipelines (a staging buffer reused before its DMA ran; a chunk read before its DMA
-  landed) are caught by the probe's data check.
-Takes about a minute (four g++ builds).
+  landed) are caught by the probe's data check; alloc_probe built the same way prints every row.
+Takes about a minute (six g++ builds).
 """
 
 import csv
@@ -427,6 +428,9 @@ class Names(unittest.TestCase):
             "memcpy_sync H2H pageable 16 MiB\t-", "memcpy_async H2H pageable 16 MiB\t-"]))
 
 
+FAKE = os.path.join(ROOT, "tests", "fixtures", "fake_cudart")
+
+
 class NoGpu(unittest.TestCase):
     def test_table_bench_exits_3(self):
         libs = [os.environ.get("LLAISYS_NVIDIA_LIB", ""),
@@ -454,10 +458,30 @@ class NoGpu(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--slots: '1' is not a value in range", r.stderr)
 
+    def test_alloc_probe_exits_3(self):
+        exe = build("alloc_probe", os.path.join(HERE, "alloc_probe.cpp"))
+        r = subprocess.run([exe], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("alloc_probe: no CUDA device available", r.stderr)
+        r = subprocess.run([exe, "--count", "0"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--count must be positive", r.stderr)
+
+
+class AllocProbeOnFakeCudart(unittest.TestCase):
+    def test_every_way_and_the_copies_print(self):
+        exe = build("alloc_probe_fake", os.path.join(HERE, "alloc_probe.cpp"), cuda=False, includes=[FAKE])
+        r = subprocess.run([exe, "--count", "8", "--size", "65536"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        for row, calls in (("one block each", 8), ("four blocks each", 2), ("all in one", 1)):
+            self.assertRegex(r.stdout, r"\| 8 x 65536 B, %s \| %d \| [0-9.]+ \| [0-9.]+ \|" % (row, calls))
+        self.assertRegex(r.stdout, r"400 x 8 MiB H2D pinned copies, each waited for: [0-9.]+ GB/s alone, [0-9.]+ GB/s "
+                                   r"with 8 cudaMallocs of 65536 B on another thread")
+
+
 
 # The smallest run of every part: one thread (this machine has two cores, shared).
 TINY = ["--threads", "1", "--sizes", "1M", "--chunks", "256K,1M", "--slots", "2,4"]
-FAKE = os.path.join(ROOT, "tests", "fixtures", "fake_cudart")
 
 
 def broken_probe(test, name, old, new):

@@ -1,6 +1,7 @@
 // weights_file.hpp: the safetensors file weights_load measures: a Qwen2 decoder's tensors (bf16,
 // random data), the file's header written and read back as a loader reads it, and the file's
-// pages in the page cache (resident fraction, eviction, plain reads: the storage's own speed).
+// pages in the page cache (resident fraction, eviction, plain reads: the storage's own speed; reads
+// through a fresh mapping: the floor of a copy from it).
 // Knows nothing about CUDA or llaisys.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -271,6 +273,34 @@ double read_file(const std::string &path, int threads) {
     for (int f : failed)
         if (f) die(1, "reading %s failed", path.c_str());
     return now_s() - t0;
+}
+
+// Reads the whole file through a fresh mapping (MAP_SHARED, as a loader maps it) the way a staged
+// copy reads its source: `bufs.size()` threads take 64 KiB pieces in file order and copy each
+// into their own buffer (`buf_bytes` each, written round). The floor of any copy from the
+// mapping: the page faults of a fresh mapping and, cold, the storage reads they start. Seconds.
+double read_mapping(const std::string &path, const std::vector<unsigned char *> &bufs, size_t buf_bytes) {
+    const size_t piece = 64 * 1024;
+    size_t n = file_size(path);
+    double t0 = now_s();
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) die(1, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+    void *m = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) die(1, "mmap %s: %s", path.c_str(), std::strerror(errno));
+    const unsigned char *base = static_cast<const unsigned char *>(m);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned char *buf : bufs) {
+        pool.emplace_back([&, buf] {
+            for (size_t k = 0, at; (at = next.fetch_add(piece)) < n; ++k)
+                std::memcpy(buf + (k * piece) % (buf_bytes - buf_bytes % piece), base + at, std::min(piece, n - at));
+        });
+    }
+    for (auto &t : pool) t.join();
+    double sec = now_s() - t0;
+    ::munmap(m, n);
+    return sec;
 }
 
 }  // namespace bench

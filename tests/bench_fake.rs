@@ -263,6 +263,26 @@ fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
             "{err}"
         );
     }
+    // The mapping read beside each state's loads, with the loads' ratio over it.
+    let mapping = md
+        .lines()
+        .filter(|l| {
+            l.starts_with("| mapping read: ") && l.contains("copy the fresh mmap in 64 KiB pieces")
+        })
+        .collect::<Vec<_>>();
+    assert!(mapping.iter().any(|l| l.contains("| hot |")), "{md}");
+    let ours_hot = md
+        .lines()
+        .find(|l| l.starts_with("| ours: malloc_device") && l.contains("| hot |"))
+        .expect("ours hot row");
+    assert_eq!(ours_hot.split('|').count(), 10, "every column: {ours_hot}");
+    assert!(
+        ours_hot
+            .split('|')
+            .nth(7)
+            .is_some_and(|c| c.trim().ends_with('x')),
+        "vs mapping read: {ours_hot}"
+    );
     // Cold where the file system lets its pages be dropped; otherwise the report says why.
     if md.contains("cold: not measured:") {
         assert!(!md.contains("| cold |"), "{md}");
@@ -275,6 +295,7 @@ fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
         ] {
             assert!(md.contains(row), "{row:?} missing:\n{md}");
         }
+        assert!(mapping.iter().any(|l| l.contains("| cold |")), "{md}");
     }
 }
 
