@@ -299,10 +299,7 @@ LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
  * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT and frees nothing.
  * Switches (read once per process): LLAISYS_NVIDIA_DEVICE_CACHE=0 (plain cudaMalloc/cudaFree),
  * LLAISYS_NVIDIA_DEVICE_LARGE_BYTES=N (smallest block taken from cudaMalloc, default 16777216;
- * 0: every block from the pool), LLAISYS_NVIDIA_DEVICE_SLAB_BYTES=N (a run of large blocks of
- * one size takes them from cudaMallocs of up to N bytes, default 268435456, each given back to
- * CUDA once all its blocks have left the cache; 0: one cudaMalloc per block),
- * LLAISYS_NVIDIA_HOST_CACHE=0 (plain cudaMallocHost/cudaFreeHost).
+ * 0: every block from the pool), LLAISYS_NVIDIA_HOST_CACHE=0 (plain cudaMallocHost/cudaFreeHost).
  * These functions return a status and set the thread's last error; they never call the handler.
  */
 typedef struct llaisysNvidiaAllocatorStats {

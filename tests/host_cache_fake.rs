@@ -8,9 +8,6 @@
 //! - The device cache's recycling (src/cache/recycle.rs): a free_device that keeps its block
 //!   makes no CUDA call until 16 are kept; the 16th records the barrier, and only then are the
 //!   blocks handed out again.
-//! - Large blocks in runs (src/cache/slab.rs): a run of one size gets its blocks from fewer
-//!   cudaMallocs, none of them overlapping; a cudaMalloc goes back to CUDA once every block of it
-//!   is free, the blocks made ahead freed by release_cached; none of it with the cap at 0.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -167,93 +164,4 @@ fn freed_device_blocks_are_kept_without_a_cuda_call_until_the_barrier() {
         .loader_path(support::fake_cudart())
         .run_passing();
     assert!(text.contains("device-recycle child: ok"), "{text}");
-}
-
-/// Large blocks (16 MiB and up) in a run of one size: (cudaMalloc calls for `n` blocks, the
-/// device allocations left after each release). Each block's first and last 4 KiB are written
-/// and read back, so overlapping blocks show as wrong data.
-fn large_run(n: usize) -> (i64, [i64; 2]) {
-    // SAFETY: the fake is on the loader path (the parent's doing); its test functions have
-    // these C types.
-    let (mallocs, live) = unsafe {
-        (
-            fake::<extern "C" fn() -> libc::c_long>(c"fake_device_mallocs"),
-            fake::<extern "C" fn() -> libc::c_long>(c"fake_device_live"),
-        )
-    };
-    let size = (16 << 20) + 4096;
-    let page = 4096;
-    // SAFETY: the table's functions, with blocks of `size` bytes and buffers of `page` bytes.
-    unsafe {
-        assert_eq!((TABLE.get_device_count)(), 1, "the stand-in has one device");
-        (TABLE.set_device)(0);
-        ok(ffi::llaisysNvidiaReleaseCachedMemory());
-        let (m0, live0) = (mallocs(), live());
-        let blocks: Vec<usize> = (0..n)
-            .map(|_| (TABLE.malloc_device)(size) as usize)
-            .collect();
-        let made = mallocs() - m0;
-        assert!(blocks.iter().all(|&p| p != 0));
-        let mark = |k: usize, end: usize| -> Vec<u8> {
-            (0..page).map(|i| (i * 7 + k * 13 + end) as u8).collect()
-        };
-        for (k, &p) in blocks.iter().enumerate() {
-            for (end, at) in [(0, p), (1, p + size - page)] {
-                let m = mark(k, end);
-                (TABLE.memcpy_sync)(at as *mut libc::c_void, m.as_ptr().cast(), page, H2D);
-            }
-        }
-        for (k, &p) in blocks.iter().enumerate() {
-            for (end, at) in [(0, p), (1, p + size - page)] {
-                let mut got = vec![0u8; page];
-                (TABLE.memcpy_sync)(got.as_mut_ptr().cast(), at as *const libc::c_void, page, 2);
-                assert!(
-                    got == mark(k, end),
-                    "block {k} (end {end}) overwritten by another"
-                );
-            }
-        }
-        // All but one freed and the caches released: only that block's cudaMalloc is left.
-        let keep = n - 3;
-        for (k, &p) in blocks.iter().enumerate() {
-            if k != keep {
-                (TABLE.free_device)(p as *mut libc::c_void);
-            }
-        }
-        ok(ffi::llaisysNvidiaReleaseCachedMemory());
-        let left_one = live() - live0;
-        (TABLE.free_device)(blocks[keep] as *mut libc::c_void);
-        ok(ffi::llaisysNvidiaReleaseCachedMemory());
-        (made, [left_one, live() - live0])
-    }
-}
-
-#[test]
-#[ignore = "entry point of a child process: run by a_run_of_large_blocks_takes_fewer_cudamallocs_and_gives_all_back"]
-fn child_large_run() {
-    support::child::require_child("child_large_run");
-    let (made, left) = large_run(12);
-    println!("large-run child: {made} cudaMalloc calls; left {left:?}");
-}
-
-#[test]
-fn a_run_of_large_blocks_takes_fewer_cudamallocs_and_gives_all_back() {
-    let text = support::child::TestChild::new("child_large_run")
-        .loader_path(support::fake_cudart())
-        .run_passing();
-    // The n-th block of a run makes up to n (within 256 MiB, 15 of these): blocks 1, 2-3, 4-7
-    // and 8-15 come from 4 cudaMallocs, the last 4 made ahead for nobody. The block kept (the
-    // 10th) holds its cudaMalloc until it is freed too.
-    assert!(
-        text.contains("large-run child: 4 cudaMalloc calls; left [1, 0]"),
-        "{text}"
-    );
-    let text = support::child::TestChild::new("child_large_run")
-        .loader_path(support::fake_cudart())
-        .env("LLAISYS_NVIDIA_DEVICE_SLAB_BYTES", "0")
-        .run_passing();
-    assert!(
-        text.contains("large-run child: 12 cudaMalloc calls; left [1, 0]"),
-        "{text}"
-    );
 }

@@ -16,12 +16,8 @@
 //! release_cached (and the out-of-memory retry) frees them all. A free that cannot be kept
 //! (another stream's free, after that stream; several devices in use) is a plain cudaFree, as
 //! with the cache off.
-//!
-//! A run of allocations of one size gets its blocks from fewer cudaMallocs (`slab`): "freed to
-//! CUDA" then means counted out of its cudaMalloc, which is freed with its last block.
 
 use super::recycle::{self, Block};
-use super::slab::{self, Free, Plan};
 use crate::error::Result;
 use crate::sync::lock;
 use std::os::raw::c_void;
@@ -57,33 +53,12 @@ fn slot(device: i32) -> Option<usize> {
     usize::try_from(device).ok().filter(|&d| d < DEVICES)
 }
 
-/// Allocates a large block on the current device, `device`: one made ahead for a run of this
-/// size, or a new cudaMalloc (of several blocks, the others made ahead, when the run asks for
-/// it and the device has room; of one otherwise).
+/// Allocates a large block on the current device, `device`.
 pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
-    let Some(d) = slot(device) else {
-        return crate::memory::alloc_device(size);
-    };
-    let n = match slab::plan(d, size) {
-        Plan::Ready(b) => return Ok(b.ptr as *mut c_void),
-        Plan::Make(n) => n,
-    };
-    if n > 1 {
-        let bytes = slab::stride(size) * n;
-        match crate::memory::alloc_device(bytes) {
-            Ok(p) => {
-                slab::carved(d, p as usize, size, n);
-                HELD[d].fetch_add(bytes as u64, Relaxed);
-                return Ok(p);
-            }
-            // No room for the blocks ahead: the one asked for alone.
-            Err(_) => {
-                crate::runtime::take_last_cuda_error();
-            }
-        }
-    }
     let p = crate::memory::alloc_device(size)?;
-    HELD[d].fetch_add(size as u64, Relaxed);
+    if let Some(d) = slot(device) {
+        HELD[d].fetch_add(size as u64, Relaxed);
+    }
     Ok(p)
 }
 
@@ -92,26 +67,12 @@ pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
 /// # Safety
 /// `b` is a cudaMalloc block of ours on the current device, `device`, freed once.
 pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
-    let Some(d) = slot(device) else {
-        // SAFETY: `b` is a block of ours from `memory::alloc_device`, not yet freed, freed
-        // once here (this function's contract).
-        return unsafe { crate::memory::free_device(b.ptr as *mut c_void) };
-    };
-    let (ptr, len) = match slab::free(d, b) {
-        Free::Plain => (b.ptr, b.size),
-        // Dead until its siblings are freed too: handed out to no one.
-        Free::Held => return Ok(()),
-        Free::Slab(base, len) => (base, len),
-    };
-    // SAFETY: `ptr` is a cudaMalloc of ours: `b` itself (this function's contract), or the
-    // slab whose every block has now been freed, each once.
-    if let Err(e) = unsafe { crate::memory::free_device(ptr as *mut c_void) } {
-        if ptr != b.ptr || len != b.size {
-            slab::restore(d, ptr, len);
-        }
-        return Err(e);
+    // SAFETY: `b` is a block of ours from `memory::alloc_device`, not yet freed, freed once here
+    // (this function's contract).
+    unsafe { crate::memory::free_device(b.ptr as *mut c_void) }?;
+    if let Some(d) = slot(device) {
+        HELD[d].fetch_sub(b.size as u64, Relaxed);
     }
-    HELD[d].fetch_sub(len as u64, Relaxed);
     Ok(())
 }
 
@@ -145,18 +106,12 @@ fn take_parked(d: usize, parked: &mut Vec<Block>) -> Vec<Block> {
     std::mem::take(parked)
 }
 
-/// Frees every parked block of `device` (current), and the blocks made ahead for runs.
+/// Frees every parked block of `device` (current).
 pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
-    let Some(d) = slot(device) else {
+    let Some(d) = slot(device).filter(|&d| PARKED_BYTES[d].load(Relaxed) > 0) else {
         return Ok(());
     };
-    let mut all = slab::take_ahead(d);
-    if PARKED_BYTES[d].load(Relaxed) > 0 {
-        all.append(&mut take_parked(d, &mut lock(&PARKED[d])));
-    }
-    if all.is_empty() {
-        return Ok(());
-    }
+    let all = take_parked(d, &mut lock(&PARKED[d]));
     flush_blocks(device, all)
 }
 

@@ -16,14 +16,13 @@
 //! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
-//! - [`slab`]: a run of large blocks of one size from fewer cudaMallocs.
 //!
 //! While a stream captures a graph, the legacy stream may not be used (`crate::legacy`): the
 //! caches then queue nothing there (frees wait, pending or deferred; new memory comes from the
 //! side stream) and never hand out memory freed during the capture before it has ended.
 //!
 //! Dependencies inside this layer: `device` -> `cross` -> `in_use`, `device` -> `recycle`,
-//! `device` -> `deferred` -> {`large`, `graph_pool`}, `large` -> {`recycle`, `slab`}; `host` stands
+//! `device` -> `deferred` -> {`large`, `graph_pool`}, `large` -> `recycle`; `host` stands
 //! alone.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
@@ -37,7 +36,6 @@ pub(crate) mod host;
 pub(crate) mod in_use;
 pub(crate) mod large;
 pub(crate) mod recycle;
-pub(crate) mod slab;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -394,41 +394,6 @@ fn large_blocks_are_cached_counted_and_released() {
     released_back_to(free0);
 }
 
-/// A run of large blocks of one size (cache::slab: several from one cudaMalloc): every block
-/// aligned, each holding its own data when all are written, and the memory given back once all
-/// are freed and the caches released.
-#[test]
-#[ignore = "needs a CUDA device"]
-fn a_run_of_large_blocks_holds_distinct_memory_and_gives_it_back() {
-    require_gpu!();
-    let api = api();
-    // An odd size no other test uses: the blocks of one cudaMalloc lie at rounded strides.
-    let size = (20 << 20) + 1000;
-    let n = 20;
-    let free0 = free_after_release();
-    let blocks: Vec<_> = (0..n)
-        .map(|_| unsafe { (api.malloc_device)(size) })
-        .collect();
-    assert!(blocks
-        .iter()
-        .all(|p| !p.is_null() && *p as usize % 256 == 0));
-    let mut data = vec![0u8; size];
-    for (k, &b) in blocks.iter().enumerate() {
-        fill(&mut data, 1000 + k as u64);
-        unsafe { (api.memcpy_sync)(b, data.as_ptr().cast(), size, H2D) };
-    }
-    let mut got = vec![0u8; size];
-    for (k, &b) in blocks.iter().enumerate() {
-        fill(&mut data, 1000 + k as u64);
-        unsafe { (api.memcpy_sync)(got.as_mut_ptr().cast(), b, size, D2H) };
-        assert!(got == data, "block {k} of the run overwritten by another");
-    }
-    for &b in &blocks {
-        unsafe { (api.free_device)(b) };
-    }
-    released_back_to(free0);
-}
-
 /// Freeing many distinct large sizes (more than the recycling budget, so blocks leave the cache
 /// and are parked, then freed together) while a blocking stream still reads the first one: the
 /// reader's data survives reallocation and overwriting on another stream, nothing is lost, and
