@@ -11,6 +11,8 @@
   caught by its data check;
 - weights_torch.py's table (medians, GB/s, ours' speed-up from weights_load's CSV) and its stop
   without torch;
+- trace_summary.py on a synthetic copy trace: loads split at pauses, each size's medians, GB/s and
+  the time before its copies;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
 - table_bench, pageable_probe and alloc_probe built with g++ against the real cudart: without a
@@ -25,6 +27,7 @@
 Takes about a minute (six g++ builds).
 """
 
+import contextlib
 import csv
 import importlib.util
 import io
@@ -51,6 +54,7 @@ def load(name):
 merge_mod = load("bench_merge")
 torch_bench = load("torch_bench")
 weights_torch = load("weights_torch")
+trace_summary = load("trace_summary")
 
 BENCH_MD = """## llaisys runtime table benchmark
 
@@ -708,6 +712,56 @@ class ProbeLibraryPart(unittest.TestCase):
 
 def tearDownModule():
     shutil.rmtree(BUILD, ignore_errors=True)
+
+
+def trace_line(direction, size, start_us, took_us):
+    """A line as src/pageable/trace.rs writes it (the phases after the times are not read)."""
+    return ("llaisys-nvidia pageable trace: %s %d B, 2 chunks, 12 threads, stream 0x0: %.1f us, from %.1f us; "
+            "slot wait 0.0 us x0; host copy 1.0 us x1; enqueue 1.0 us x1; record 0.5 us x1; other 0.5 us; "
+            "queued0 @1.0\n" % (direction, size, took_us, start_us))
+
+
+class TraceSummary(unittest.TestCase):
+    """trace_summary.py on a synthetic trace: loads split at pauses, sums, medians, GB/s."""
+
+    def run_on(self, lines, *args):
+        path = os.path.join(BUILD, "trace.log")
+        with open(path, "w") as f:
+            f.writelines(lines)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = trace_summary.main(list(args) + [path])
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_loads_sizes_and_gaps(self):
+        mb = 1000000
+        lines = ["weights_load: something else\n",
+                 # load 1: 4 MB in 100 us, 10 us pause, 4 MB in 100 us, 30 us pause, 1 MB in 50 us
+                 trace_line("HostToDevice", 4 * mb, 0.0, 100.0),
+                 trace_line("HostToDevice", 4 * mb, 110.0, 100.0),
+                 trace_line("HostToDevice", 1 * mb, 240.0, 50.0),
+                 # load 2, 60 ms later: one 2 MB D2H copy in 40 us
+                 trace_line("DeviceToHost", 2 * mb, 60290.0, 40.0)]
+        rc, out, err = self.run_on(lines, "--link", "50")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("### Load 1", out)
+        self.assertIn("- 3 copies, 0.009 GB: span 0.3 ms, in copies 0.2 ms, between them 0.0 ms; the bytes at "
+                      "50.0 GB/s: 0.2 ms", out)
+        self.assertIn("| HostToDevice | 4000000 | 2 | 100.0 us | 40.0 | 5.0 us | 0.01 ms |", out)
+        self.assertIn("| HostToDevice | 1000000 | 1 | 50.0 us | 20.0 | 30.0 us | 0.03 ms |", out)
+        self.assertIn("### Load 2", out)
+        self.assertIn("| DeviceToHost | 2000000 | 1 | 40.0 us | 50.0 | 0.0 us | 0.00 ms |", out)
+        # a longer pause threshold keeps it one load
+        rc, out, _ = self.run_on(lines, "--gap-ms", "100")
+        self.assertEqual(rc, 0)
+        self.assertNotIn("### Load 2", out)
+        self.assertIn("- 4 copies, 0.011 GB", out)
+
+    def test_no_trace_lines_is_an_error(self):
+        rc, out, err = self.run_on(["nothing traced\n"])
+        self.assertEqual(rc, 1)
+        self.assertEqual(out, "")
+        self.assertIn("no pageable trace lines", err)
 
 
 if __name__ == "__main__":
