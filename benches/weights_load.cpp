@@ -237,17 +237,17 @@ int main(int argc, char **argv) {
     // (three quarters of the cores, at most 12; LLAISYS_NVIDIA_PAGEABLE_THREADS when set), each
     // writing an 8 MiB malloc_host buffer as a staging slot is written.
     const size_t slot = 8 * MiB;
-    int threads = static_cast<int>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4, 1, 12));
+    int mapping_threads = static_cast<int>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4, 1, 12));
     if (const char *v = std::getenv("LLAISYS_NVIDIA_PAGEABLE_THREADS"); v && *v)
-        threads = static_cast<int>(std::min<size_t>(positive("LLAISYS_NVIDIA_PAGEABLE_THREADS", v), 64));
+        mapping_threads = static_cast<int>(std::min<size_t>(positive("LLAISYS_NVIDIA_PAGEABLE_THREADS", v), 64));
     std::vector<unsigned char *> bufs;
-    for (int k = 0; k < threads; ++k) {
+    for (int k = 0; k < mapping_threads; ++k) {
         bufs.push_back(static_cast<unsigned char *>(backends[0].t->malloc_host(slot)));
         if (!bufs.back()) die(1, "ours: malloc_host(%zu) returned NULL", slot);
     }
     const std::string mapping_label =
-        format("mapping read: %d thread%s copy the fresh mmap in 64 KiB pieces to malloc_host (no device)", threads,
-               threads > 1 ? "s" : "");
+        format("mapping read: %d thread%s copy the fresh mmap in 64 KiB pieces to malloc_host (no device)",
+               mapping_threads, mapping_threads > 1 ? "s" : "");
 
     for (int mode = 0; mode < 2; ++mode) {
         bool cold = mode == 1;
