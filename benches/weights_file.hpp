@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -278,8 +279,12 @@ double read_file(const std::string &path, int threads) {
 // Reads the whole file through a fresh mapping (MAP_SHARED, as a loader maps it) the way a staged
 // copy reads its source: `bufs.size()` threads take 64 KiB pieces in file order and copy each
 // into their own buffer (`buf_bytes` each, written round). The floor of any copy from the
-// mapping: the page faults of a fresh mapping and, cold, the storage reads they start. Seconds.
-double read_mapping(const std::string &path, const std::vector<unsigned char *> &bufs, size_t buf_bytes) {
+// mapping: the page faults of a fresh mapping and, cold, the storage reads they start. Seconds,
+// from the open to the last reader's end. `meanwhile`, when given, is called on the calling
+// thread once and then over and over until every reader has ended (work that competes with the
+// readers, such as DMAs reading host memory).
+double read_mapping(const std::string &path, const std::vector<unsigned char *> &bufs, size_t buf_bytes,
+                    const std::function<void()> &meanwhile = {}) {
     const size_t piece = 64 * 1024;
     const size_t ring = buf_bytes - buf_bytes % piece;  // whole pieces per buffer
     size_t n = file_size(path);
@@ -291,15 +296,24 @@ double read_mapping(const std::string &path, const std::vector<unsigned char *> 
     if (m == MAP_FAILED) die(1, "mmap %s: %s", path.c_str(), std::strerror(errno));
     const unsigned char *base = static_cast<const unsigned char *>(m);
     std::atomic<size_t> next{0};
+    std::atomic<size_t> running{bufs.size()};
+    std::vector<double> ended(bufs.size(), t0);
     std::vector<std::thread> pool;
-    for (unsigned char *buf : bufs) {
-        pool.emplace_back([&, buf] {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        pool.emplace_back([&, i] {
+            unsigned char *buf = bufs[i];
             for (size_t k = 0, at; (at = next.fetch_add(piece)) < n; ++k)
                 std::memcpy(buf + (k * piece) % ring, base + at, std::min(piece, n - at));
+            ended[i] = now_s();
+            running.fetch_sub(1, std::memory_order_release);
         });
     }
+    if (meanwhile) {
+        do meanwhile();
+        while (running.load(std::memory_order_acquire) > 0);
+    }
     for (auto &t : pool) t.join();
-    double sec = now_s() - t0;
+    double sec = *std::max_element(ended.begin(), ended.end()) - t0;
     ::munmap(m, n);
     return sec;
 }

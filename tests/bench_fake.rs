@@ -271,6 +271,37 @@ fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
         })
         .collect::<Vec<_>>();
     assert!(mapping.iter().any(|l| l.contains("| hot |")), "{md}");
+    // Hot, the same read again with the link busy, with the link's speed meanwhile.
+    let busy = md
+        .lines()
+        .filter(|l| {
+            l.starts_with("| mapping read, link busy: as the mapping read, while memcpy_async")
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(busy.len(), 1, "one such row, hot: {md}");
+    assert!(busy[0].contains("| hot |"), "{md}");
+    let link = busy[0]
+        .split("64 MiB after 64 MiB (")
+        .nth(1)
+        .and_then(|r| r.split(" GB/s meanwhile)").next())
+        .and_then(|g| g.parse::<f64>().ok())
+        .expect("the link's GB/s in the row");
+    assert!(link > 0.0, "the link moved nothing: {}", busy[0]);
+    // Each library's allocations alone, timed.
+    for who in ["ours", "reference"] {
+        let row = format!(
+            "| {who}: malloc_device per tensor alone (no copy), then device_synchronize | - | "
+        );
+        let line = md
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .unwrap_or_else(|| panic!("{row:?} missing:\n{md}"));
+        let time = line[row.len()..].split(" |").next().unwrap_or_default();
+        assert!(
+            time.ends_with(" us") || time.ends_with(" ms") || time.ends_with(" s"),
+            "a time: {line}"
+        );
+    }
     let ours_hot = md
         .lines()
         .find(|l| l.starts_with("| ours: malloc_device") && l.contains("| hot |"))
