@@ -12,18 +12,53 @@ pub fn set(id: i32) -> Result<()> {
 
 /// Runs `f` with `id` as the calling thread's current device, then makes the device that was
 /// current before current again, also when `f` fails. A failure of `f` wins over one of the
-/// restore.
+/// restore. For work whose effects the caller books, `run_on` keeps the two apart.
 pub(crate) fn with<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let before = current()?;
-    if before == id {
-        return f();
+    run_on(id, f).into_result()
+}
+
+/// What `run_on` did: `f`'s own result (an error of making `id` current when `f` did not run),
+/// and apart from it whether the device current before could be made current again.
+pub(crate) struct Ran<T> {
+    pub(crate) result: Result<T>,
+    pub(crate) restored: Result<()>,
+}
+
+impl<T> Ran<T> {
+    /// Work done on the current device: nothing to restore.
+    pub(crate) fn here(result: Result<T>) -> Ran<T> {
+        Ran {
+            result,
+            restored: Ok(()),
+        }
     }
-    set(id)?;
-    let r = f();
-    let restored = cudart::set_device(before).detail(|| format!("device={before} (restoring)"));
-    let v = r?;
-    restored?;
-    Ok(v)
+
+    /// `f`'s result, or the failure to restore when `f` succeeded (its work is then done).
+    pub(crate) fn into_result(self) -> Result<T> {
+        let v = self.result?;
+        self.restored?;
+        Ok(v)
+    }
+}
+
+/// As `with`, for work whose effects the caller books (a free, a destroy): when `f` succeeds
+/// and the earlier device cannot be made current again, its work is done all the same, so the
+/// caller books `result` and reports `restored`.
+pub(crate) fn run_on<T>(id: i32, f: impl FnOnce() -> Result<T>) -> Ran<T> {
+    let before = match current() {
+        Ok(d) => d,
+        Err(e) => return Ran::here(Err(e)),
+    };
+    if before == id {
+        return Ran::here(f());
+    }
+    if let Err(e) = set(id) {
+        return Ran::here(Err(e));
+    }
+    let result = f();
+    let restored = cudart::set_device(before)
+        .detail(|| format!("device={before} (restoring it as current after work on device {id})"));
+    Ran { result, restored }
 }
 
 /// Runs `f`, which queues work on `stream` of `device`: NULL names the legacy stream of the

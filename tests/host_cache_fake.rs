@@ -7,7 +7,10 @@
 //!   destroy_stream failed half-way: else free_host later records on the destroyed stream.
 //! - The device cache's recycling (src/cache/recycle.rs): a free_device that keeps its block
 //!   makes no CUDA call until 16 are kept; the 16th records the barrier, and only then are the
-//!   blocks handed out again.
+//!   blocks handed out again. Threads that free at once while barriers fail now and then never
+//!   get one block twice.
+//! - A free on another device whose switch back fails (two stand-in devices): the free was done,
+//!   the failure is reported, and a second free of the pointer is refused, not done again.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -164,4 +167,118 @@ fn freed_device_blocks_are_kept_without_a_cuda_call_until_the_barrier() {
         .loader_path(support::fake_cudart())
         .run_passing();
     assert!(text.contains("device-recycle child: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by blocks_freed_while_barriers_fail_are_handed_out_once"]
+fn child_barrier_failures() {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    support::child::require_child("child_barrier_failures");
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let fail_next_records =
+        unsafe { fake::<extern "C" fn(libc::c_long)>(c"fake_fail_next_records") };
+    let held: Arc<Mutex<HashSet<usize>>> = Arc::default();
+    let twice = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Threads that allocate eight blocks and free them, over and over: the frees keep the blocks
+    // and record a barrier every 16, from whichever thread's free makes it due.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (held, twice, stop) = (held.clone(), twice.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: the table's functions; every pointer freed is one malloc_device
+                    // returned, freed once.
+                    unsafe {
+                        (TABLE.set_device)(0);
+                        for _ in 0..8 {
+                            let p = (TABLE.malloc_device)(4096) as usize;
+                            assert_ne!(p, 0, "malloc_device");
+                            if !held.lock().expect("the set of blocks held").insert(p) {
+                                twice.fetch_add(1, Ordering::Relaxed);
+                            }
+                            mine.push(p);
+                        }
+                        for p in mine.drain(..) {
+                            held.lock().expect("the set of blocks held").remove(&p);
+                            (TABLE.free_device)(p as *mut libc::c_void);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // A barrier fails now and then, maybe while another thread's succeeds.
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(3) && twice.load(Ordering::Relaxed) == 0
+    {
+        fail_next_records(1);
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("a thread of the child");
+    }
+    println!(
+        "barrier-failures child: blocks handed out while held: {}",
+        twice.load(Ordering::Relaxed)
+    );
+}
+
+#[test]
+fn blocks_freed_while_barriers_fail_are_handed_out_once() {
+    let text = support::child::TestChild::new("child_barrier_failures")
+        .loader_path(support::fake_cudart())
+        .run_passing();
+    assert!(
+        text.contains("barrier-failures child: blocks handed out while held: 0"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_free_done_before_a_failed_switch_back_is_reported_and_not_done_again"]
+fn child_failed_switch_back() {
+    support::child::require_child("child_failed_switch_back");
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let fail_set_device = unsafe { fake::<extern "C" fn(libc::c_int)>(c"fake_fail_set_device") };
+    // SAFETY: the table's and the status API's functions; the pointer is ours.
+    unsafe {
+        assert_eq!((TABLE.get_device_count)(), 2, "FAKE_DEVICES=2");
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        // Larger than the recycling keeps (it would keep it without a CUDA call).
+        let p = (TABLE.malloc_device)(256 << 20);
+        assert!(!p.is_null());
+        ok(ffi::llaisysNvidiaSetDevice(0));
+
+        // The free makes device 1 current, frees, and cannot make device 0 current again.
+        fail_set_device(0);
+        assert_ne!(
+            ffi::llaisysNvidiaFreeDevice(p),
+            0,
+            "the failed switch back is reported"
+        );
+        let msg = last_error_message();
+        assert!(
+            msg.contains("cudaSetDevice") && msg.contains("restoring"),
+            "{msg}"
+        );
+        // The block was freed: a second free is refused, not done again.
+        assert_ne!(ffi::llaisysNvidiaFreeDevice(p), 0, "a second free");
+        let msg = last_error_message();
+        assert!(msg.contains("already freed"), "{msg}");
+    }
+    println!("failed-switch-back child: ok");
+}
+
+#[test]
+fn a_free_done_before_a_failed_switch_back_is_reported_and_not_done_again() {
+    let text = support::child::TestChild::new("child_failed_switch_back")
+        .loader_path(support::fake_cudart())
+        .env("FAKE_DEVICES", "2")
+        .run_passing();
+    assert!(text.contains("failed-switch-back child: ok"), "{text}");
 }

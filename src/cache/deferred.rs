@@ -59,13 +59,18 @@ pub(crate) fn flush() -> Result<()> {
     let mut left = Vec::new();
     let mut first_err = None;
     for k in all {
-        match crate::device::with(k.device, || free_now(&k)) {
+        let ran = crate::device::run_on(k.device, || free_now(&k));
+        match ran.result {
             Ok(true) => {}
             Ok(false) => left.push(k),
             Err(e) => {
                 left.push(k);
                 first_err.get_or_insert(e);
             }
+        }
+        // A free done stays done when the device current before cannot be made current again.
+        if let Err(e) = ran.restored {
+            first_err.get_or_insert(e);
         }
     }
     let mut kept = lock(&KEPT);

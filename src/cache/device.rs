@@ -30,6 +30,7 @@ use super::recycle::{self, Block};
 use super::{cross, graph_pool, in_use, large, AllocatorStats, Counters};
 use crate::capture::Relaxed as RelaxedMode;
 use crate::cudart::StreamHandle;
+use crate::device::Ran;
 use crate::error::{Error, Result};
 use crate::hash::AddrMap;
 use crate::pool::Pool;
@@ -391,9 +392,9 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
     }
     // SAFETY: a live allocation of ours (just taken out of the table), freed once; `stream` is
     // NULL or a live stream (this function's contract).
-    let result = unsafe { release(p, live, stream) };
+    let Ran { result, restored } = unsafe { release(p, live, stream) };
     let d = device_index(live.device)?;
-    match result {
+    let booked = match result {
         Err(e) => {
             // Keep it recorded: the memory was not freed.
             lock(shard(p as usize))
@@ -418,7 +419,10 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
             let _ = return_to_pool(live.device, evicted);
             Ok(())
         }
-    }
+    };
+    // Booked as freed or not by what the free did; a device that could not be made current
+    // again after it is reported all the same.
+    booked.and(restored)
 }
 
 /// What became of a freed block.
@@ -435,10 +439,11 @@ enum Released {
 
 /// # Safety
 /// `p` is a live allocation of ours of `live`, freed once; `stream` is NULL or a live stream.
-unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Released> {
-    let pooled = POOLS[device_index(live.device)?]
-        .get()
-        .is_some_and(|p| p.is_some());
+unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Released> {
+    let pooled = match device_index(live.device) {
+        Ok(d) => POOLS[d].get().is_some_and(|p| p.is_some()),
+        Err(e) => return Ran::here(Err(e)),
+    };
     let block = Block {
         ptr: p as usize,
         size: live.size,
@@ -448,11 +453,11 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Result<Re
     // Kept as pending when no barrier is due: no CUDA call, so the block's device need not be
     // made current (nor the current one asked).
     if recycled && matches!(recycle::keep_pending(live.device, block), Ok(true)) {
-        return Ok(Released::Kept(Vec::new()));
+        return Ran::here(Ok(Released::Kept(Vec::new())));
     }
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
-    crate::device::with(live.device, || {
+    crate::device::run_on(live.device, || {
         if stream.is_null() && pooled && cross::active() {
             // Kept while one device was in use, never handed out again now: back to the pool,
             // and the large ones to CUDA (nothing parks any more, so none would be freed).

@@ -347,12 +347,17 @@ pub(crate) fn take_unheld() -> Vec<(i32, usize, usize)> {
     if !WORK.load(Relaxed) {
         return Vec::new();
     }
-    let released = std::mem::take(&mut *lock(&RELEASED));
     with_state(|s| {
+        // Cleared before `RELEASED` is emptied: a release pushed after that (on CUDA's thread,
+        // which takes only `RELEASED`'s lock) sets it again. `to_free` grows only under the
+        // state's lock, held here.
+        WORK.store(false, Relaxed);
+        #[cfg(test)]
+        tests::between_steps();
+        let released = std::mem::take(&mut *lock(&RELEASED));
         for pool in released {
             s.unref(pool);
         }
-        WORK.store(false, Relaxed);
         std::mem::take(&mut s.to_free)
     })
 }
@@ -373,4 +378,38 @@ pub(crate) fn note_freed(device: i32, size: usize) {
 /// Bytes of graph-pool blocks of `device` not yet freed (handed out or kept).
 pub(crate) fn held(device: i32) -> u64 {
     held_slot(device).map_or(0, |h| h.load(Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// A pool whose graph `take_unheld` releases between its two steps on this thread, as
+        /// CUDA's thread may at any moment.
+        static RELEASE_BETWEEN: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(super) fn between_steps() {
+        let pool = RELEASE_BETWEEN.take();
+        if pool != 0 {
+            // SAFETY: a token of `graph_token`, given back once.
+            unsafe { graph_released(graph_token(pool)) };
+        }
+    }
+
+    #[test]
+    fn a_release_while_releases_are_taken_is_counted_by_the_next_take() {
+        let (a, b) = (create(0), create(0));
+        // SAFETY: a token of `graph_token`, given back once.
+        unsafe { graph_released(graph_token(a)) };
+        RELEASE_BETWEEN.set(b);
+        let _ = take_unheld();
+        assert_eq!(RELEASE_BETWEEN.get(), 0, "released between the steps");
+        assert!(has_work(), "a release left behind with WORK clear");
+        let _ = take_unheld();
+        assert!(!lock(&RELEASED).contains(&b), "counted by the next take");
+        assert!(!with_state(|s| s.pools.contains_key(&b)), "its pool gone");
+    }
 }

@@ -124,12 +124,15 @@ impl Lists {
         }
     }
 
-    /// Takes `block` back out of the pending list (it is not kept after all).
-    fn take_back(&mut self, block: Block) {
-        if let Some(i) = self.pending.iter().rposition(|b| *b == block) {
-            self.pending.swap_remove(i);
-            self.pending_bytes -= block.size;
-        }
+    /// Takes `block` back out of the pending list (it is not kept after all). False when it is
+    /// no longer there: another free's barrier has made it ready meanwhile, so it is kept.
+    fn take_back(&mut self, block: Block) -> bool {
+        let Some(i) = self.pending.iter().rposition(|b| *b == block) else {
+            return false;
+        };
+        self.pending.swap_remove(i);
+        self.pending_bytes -= block.size;
+        true
     }
 
     /// Takes a ready block to go back to the pool: one of the largest size kept. None only
@@ -181,7 +184,9 @@ pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
 /// sizes, over the budget) go back to the pool. While a capture forbids the legacy stream
 /// (`crate::legacy`) no barrier is recorded: the blocks stay pending, handed out to no one, until
 /// a later free may record it. Err: the barrier could not be recorded; the block is not kept
-/// (the caller frees it the ordinary way) and the pending ones wait for the next barrier.
+/// (the caller frees it the ordinary way) and the pending ones wait for the next barrier. A
+/// block that another free's barrier made ready meanwhile (the lists' lock is let go before
+/// the barrier) is kept whatever this one's barrier did (`not_kept`).
 pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     let lists = lists_of(device)?;
     let due = {
@@ -197,15 +202,11 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     let legacy = match crate::legacy::usable(device) {
         Ok(Some(permission)) => permission,
         Ok(None) => return Ok(Vec::new()),
-        Err(e) => {
-            lock(lists).take_back(block);
-            return Err(e);
-        }
+        Err(e) => return not_kept(&mut lock(lists), block, e),
     };
     let mut l = lock(lists);
     if let Err(e) = barrier(&mut l, device) {
-        l.take_back(block);
-        return Err(e);
+        return not_kept(&mut l, block, e);
     }
     drop(legacy);
     // The pending list keeps its capacity for the next batch.
@@ -223,6 +224,17 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
         }
     }
     Ok(out)
+}
+
+/// `keep`'s answer when its barrier failed with `e`: the block is taken back out of the pending
+/// list (Err: the caller frees it), unless another free's barrier, recorded meanwhile, has made
+/// it ready already: then it is kept, and `e`, of a barrier no longer needed, is cleared.
+fn not_kept(l: &mut Lists, block: Block, e: crate::error::Error) -> Result<Vec<Block>> {
+    if l.take_back(block) {
+        return Err(e);
+    }
+    crate::runtime::take_last_cuda_error();
+    Ok(Vec::new())
 }
 
 /// Takes back a block that could not go back to the pool, as *pending*: it may have come from

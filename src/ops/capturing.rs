@@ -30,6 +30,28 @@ pub(crate) fn relaxed_for_other_threads() -> Option<Relaxed> {
     Some(Relaxed::new())
 }
 
+/// Refuses a call that waits (`call`, the CUDA call it would make) on a thread capturing through
+/// the library in global or thread-local mode: CUDA forbids waits there and would invalidate the
+/// capture. `why` says what waits and what to do instead. One relaxed load while no capture
+/// through the library is in progress.
+#[inline]
+pub(crate) fn refuse_waits_while_capturing(call: &'static str, why: &str) -> Result<()> {
+    match graph_pool::current() {
+        Some(c) if c.mode != capture::MODE_RELAXED => Err(Error::capture(
+            call,
+            CudaError::STREAM_CAPTURE_UNSUPPORTED,
+            format!(
+                "this thread is capturing a graph (capture {} on device {}) in {} mode, which \
+                 forbids waits on its own thread: {why}",
+                c.capture,
+                c.device,
+                mode_name(c.mode)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Before a wait or query named `call`: the refusal on a thread capturing in global or
 /// thread-local mode, else relaxed mode while any capture through the library is in progress.
 #[inline]
@@ -131,5 +153,51 @@ pub(crate) fn mode_name(mode: u32) -> &'static str {
         capture::MODE_THREAD_LOCAL => "thread-local",
         capture::MODE_RELAXED => "relaxed",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    /// Waits are refused on a thread capturing through the library in global or thread-local
+    /// mode, and only there: not in relaxed mode, not once the capture has ended, not on another
+    /// thread.
+    #[test]
+    fn waits_are_refused_on_a_thread_capturing_in_global_or_thread_local_mode() {
+        let why = "what waits, and what to do instead";
+        for mode in [capture::MODE_GLOBAL, capture::MODE_THREAD_LOCAL] {
+            let pool = graph_pool::create(0);
+            let capture = graph_pool::begin(pool, 0, mode).expect("the capture's books");
+            let e = refuse_waits_while_capturing("cudaMemcpyAsync", why)
+                .expect_err("refused while capturing");
+            assert_eq!(e.kind(), ErrorKind::Capture, "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains("cudaMemcpyAsync")
+                    && text.contains(&format!("capture {capture} on device 0"))
+                    && text.contains(mode_name(mode))
+                    && text.contains(why),
+                "{text}"
+            );
+            std::thread::scope(|t| {
+                t.spawn(|| {
+                    assert!(
+                        refuse_waits_while_capturing("cudaMemcpyAsync", why).is_ok(),
+                        "another thread waits"
+                    )
+                });
+            });
+            graph_pool::end(capture);
+            assert!(refuse_waits_while_capturing("cudaMemcpyAsync", why).is_ok());
+        }
+        let pool = graph_pool::create(0);
+        let capture = graph_pool::begin(pool, 0, capture::MODE_RELAXED).expect("the books");
+        assert!(
+            refuse_waits_while_capturing("cudaMemcpyAsync", why).is_ok(),
+            "relaxed mode allows waits"
+        );
+        graph_pool::end(capture);
     }
 }

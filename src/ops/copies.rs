@@ -319,6 +319,11 @@ pub unsafe fn memcpy_sync(
     if !c.check()? {
         return Ok(());
     }
+    super::capturing::refuse_waits_while_capturing(
+        "cudaMemcpy",
+        "memcpy_sync returns once its copy is done; use memcpy_async on the capturing stream to \
+         make the copy part of the graph",
+    )?;
     let Some(_legacy) = crate::legacy::usable_current()? else {
         // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
         // function's contract).
@@ -361,31 +366,15 @@ pub unsafe fn memcpy_sync(
 /// memcpy_sync while a capture forbids the legacy stream: the copy is queued on the device's
 /// side stream (a private non-blocking stream), waited for in relaxed capture mode, and returns
 /// complete. Nothing orders it after work queued on other streams: the caller synchronizes the
-/// work that writes its source or reads its destination. Refused on a thread that itself
-/// captures through the library in global or thread-local mode (CUDA forbids a synchronous copy
-/// there), and with several devices in use (their ordering needs the legacy stream).
+/// work that writes its source or reads its destination. Refused with several devices in use
+/// (their ordering needs the legacy stream); `memcpy_sync` has already refused it on a thread
+/// that itself captures through the library in global or thread-local mode.
 ///
 /// # Safety
 /// As `memcpy_sync`.
 #[cold]
 #[inline(never)]
 unsafe fn side_copy(c: &mut Copy) -> Result<()> {
-    if let Some(now) = cache::graph_pool::current() {
-        if now.mode != crate::capture::MODE_RELAXED {
-            return Err(Error::capture(
-                "cudaMemcpy",
-                crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
-                format!(
-                    "this thread is capturing a graph (capture {} on device {}) in {} mode, \
-                     which forbids synchronous copies on its own thread; use memcpy_async on \
-                     the capturing stream to make the copy part of the graph",
-                    now.capture,
-                    now.device,
-                    super::capturing::mode_name(now.mode)
-                ),
-            ));
-        }
-    }
     if cache::cross::active() {
         return Err(crate::legacy::refused(
             "cudaMemcpy",
@@ -461,6 +450,12 @@ pub unsafe fn memcpy_async(
                 ),
             ));
         }
+        // Its staging waits for and queries the events of its pinned buffers.
+        super::capturing::refuse_waits_while_capturing(
+            "cudaMemcpyAsync",
+            "a copy of pageable host memory waits for its pinned staging buffers; copy from or \
+             to malloc_host memory, or capture in relaxed mode",
+        )?;
         // SAFETY: the pointers are valid for `size` bytes as `kind` says until the copy has run
         // (this function's contract); `s` is NULL or a live stream of ours (checked).
         unsafe { c.stage(direction, s, stream_device, false) }?;

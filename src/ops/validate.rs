@@ -166,7 +166,8 @@ impl Handles {
     }
 
     /// Destroys a live handle with `destroy`, run with the handle's device current; NULL does
-    /// nothing. A handle that `destroy` fails to destroy stays recorded.
+    /// nothing. A handle that `destroy` fails to destroy stays recorded; one it destroyed does
+    /// not, also when the device current before cannot be made current again (reported).
     pub(crate) fn destroy(
         &self,
         h: *mut std::os::raw::c_void,
@@ -176,11 +177,11 @@ impl Handles {
             return Ok(());
         }
         let device = self.check(h, true)?;
-        let destroyed = crate::device::with(device, destroy);
-        if destroyed.is_err() {
+        let ran = crate::device::run_on(device, destroy);
+        if ran.result.is_err() {
             self.add(h, device);
         }
-        destroyed
+        ran.into_result()
     }
 }
 

@@ -142,9 +142,17 @@ impl Slot {
             .then_some(at)
     }
 
+    /// True once the slot's last use has completed. A failed query counts as busy (the slot's
+    /// next use reports the error); the runtime's last error is cleared.
     fn idle(&mut self) -> bool {
-        if self.busy && matches!(self.event.as_ref().map(Event::query), Some(Ok(true))) {
-            self.busy = false;
+        if self.busy {
+            match self.event.as_ref().map(Event::query) {
+                Some(Ok(true)) => self.busy = false,
+                Some(Err(_)) => {
+                    crate::runtime::take_last_cuda_error();
+                }
+                _ => {}
+            }
         }
         !self.busy
     }
@@ -386,8 +394,11 @@ pub(super) fn give_back(set: Arc<Set>) {
         extra
     };
     for set in extra {
-        // Nobody to tell from here; release reports such failures.
-        let _ = set.free();
+        // Nobody to tell from here: the buffers of a failed cudaFreeHost are let go (their
+        // pointers forgotten, never freed twice), and the runtime's last error is cleared.
+        if set.free().is_err() {
+            crate::runtime::take_last_cuda_error();
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! temporaries from malloc_device, replays checked byte for byte after eager churn of the same
 //! sizes, the graph pool's memory given back once graph and executable graph are destroyed, a
 //! capture the host began itself with cudaStreamBeginCapture (the caches stay out of it), other
-//! threads' table calls during a capture, and the refusals of a global capture.
+//! threads' table calls during a capture, and the refusals of a global capture, also on a
+//! non-blocking stream, whose capture leaves the legacy stream usable.
 
 use crate::common::{api, fill, Pinned};
 use crate::require_gpu;
@@ -25,6 +26,22 @@ fn new_stream() -> *mut c_void {
     let mut s = null_mut();
     ok(unsafe { llaisysNvidiaStreamCreate(&mut s, 0, 0) }, "stream");
     s
+}
+
+/// Checks that the capture on `s` is still valid after refusals, then ends it: the graph.
+fn end_valid_capture(s: *mut c_void) -> *mut c_void {
+    let mut status = -1;
+    ok(
+        unsafe { llaisysNvidiaStreamCaptureStatus(s, &mut status) },
+        "status",
+    );
+    assert_eq!(status, CAPTURE_STATUS_ACTIVE, "the capture is still valid");
+    let mut graph = null_mut();
+    ok(
+        unsafe { llaisysNvidiaStreamEndCapture(s, &mut graph) },
+        "end",
+    );
+    graph
 }
 
 /// One step of copies on `s`: src (pinned) -> a temporary -> dst (device), the temporary from
@@ -341,17 +358,7 @@ fn what_a_global_capture_forbids_is_refused_and_the_capture_survives() {
             "destroying the capturing stream",
         );
     }
-    let mut status = -1;
-    ok(
-        unsafe { llaisysNvidiaStreamCaptureStatus(s, &mut status) },
-        "status",
-    );
-    assert_eq!(status, CAPTURE_STATUS_ACTIVE, "the capture is still valid");
-    let mut graph = null_mut();
-    ok(
-        unsafe { llaisysNvidiaStreamEndCapture(s, &mut graph) },
-        "end",
-    );
+    let graph = end_valid_capture(s);
     ok(llaisysNvidiaDeviceSynchronize(), "after the capture");
     ok(llaisysNvidiaReleaseCachedMemory(), "after the capture");
     ok(llaisysNvidiaGraphDestroy(graph), "graph destroy");
@@ -393,5 +400,73 @@ fn graph_handles_and_arguments_are_checked() {
         );
         assert!(again.is_null());
     }
+    ok(llaisysNvidiaStreamDestroy(s), "stream destroy");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_capturing_thread_s_waits_are_refused_when_the_legacy_stream_stays_usable() {
+    require_gpu!();
+    let t = api();
+    // A non-blocking stream's capture does not forbid the legacy stream: what this thread may
+    // not do is refused by the library all the same, before CUDA would invalidate the capture.
+    let mut s = null_mut();
+    ok(
+        unsafe { llaisysNvidiaStreamCreate(&mut s, STREAM_NON_BLOCKING, 0) },
+        "non-blocking stream",
+    );
+    let other = new_stream();
+    let src = Pinned::new(N);
+    let dst = unsafe { (t.malloc_device)(N) };
+    let big = 4 << 20;
+    let big_dst = unsafe { (t.malloc_device)(big) };
+    let mut pageable = vec![7u8; big];
+    ok(
+        llaisysNvidiaStreamBeginCapture(s, CAPTURE_MODE_GLOBAL, 0),
+        "begin",
+    );
+    copy_step(s, &src, dst);
+    let refused = |rc: i32, what: &str| {
+        assert_eq!(rc, STATUS_CAPTURE, "{what}: {}", last());
+        assert!(
+            last().contains("forbids waits on its own thread"),
+            "{what}: {}",
+            last()
+        );
+    };
+    unsafe {
+        refused(
+            llaisysNvidiaMemcpy(pageable.as_mut_ptr().cast(), dst, 64, 2),
+            "memcpy_sync",
+        );
+        refused(
+            llaisysNvidiaMemcpyAsync(big_dst, pageable.as_ptr().cast(), big, 1, other),
+            "a staged memcpy_async on another stream",
+        );
+        refused(
+            llaisysNvidiaMemcpyAsync(pageable.as_mut_ptr().cast(), big_dst, big, 2, other),
+            "a staged D2H memcpy_async on another stream",
+        );
+    }
+    let graph = end_valid_capture(s);
+    // Once the capture has ended, the same copies run.
+    unsafe {
+        ok(
+            llaisysNvidiaMemcpyAsync(big_dst, pageable.as_ptr().cast(), big, 1, other),
+            "after the capture",
+        );
+        ok(llaisysNvidiaStreamSynchronize(other), "after the capture");
+    }
+    assert_eq!(
+        read_back(big_dst, big),
+        pageable,
+        "the copy after the capture"
+    );
+    ok(llaisysNvidiaGraphDestroy(graph), "graph destroy");
+    unsafe {
+        (t.free_device)(dst);
+        (t.free_device)(big_dst);
+    }
+    ok(llaisysNvidiaStreamDestroy(other), "stream destroy");
     ok(llaisysNvidiaStreamDestroy(s), "stream destroy");
 }
