@@ -602,7 +602,9 @@ LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
  * Groups (llaisysNvidiaGroupStart/End) are per thread, as NCCL's: calls between them are queued
  * and launched together by the outermost GroupEnd (send and recv between ranks of one thread,
  * or to oneself, need a group). A communicator with work in an open group cannot be destroyed
- * or aborted until the group ends.
+ * or aborted until the group ends (an abort after a timeout or an NCCL error then refuses every
+ * call at once and aborts NCCL's communicator when the group ends). Calls from several threads
+ * on one communicator enter NCCL one at a time.
  */
 #define LLAISYS_NVIDIA_ERROR_NCCL 5
 #define LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE 6

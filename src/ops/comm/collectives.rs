@@ -127,8 +127,10 @@ fn enqueue(
     let progress = {
         let _use = e.live()?;
         bufs.before(e, stream)?;
+        let one = crate::sync::lock(&e.one_call);
         let grouped = join_group(e);
         let p = go(e, stream).map_err(|err| err.context(&e.name()))?;
+        drop(one);
         bufs.after(e, stream)?;
         (p, grouped)
     };

@@ -19,6 +19,16 @@ struct Group {
     comms: Vec<Arc<Entry>>,
 }
 
+/// A thread that exits with a group open: its work is never launched, and the communicators
+/// that queued work in it may be destroyed or aborted again.
+impl Drop for Group {
+    fn drop(&mut self) {
+        for c in self.comms.drain(..) {
+            c.group_left();
+        }
+    }
+}
+
 thread_local! {
     static GROUP: RefCell<Group> = RefCell::new(Group::default());
 }
@@ -83,11 +93,12 @@ pub fn group_end() -> Result<()> {
     }
     let ended = loader::get().and_then(|lib| {
         // SAFETY: every communicator used in the group is live: one with work in an open group
-        // cannot be destroyed or aborted (`group_pending`, checked by `retire`).
+        // is neither destroyed nor aborted before the group ends (`group_pending`: `retire`
+        // refuses, `abort_for` defers NCCL's abort to `group_left`).
         unsafe { api::group_end(lib) }
     });
     for c in &comms {
-        c.group_pending.fetch_sub(1, Relaxed);
+        c.group_left();
     }
     match ended? {
         Progress::Done => Ok(()),

@@ -118,12 +118,7 @@ pub fn abort(h: *mut c_void) -> Result<()> {
 /// Takes `h` out of the registry and, once no call uses it, ends its NCCL communicator with
 /// `how` (nothing to end when it was aborted already). NULL does nothing.
 fn end(h: *mut c_void, how: impl FnOnce(Communicator, &Entry) -> Result<()>) -> Result<()> {
-    let Some(entry) = retire(h)? else {
-        return Ok(());
-    };
-    let _excl = entry.busy.write().unwrap_or_else(|e| e.into_inner());
-    let owner = entry.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
-    owner.map_or(Ok(()), |c| how(c, &entry))
+    retire(h, |owner, entry| owner.map_or(Ok(()), |c| how(c, entry))).map(|_| ())
 }
 
 /// (rank, ranks, device).

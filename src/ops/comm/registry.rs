@@ -2,7 +2,7 @@
 //! a pointer, so one that was destroyed, or any other value (a raw `ncclComm_t` of another
 //! library, garbage), is refused with a clear error; NCCL's own object stays inside its
 //! [`Entry`], with what a call needs to use it safely (one call at a time, abort from another
-//! thread, the reason it was aborted).
+//! thread, the reason it was aborted, the open groups that queued work of it).
 
 use crate::cudart::StreamHandle;
 use crate::event::Event;
@@ -36,22 +36,27 @@ pub(super) struct Entry {
     pub(super) timeout: Duration,
     /// Read: a call is using `raw`. Write: it is being aborted or destroyed.
     pub(super) busy: RwLock<()>,
+    /// Held around each call that queues work on `raw` (NCCL's communicators take one such
+    /// call at a time; `ncclCommGetAsyncError` may be asked meanwhile).
+    pub(super) one_call: Mutex<()>,
     /// Set before the write lock is taken: waits holding the read lock end early.
     pub(super) cancel: AtomicBool,
     /// Why it was aborted, when it was.
     pub(super) aborted: Mutex<Option<String>>,
-    /// Open groups that queued work of it (it may not be destroyed before they end).
+    /// Open groups that queued work of it (it may not be destroyed or aborted before they end:
+    /// their `ncclGroupEnd` launches that work). Raised only under `busy`'s read lock, so that
+    /// under its write lock the count cannot grow.
     pub(super) group_pending: AtomicUsize,
     /// Event for ordering the legacy stream after work on non-blocking streams.
     pub(super) event: Mutex<Option<Event>>,
 }
 
-// SAFETY: `raw` is used only under `busy`, as NCCL allows (one call at a time per communicator,
-// abort from another thread once no call is in NCCL).
+// SAFETY: `raw` is used only under `busy`, as NCCL allows (one call that queues work at a time
+// per communicator, under `one_call`; `ncclCommGetAsyncError` beside it; abort and destroy from
+// another thread once no call is in NCCL).
 unsafe impl Send for Entry {}
-// SAFETY: shared use of `raw` goes through `busy` too: calls hold its read lock (NCCL allows
-// one call at a time per communicator: `live` is taken per call), abort and destroy its write
-// lock.
+// SAFETY: shared use of `raw` goes through `busy` too: calls hold its read lock (`live`, per
+// call) and those that queue work `one_call` as well; abort and destroy hold its write lock.
 unsafe impl Sync for Entry {}
 
 static COMMS: Mutex<Option<HashMap<usize, Arc<Entry>>>> = Mutex::new(None);
@@ -78,6 +83,7 @@ pub(super) fn adopt(comm: Communicator, timeout: Duration) -> Result<usize> {
         device,
         timeout,
         busy: RwLock::new(()),
+        one_call: Mutex::new(()),
         cancel: AtomicBool::new(false),
         aborted: Mutex::new(None),
         group_pending: AtomicUsize::new(0),
@@ -92,12 +98,14 @@ pub(super) fn lookup(h: *mut c_void) -> Result<Arc<Entry>> {
     if h.is_null() {
         return Err(Error::invalid("comm=NULL: no communicator"));
     }
-    registry(|m| m.get(&(h as usize)).cloned()).ok_or_else(|| {
-        Error::invalid(format!(
-            "comm={h:p} is not a communicator of llaisys-nvidia, or was already destroyed or \
-             aborted (a raw ncclComm_t of another library is not accepted)"
-        ))
-    })
+    registry(|m| m.get(&(h as usize)).cloned()).ok_or_else(|| not_ours(h))
+}
+
+fn not_ours(h: *mut c_void) -> Error {
+    Error::invalid(format!(
+        "comm={h:p} is not a communicator of llaisys-nvidia, or was already destroyed or \
+         aborted (a raw ncclComm_t of another library is not accepted)"
+    ))
 }
 
 impl Entry {
@@ -133,19 +141,55 @@ impl Entry {
     }
 
     /// Aborts the NCCL communicator after a timeout or an asynchronous error of ours; the handle
-    /// stays (answering with the reason) until destroyed.
+    /// stays (answering with the reason) until destroyed. While an open group has work of it
+    /// queued, it is only marked aborted (every later call refused); `ncclCommAbort` follows
+    /// once the last such group has ended (`group_left`), since that group's `ncclGroupEnd`
+    /// launches the work on it.
     pub(super) fn abort_for(&self, reason: &Error) {
         self.cancel.store(true, Relaxed);
         let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
+        // Marked, and the groups counted, under the lock `group_left` counts them under: one of
+        // the two aborts.
+        let now = {
+            let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+            *aborted = Some(reason.to_string());
+            self.group_pending.load(Relaxed) == 0
+        };
+        if now {
+            self.abort_owner();
+        }
+        self.cancel.store(false, Relaxed);
+    }
+
+    /// `ncclCommAbort` of the owner, if it is still there (call under `busy`'s write lock, once
+    /// marked aborted); a failure is added to the reason.
+    fn abort_owner(&self) {
         let owner = self.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let mut why = reason.to_string();
-        if let Some(c) = owner {
-            if let Err(e) = c.abort() {
+        if let Some(Err(e)) = owner.map(Communicator::abort) {
+            if let Some(why) = self
+                .aborted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+            {
                 why.push_str(&format!("; ncclCommAbort then failed: {e}"));
             }
         }
-        *self.aborted.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-        self.cancel.store(false, Relaxed);
+    }
+
+    /// An open group that queued work of it has ended (or its thread exited): once none is
+    /// left, an abort that waited for them (`abort_for`) is done.
+    pub(super) fn group_left(&self) {
+        let abort = {
+            let aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+            self.group_pending.fetch_sub(1, Relaxed) == 1 && aborted.is_some()
+        };
+        if abort {
+            let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
+            if self.group_pending.load(Relaxed) == 0 {
+                self.abort_owner();
+            }
+        }
     }
 
     /// The outcome of a wait, aborting on timeout or asynchronous error. Call without holding
@@ -234,20 +278,47 @@ impl Entry {
     }
 }
 
-/// Takes `h` out of the registry for good, once nothing else may use it.
-pub(super) fn retire(h: *mut c_void) -> Result<Option<Arc<Entry>>> {
+/// Takes `h` out of the registry for good and runs `end` on its owner (None once aborted), with
+/// no call using it and none able to start: under `busy`'s write lock, where no open group can
+/// queue more work of it either. Refused while an open group has work of it queued; NULL does
+/// nothing.
+pub(super) fn retire<T>(
+    h: *mut c_void,
+    end: impl FnOnce(Option<Communicator>, &Entry) -> Result<T>,
+) -> Result<Option<T>> {
     if h.is_null() {
         return Ok(None);
     }
     let entry = lookup(h)?;
-    if entry.group_pending.load(Relaxed) > 0 {
-        return Err(Error::invalid(format!(
+    let grouped = |e: &Entry| {
+        Error::invalid(format!(
             "{} has work queued in an open group (llaisysNvidiaGroupStart without GroupEnd): \
              end the group first",
-            entry.name()
-        )));
+            e.name()
+        ))
+    };
+    if entry.group_pending.load(Relaxed) > 0 {
+        return Err(grouped(&entry));
     }
-    registry(|m| m.remove(&(h as usize)));
+    // Waits holding the read lock end early.
     entry.cancel.store(true, Relaxed);
-    Ok(Some(entry))
+    let _excl = entry.busy.write().unwrap_or_else(|e| e.into_inner());
+    if entry.group_pending.load(Relaxed) > 0 {
+        // A call joined a group between the check above and the lock.
+        entry.cancel.store(false, Relaxed);
+        return Err(grouped(&entry));
+    }
+    if registry(|m| m.remove(&(h as usize))).is_none() {
+        // Another thread's destroy or abort of the same handle came first.
+        return Err(not_ours(h));
+    }
+    // A call that passed `live`'s first check and waited for the read lock meanwhile is refused
+    // once it gets it.
+    entry
+        .aborted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(|| "destroyed by another thread".into());
+    let owner = entry.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    end(owner, &entry).map(Some)
 }
