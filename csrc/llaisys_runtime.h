@@ -603,8 +603,10 @@ LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
  * and launched together by the outermost GroupEnd (send and recv between ranks of one thread,
  * or to oneself, need a group). A communicator with work in an open group cannot be destroyed
  * or aborted until the group ends (an abort after a timeout or an NCCL error then refuses every
- * call at once and aborts NCCL's communicator when the group ends). Calls from several threads
- * on one communicator enter NCCL one at a time.
+ * call at once and aborts NCCL's communicator when the group ends), and other threads' calls on
+ * it are refused meanwhile; a thread that exits with a group open leaves the communicators it
+ * queued work of aborted. Calls from several threads on one communicator enter NCCL one at a
+ * time.
  */
 #define LLAISYS_NVIDIA_ERROR_NCCL 5
 #define LLAISYS_NVIDIA_ERROR_NCCL_UNAVAILABLE 6

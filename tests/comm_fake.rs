@@ -7,8 +7,10 @@
 //!   the collective is; the group never launches work of a destroyed communicator.
 //! - An abort of ours (an asynchronous NCCL error) while an open group holds work of the
 //!   communicator: every later call is refused at once, NCCL's abort waits for the group's end.
-//! - A thread that exits with a group open: its communicators can be destroyed afterwards.
-//! - Calls on one communicator from two threads: one at a time inside NCCL.
+//! - A thread that exits with a group open: its communicators are aborted (NCCL's stay tied to
+//!   the dead thread's group) and can be destroyed.
+//! - Calls on one communicator from two threads: one at a time inside NCCL; and refused while
+//!   another thread's open group holds work of it.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::*;
@@ -211,7 +213,7 @@ fn an_abort_of_ours_waits_for_the_open_group_that_holds_work_of_the_communicator
 }
 
 #[test]
-#[ignore = "entry point of a child process: run by a_communicator_grouped_by_a_thread_that_exited_can_be_destroyed"]
+#[ignore = "entry point of a child process: run by a_communicator_grouped_by_a_thread_that_exited_is_aborted_and_can_be_destroyed"]
 fn child_group_thread_exit() {
     support::child::require_child("child_group_thread_exit");
     assert_eq!(violations(), 0);
@@ -223,6 +225,13 @@ fn child_group_thread_exit() {
     })
     .join()
     .expect("the grouping thread");
+    // NCCL's communicator stays tied to the dead thread's group: aborted, every call refused.
+    assert_ne!(all_reduce(buf as *mut c_void, c as *mut c_void), 0);
+    let msg = last_error_message();
+    assert!(msg.contains("a thread exited with a group open"), "{msg}");
+    // SAFETY: the stand-in's function of this C type.
+    let aborts = unsafe { stand::<extern "C" fn() -> c_int>(c"stand_aborts") };
+    assert_eq!(aborts(), 1, "NCCL's communicator aborted");
     assert_eq!(
         llaisysNvidiaCommDestroy(c as *mut c_void),
         0,
@@ -234,7 +243,7 @@ fn child_group_thread_exit() {
 }
 
 #[test]
-fn a_communicator_grouped_by_a_thread_that_exited_can_be_destroyed() {
+fn a_communicator_grouped_by_a_thread_that_exited_is_aborted_and_can_be_destroyed() {
     let text = in_child("child_group_thread_exit");
     assert!(text.contains("group-thread-exit child: ok"), "{text}");
 }
@@ -266,4 +275,50 @@ fn child_two_threads() {
 fn calls_on_one_communicator_from_two_threads_enter_nccl_one_at_a_time() {
     let text = in_child("child_two_threads");
     assert!(text.contains("two-threads child: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by calls_of_other_threads_are_refused_until_the_group_holding_work_of_the_communicator_ends"]
+fn child_group_of_another_thread() {
+    support::child::require_child("child_group_of_another_thread");
+    assert_eq!(violations(), 0);
+    let (buf, c) = (buffer() as usize, one_rank() as usize);
+    let (queued_tx, queued_rx) = std::sync::mpsc::channel();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let grouping = std::thread::spawn(move || {
+        assert_eq!(llaisysNvidiaGroupStart(), 0);
+        assert_eq!(all_reduce(buf as *mut c_void, c as *mut c_void), 0);
+        queued_tx.send(()).expect("the main thread");
+        end_rx.recv().expect("the main thread");
+        assert_eq!(llaisysNvidiaGroupEnd(), 0, "{}", last_error_message());
+    });
+    queued_rx.recv().expect("the grouping thread");
+    // NCCL would add this call's work to the other thread's group.
+    assert_ne!(all_reduce(buf as *mut c_void, c as *mut c_void), 0);
+    let msg = last_error_message();
+    assert!(msg.contains("open group of another thread"), "{msg}");
+    assert_eq!(llaisysNvidiaGroupStart(), 0, "a group of this thread");
+    assert_ne!(
+        all_reduce(buf as *mut c_void, c as *mut c_void),
+        0,
+        "also in a group"
+    );
+    assert_eq!(llaisysNvidiaGroupEnd(), 0, "{}", last_error_message());
+    end_tx.send(()).expect("the grouping thread");
+    grouping.join().expect("the grouping thread");
+    assert_eq!(
+        all_reduce(buf as *mut c_void, c as *mut c_void),
+        0,
+        "{}",
+        last_error_message()
+    );
+    assert_eq!(llaisysNvidiaCommDestroy(c as *mut c_void), 0);
+    assert_eq!(violations(), 0);
+    println!("group-of-another-thread child: ok");
+}
+
+#[test]
+fn calls_of_other_threads_are_refused_until_the_group_holding_work_of_the_communicator_ends() {
+    let text = in_child("child_group_of_another_thread");
+    assert!(text.contains("group-of-another-thread child: ok"), "{text}");
 }

@@ -128,7 +128,7 @@ fn enqueue(
         let _use = e.live()?;
         bufs.before(e, stream)?;
         let one = crate::sync::lock(&e.one_call);
-        let grouped = join_group(e);
+        let grouped = join_group(e)?;
         let p = go(e, stream).map_err(|err| err.context(&e.name()))?;
         drop(one);
         bufs.after(e, stream)?;

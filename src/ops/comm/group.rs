@@ -7,7 +7,7 @@ use crate::nccl::api::{self, Progress};
 use crate::nccl::loader;
 use crate::nccl::{Error, Result};
 use std::cell::RefCell;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The calling thread's open groups.
@@ -20,17 +20,26 @@ struct Group {
 }
 
 /// A thread that exits with a group open: its work is never launched, and the communicators
-/// that queued work in it may be destroyed or aborted again.
+/// that queued work in it are aborted (`Entry::group_abandoned`).
 impl Drop for Group {
     fn drop(&mut self) {
         for c in self.comms.drain(..) {
-            c.group_left();
+            c.group_abandoned();
         }
     }
 }
 
 thread_local! {
     static GROUP: RefCell<Group> = RefCell::new(Group::default());
+    static TOKEN: u64 = NEXT_TOKEN.fetch_add(1, Relaxed);
+}
+
+/// Thread tokens (`thread_token`), from 1.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// A number of the calling thread, never 0 and never another thread's; 0 during its exit.
+fn thread_token() -> u64 {
+    TOKEN.try_with(|t| *t).unwrap_or(0)
 }
 
 /// How many groups the calling thread has open.
@@ -38,21 +47,34 @@ fn group_depth() -> u32 {
     GROUP.try_with(|g| g.borrow().depth).unwrap_or(0)
 }
 
-/// In an open group, notes that `entry` queued work in it; true when in a group.
-pub(super) fn join_group(entry: &Arc<Entry>) -> bool {
-    GROUP
-        .try_with(|g| {
-            let mut g = g.borrow_mut();
-            if g.depth == 0 {
-                return false;
-            }
-            if !g.comms.iter().any(|c| Arc::ptr_eq(c, entry)) {
-                entry.group_pending.fetch_add(1, Relaxed);
-                g.comms.push(entry.clone());
-            }
-            true
-        })
-        .unwrap_or(false)
+/// Before a call queues work of `entry` (under its `one_call` lock and `busy`'s read lock):
+/// refused while an open group of another thread holds work of it (NCCL would add this call's
+/// work to that group); in an open group of this thread, notes that `entry` queued work in it.
+/// True when in a group.
+pub(super) fn join_group(entry: &Arc<Entry>) -> Result<bool> {
+    let me = thread_token();
+    let holder = entry.grouped_by.load(Relaxed);
+    if holder != 0 && holder != me {
+        return Err(Error::invalid(format!(
+            "{} has work queued in an open group of another thread (its \
+             llaisysNvidiaGroupStart without GroupEnd yet): NCCL would add this call's work to \
+             that group; make the call on that thread, or after its GroupEnd",
+            entry.name()
+        )));
+    }
+    let joined = GROUP.try_with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return false;
+        }
+        if !g.comms.iter().any(|c| Arc::ptr_eq(c, entry)) {
+            entry.group_pending.fetch_add(1, Relaxed);
+            entry.grouped_by.store(me, Relaxed);
+            g.comms.push(entry.clone());
+        }
+        true
+    });
+    Ok(joined.unwrap_or(false))
 }
 
 /// Opens a group (nestable) on this thread.

@@ -12,7 +12,7 @@ use crate::nccl::{sys, Error, Result};
 use crate::ops::validate;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
@@ -47,6 +47,10 @@ pub(super) struct Entry {
     /// their `ncclGroupEnd` launches that work). Raised only under `busy`'s read lock, so that
     /// under its write lock the count cannot grow.
     pub(super) group_pending: AtomicUsize,
+    /// The thread (`group::thread_token`) whose open group holds work of it, 0 when none: NCCL
+    /// ties a communicator to one thread's group until it ends, so calls of other threads are
+    /// refused meanwhile. Set and read under `one_call`, cleared when `group_pending` drops to 0.
+    pub(super) grouped_by: AtomicU64,
     /// Event for ordering the legacy stream after work on non-blocking streams.
     pub(super) event: Mutex<Option<Event>>,
 }
@@ -87,6 +91,7 @@ pub(super) fn adopt(comm: Communicator, timeout: Duration) -> Result<usize> {
         cancel: AtomicBool::new(false),
         aborted: Mutex::new(None),
         group_pending: AtomicUsize::new(0),
+        grouped_by: AtomicU64::new(0),
         event: Mutex::new(None),
     });
     registry(|m| m.insert(handle, entry));
@@ -145,7 +150,8 @@ impl Entry {
     /// queued, it is only marked aborted (every later call refused); `ncclCommAbort` follows
     /// once the last such group has ended (`group_left`), since that group's `ncclGroupEnd`
     /// launches the work on it.
-    pub(super) fn abort_for(&self, reason: &Error) {
+    /// True when NCCL's communicator was aborted now, false when that waits for a group.
+    pub(super) fn abort_for(&self, reason: &Error) -> bool {
         self.cancel.store(true, Relaxed);
         let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
         // Marked, and the groups counted, under the lock `group_left` counts them under: one of
@@ -159,6 +165,20 @@ impl Entry {
             self.abort_owner();
         }
         self.cancel.store(false, Relaxed);
+        now
+    }
+
+    /// The thread whose open group held work of it exited: that work is never launched, and
+    /// NCCL's communicator stays tied to the dead thread's group, so it is aborted (every later
+    /// call refused; destroy it).
+    pub(super) fn group_abandoned(&self) {
+        self.aborted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| {
+                "a thread exited with a group open that held work of it, never launched".into()
+            });
+        self.group_left();
     }
 
     /// `ncclCommAbort` of the owner, if it is still there (call under `busy`'s write lock, once
@@ -182,7 +202,11 @@ impl Entry {
     pub(super) fn group_left(&self) {
         let abort = {
             let aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
-            self.group_pending.fetch_sub(1, Relaxed) == 1 && aborted.is_some()
+            let last = self.group_pending.fetch_sub(1, Relaxed) == 1;
+            if last {
+                self.grouped_by.store(0, Relaxed);
+            }
+            last && aborted.is_some()
         };
         if abort {
             let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
@@ -198,9 +222,16 @@ impl Entry {
         match waited {
             Ok(()) => Ok(()),
             Err(e @ (Error::Timeout { .. } | Error::Nccl { .. })) => {
-                let e = e.context(&format!("{} aborted", self.name()));
-                self.abort_for(&e);
-                Err(e)
+                let context = if self.abort_for(&e) {
+                    format!("{} aborted", self.name())
+                } else {
+                    format!(
+                        "{} marked aborted: an open group holds work of it, so ncclCommAbort \
+                         follows when that group ends, and its kernels run until then",
+                        self.name()
+                    )
+                };
+                Err(e.context(&context))
             }
             Err(e) => Err(e),
         }
