@@ -605,7 +605,7 @@ LLAISYS_NVIDIA_API const LlaisysNvidiaGraphAPI *llaisysNvidiaGetGraphAPI(void);
  * or aborted until the group ends (an abort after a timeout or an NCCL error then refuses every
  * call at once and aborts NCCL's communicator when the group ends), and other threads' calls on
  * it are refused meanwhile; a thread that exits with a group open leaves the communicators it
- * queued work of aborted. Calls from several threads on one communicator enter NCCL one at a
+ * queued work of aborted (every call refused; destroy them). Calls from several threads on one communicator enter NCCL one at a
  * time.
  */
 #define LLAISYS_NVIDIA_ERROR_NCCL 5

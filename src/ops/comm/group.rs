@@ -20,7 +20,7 @@ struct Group {
 }
 
 /// A thread that exits with a group open: its work is never launched, and the communicators
-/// that queued work in it are aborted (`Entry::group_abandoned`).
+/// that queued work in it are marked aborted (`Entry::group_abandoned`).
 impl Drop for Group {
     fn drop(&mut self) {
         for c in self.comms.drain(..) {

@@ -103,6 +103,11 @@ pub fn init_all(n: c_int, devices: Option<&[c_int]>) -> Result<Vec<usize>> {
 /// NULL does nothing.
 pub fn destroy(h: *mut c_void) -> Result<()> {
     end(h, |c, entry| {
+        if entry.marked_aborted() {
+            // Marked aborted with NCCL's communicator still there (its group's thread exited):
+            // nothing of it is worth finishing.
+            return c.abort().map_err(|e| e.context(&entry.name()));
+        }
         c.destroy(entry.timeout)
             .map_err(|e| e.context(&format!("{} (aborted instead)", entry.name())))
     })

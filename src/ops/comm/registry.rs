@@ -168,17 +168,26 @@ impl Entry {
         now
     }
 
-    /// The thread whose open group held work of it exited: that work is never launched, and
-    /// NCCL's communicator stays tied to the dead thread's group, so it is aborted (every later
-    /// call refused; destroy it).
+    /// The thread whose open group held work of it exits (its thread-local group is dropped):
+    /// that work is never launched, and NCCL's communicator stays tied to the dead thread's
+    /// group, so it is marked aborted (every later call refused). NCCL is not called here, on
+    /// an exiting thread inside its open group: the destroy aborts it (`marked_aborted`).
     pub(super) fn group_abandoned(&self) {
+        let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        aborted.get_or_insert_with(|| {
+            "a thread exited with a group open that held work of it, never launched".into()
+        });
+        if self.group_pending.fetch_sub(1, Relaxed) == 1 {
+            self.grouped_by.store(0, Relaxed);
+        }
+    }
+
+    /// True once it is marked aborted (its NCCL communicator aborted, or to be aborted).
+    pub(super) fn marked_aborted(&self) -> bool {
         self.aborted
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert_with(|| {
-                "a thread exited with a group open that held work of it, never launched".into()
-            });
-        self.group_left();
+            .is_some()
     }
 
     /// `ncclCommAbort` of the owner, if it is still there (call under `busy`'s write lock, once
