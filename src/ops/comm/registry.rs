@@ -149,8 +149,8 @@ impl Entry {
     /// stays (answering with the reason) until destroyed. While an open group has work of it
     /// queued, it is only marked aborted (every later call refused); `ncclCommAbort` follows
     /// once the last such group has ended (`group_left`), since that group's `ncclGroupEnd`
-    /// launches the work on it.
-    /// True when NCCL's communicator was aborted now, false when that waits for a group.
+    /// launches the work on it. True when NCCL's communicator was aborted now, false when that
+    /// waits for the group.
     pub(super) fn abort_for(&self, reason: &Error) -> bool {
         self.cancel.store(true, Relaxed);
         let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
@@ -206,8 +206,8 @@ impl Entry {
         }
     }
 
-    /// An open group that queued work of it has ended (or its thread exited): once none is
-    /// left, an abort that waited for them (`abort_for`) is done.
+    /// An open group that queued work of it has ended: once none is left, other threads may
+    /// use it again, and an abort that waited for the group (`abort_for`) is done.
     pub(super) fn group_left(&self) {
         let abort = {
             let aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
