@@ -270,6 +270,13 @@ fn child_two_threads() {
     });
     assert_eq!(violations(), 0);
     assert_eq!(llaisysNvidiaCommDestroy(c as *mut c_void), 0);
+    // SAFETY: the stand-in's function of this C type.
+    let aborts = unsafe { stand::<extern "C" fn() -> c_int>(c"stand_aborts") };
+    assert_eq!(
+        aborts(),
+        0,
+        "a destroy of a healthy communicator finalizes, not aborts"
+    );
     println!("two-threads child: ok");
 }
 

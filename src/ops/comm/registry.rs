@@ -352,13 +352,14 @@ pub(super) fn retire<T>(
         // Another thread's destroy or abort of the same handle came first.
         return Err(not_ours(h));
     }
+    let owner = entry.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let ended = end(owner, &entry);
     // A call that passed `live`'s first check and waited for the read lock meanwhile is refused
-    // once it gets it.
+    // once it gets it (marked after `end`, which asks whether it was aborted before).
     entry
         .aborted
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(|| "destroyed by another thread".into());
-    let owner = entry.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
-    end(owner, &entry).map(Some)
+    ended.map(Some)
 }
