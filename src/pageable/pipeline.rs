@@ -528,21 +528,13 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
 
 /// How many of the job's last chunks, one per staging buffer and all queued, still wait for
 /// their DMA (their slots' events). A query that fails counts as waiting: the copy is queued,
-/// and the slot's next use (`prepare`, `wait_all`) reports the error; the runtime's last error
-/// is cleared, so that the caller's next `cudaGetLastError` does not see it.
+/// and the slot's next use (`prepare`, `wait_all`) reports the error (`Slot::idle`).
 fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
     let n = job.chunks.len();
     let last = n.saturating_sub(job.bufs.len())..n;
-    let done = |k: usize| match c.slot(k).poll() {
-        Ok(done) => done,
-        Err(_) => {
-            crate::runtime::take_last_cuda_error();
-            false
-        }
-    };
     InFlight {
         of: last.len(),
-        pending: last.filter(|&k| !done(k)).count(),
+        pending: last.filter(|&k| !c.slot(k).idle()).count(),
     }
 }
 

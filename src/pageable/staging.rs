@@ -142,19 +142,14 @@ impl Slot {
             .then_some(at)
     }
 
-    /// True once the slot's last use has completed. A failed query counts as busy (the slot's
-    /// next use reports the error); the runtime's last error is cleared.
-    fn idle(&mut self) -> bool {
-        if self.busy {
-            match self.event.as_ref().map(Event::query) {
-                Some(Ok(true)) => self.busy = false,
-                Some(Err(_)) => {
-                    crate::runtime::take_last_cuda_error();
-                }
-                _ => {}
-            }
-        }
-        !self.busy
+    /// As `poll`, for a caller with nobody to tell: a failed query counts as busy (the slot's
+    /// next use reports the error), and the runtime's last error is cleared, so that the
+    /// application's next `cudaGetLastError` does not see it.
+    pub(super) fn idle(&mut self) -> bool {
+        self.poll().unwrap_or_else(|_| {
+            crate::runtime::take_last_cuda_error();
+            false
+        })
     }
 }
 
@@ -234,10 +229,7 @@ impl Set {
     /// query counts as pending (the slot's next use reports the error).
     pub(super) fn pending_bytes(&self, first: usize) -> (usize, usize) {
         for s in &self.slots {
-            let mut s = lock(s);
-            if s.busy && s.poll().is_err() {
-                crate::runtime::take_last_cuda_error();
-            }
+            lock(s).idle();
         }
         self.busy_bytes(first)
     }
