@@ -157,7 +157,10 @@ struct BusyLink {
         b.t->free_device(d);
         b.t->free_host(h);
     }
-    void reset() { bytes = 0, t0 = t1 = 0; }
+    void reset() {
+        bytes = 0;
+        t0 = t1 = 0;
+    }
     void step() {
         if (bytes == 0) t0 = now_s();
         b.t->memcpy_async(d, h, n, LLAISYS_MEMCPY_H2D, s);
