@@ -190,6 +190,12 @@ pub(crate) fn order_after_alloc(device: i32) -> Result<()> {
     if !active() {
         return Ok(());
     }
+    // Nothing to order (no stream of another device noted on `device`'s memory): no use of the
+    // legacy stream, so no refusal during a capture. A note made after this look records the
+    // device's legacy stream after this allocation, and so orders itself.
+    if with_state(|s| !s.notes.iter().any(|n| n.memory_device == device)) {
+        return Ok(());
+    }
     let _legacy = legacy_of(device)?;
     with_state(|s| {
         let notes = s.notes_where(|n| n.memory_device == device);

@@ -300,13 +300,26 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
     if let Some(b) = reused {
         return Ok((b, true));
     }
-    let p = crate::device::with(device, || {
+    let ran = crate::device::run_on(device, || {
         // cudaMalloc is "potentially unsafe" during a capture of global or thread-local mode;
         // it does not touch captured work, so relaxed mode allows it.
         let _relaxed = crate::capture::Relaxed::new();
         crate::memory::alloc_device(class)
-    })
-    .map_err(|e| {
+    });
+    let made = match (ran.result, ran.restored) {
+        (Ok(p), Err(e)) => {
+            // Made, but the device current before could not be made current again: the block
+            // joins the pool's free ones (held like any block of the pool), the caller gets the
+            // error.
+            if let Some(h) = held_slot(device) {
+                h.fetch_add(class as u64, Relaxed);
+            }
+            keep_free(pool, device, class, p as usize);
+            Err(e)
+        }
+        (result, _) => result,
+    };
+    let p = made.map_err(|e| {
         Error::cuda(
             e.call(),
             e.cuda_error(),
@@ -320,6 +333,18 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
         h.fetch_add(class as u64, Relaxed);
     }
     Ok((p as usize, false))
+}
+
+/// A block of class `class` never handed out (its allocation's caller got an error): free in
+/// `pool` for later captures into it, or freed with the pool's others once the pool is gone.
+fn keep_free(pool: u64, device: i32, class: usize, b: usize) {
+    with_state(|s| match s.pools.get_mut(&pool) {
+        Some(p) => p.free.entry(class).or_default().push(b),
+        None => {
+            s.to_free.push((device, b, class));
+            WORK.store(true, Relaxed);
+        }
+    });
 }
 
 /// A block of `pool` (of `size` bytes asked) freed by free_device: kept for later captures when

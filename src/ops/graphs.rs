@@ -96,7 +96,7 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
             "stream={s:p} is already capturing"
         )));
     }
-    crate::device::with(device, || {
+    let ran = crate::device::run_on(device, || {
         let made_here = pool == 0;
         let pool = if made_here {
             graph_pool::create(device)
@@ -131,7 +131,16 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
             )
         });
         Ok(())
-    })
+    });
+    if let (Ok(()), Err(e)) = (&ran.result, &ran.restored) {
+        // Begun, but the device current before could not be made current again: the caller
+        // hears of a failure, so no capture goes on behind its back.
+        if let Some(b) = begun(|m| m.remove(&(s as usize))) {
+            abort(s, b.device, b.capture);
+        }
+        return Err(e.clone());
+    }
+    ran.result
 }
 
 /// Makes the graph being captured on `s` hold `pool` until it and every executable graph made
@@ -169,10 +178,20 @@ fn abort(s: StreamHandle, device: i32, number: u64) {
 pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
     let (s, device) = capture_stream(stream)?;
     let ours = begun(|b| b.remove(&(s as usize)));
-    let ended = crate::device::with(device, || {
+    let ran = crate::device::run_on(device, || {
         // SAFETY: `s` is a live stream of ours (checked by `capture_stream`).
         unsafe { capture::end(s) }
     });
+    let ended = match (ran.result, ran.restored) {
+        (Ok(graph), Err(e)) => {
+            // Ended, but the device current before could not be made current again: the
+            // caller gets the error and no graph, so the graph goes.
+            // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
+            let _ = unsafe { crate::graph::destroy(graph) };
+            Err(e)
+        }
+        (result, _) => result,
+    };
     // SAFETY: as above.
     let still = ended.is_err() && unsafe { capture::capturing(s) }.unwrap_or(false);
     if let Some(b) = ours {
@@ -207,12 +226,19 @@ pub fn capture_status(stream: *mut c_void) -> Result<u32> {
 pub fn instantiate(graph: *mut c_void) -> Result<GraphExecHandle> {
     let device = GRAPHS.check(graph, false)?;
     let _relaxed = before_wait("cudaGraphInstantiateWithParams")?;
-    crate::device::with(device, || {
+    let ran = crate::device::run_on(device, || {
         // SAFETY: a live graph of ours (checked).
-        let exec = unsafe { crate::graph::instantiate(graph.cast()) }?;
-        EXECS.add(exec.cast(), device);
-        Ok(exec)
-    })
+        unsafe { crate::graph::instantiate(graph.cast()) }
+    });
+    let exec = ran.result?;
+    if let Err(e) = ran.restored {
+        // The caller gets the error and no executable graph, so it goes.
+        // SAFETY: just made, nobody else knows of it, destroyed once.
+        let _ = unsafe { crate::graph::exec_destroy(exec) };
+        return Err(e);
+    }
+    EXECS.add(exec.cast(), device);
+    Ok(exec)
 }
 
 /// Uploads an executable graph of ours on `stream` ahead of its first launch.
@@ -244,20 +270,39 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
     let device = EXECS.check(exec, false)?;
     GRAPHS.check(graph, false)?;
     let _relaxed = before_wait("cudaGraphExecUpdate")?;
-    crate::device::with(device, || {
+    let ran = crate::device::run_on(device, || {
         // SAFETY: live handles of ours (checked).
         if unsafe { crate::graph::exec_update(exec.cast(), graph.cast()) }.is_ok() {
-            return Ok((exec.cast(), false));
+            return Ok(None);
         }
         // SAFETY: a live graph of ours (checked).
-        let fresh = unsafe { crate::graph::instantiate(graph.cast()) }?;
-        EXECS.add(fresh.cast(), device);
-        EXECS.check(exec, true)?;
-        // SAFETY: ours, forgotten above, destroyed once; a launch already queued keeps
-        // running (cudaGraphExecDestroy waits for nothing and frees after its launches).
-        let _ = unsafe { crate::graph::exec_destroy(exec.cast()) };
-        Ok((fresh, true))
-    })
+        unsafe { crate::graph::instantiate(graph.cast()) }.map(Some)
+    });
+    match (ran.result?, ran.restored) {
+        (None, Ok(())) => Ok((exec.cast(), false)),
+        (None, Err(e)) => Err(Error::cuda(
+            e.call(),
+            e.cuda_error(),
+            format!(
+                "{} (exec={exec:p} was updated in place before this failure)",
+                e.detail()
+            ),
+        )),
+        (Some(fresh), Err(e)) => {
+            // `*exec` stays as it was; the new executable graph goes.
+            // SAFETY: just made, nobody else knows of it, destroyed once.
+            let _ = unsafe { crate::graph::exec_destroy(fresh) };
+            Err(e)
+        }
+        (Some(fresh), Ok(())) => {
+            EXECS.add(fresh.cast(), device);
+            EXECS.check(exec, true)?;
+            // SAFETY: ours, forgotten above, destroyed once; a launch already queued keeps
+            // running (cudaGraphExecDestroy waits for nothing and frees after its launches).
+            let _ = unsafe { crate::graph::exec_destroy(exec.cast()) };
+            Ok((fresh, true))
+        }
+    }
 }
 
 /// Destroys an executable graph of ours; NULL does nothing.

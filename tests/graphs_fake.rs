@@ -1,0 +1,336 @@
+//! Host-only tests of the graph operations' books, dynamic build only: the children run with
+//! tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, which captures as far
+//! as the books need (a capture's status and graph, user objects held by graphs and executable
+//! graphs, the legacy stream refused meanwhile) and counts live graphs and executable graphs.
+//! - A capture, a graph pool block, instantiation, update and destruction: every graph and
+//!   executable graph made is destroyed, the pool's block goes once they are.
+//! - Each operation that switches to the stream's device and cannot make the device current
+//!   before current again (two stand-in devices, the switch back made to fail): the caller gets
+//!   the error and nothing is left behind: no capture goes on, no graph or executable graph is
+//!   kept, an updated executable graph stays as it was, a graph pool block made meanwhile is
+//!   reused by the next request.
+#![cfg(feature = "dynamic")]
+
+use llaisys_nvidia::ffi;
+use std::ptr::null_mut;
+
+mod support;
+
+use support::{fake_function as fake, last_error_message};
+
+/// Asserts that a status API call succeeded, with the thread's last error message if not.
+#[track_caller]
+fn ok(status: libc::c_int) {
+    assert_eq!(status, 0, "{}", last_error_message());
+}
+
+/// Asserts that a status API call failed on the failed switch back to device 0 (device 1 is
+/// then current), and makes device 0 current again.
+#[track_caller]
+fn failed_restore(status: libc::c_int) {
+    assert_ne!(status, 0, "the failed switch back is reported");
+    let msg = last_error_message();
+    assert!(
+        msg.contains("cudaSetDevice") && msg.contains("restoring"),
+        "{msg}"
+    );
+    let mut d = -1;
+    // SAFETY: `d` is writable.
+    ok(unsafe { ffi::llaisysNvidiaGetDevice(&mut d) });
+    assert_eq!(d, 1, "the device the call switched to");
+    ok(ffi::llaisysNvidiaSetDevice(0));
+}
+
+/// The stand-in's counts of live graphs (false) and executable graphs (true).
+fn live(execs: bool) -> libc::c_long {
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let f = unsafe { fake::<extern "C" fn(libc::c_int) -> libc::c_long>(c"fake_live_graphs") };
+    f(execs.into())
+}
+
+/// The capture status of `s` (0 none, 1 active).
+fn status(s: *mut libc::c_void) -> i32 {
+    let mut st = -1;
+    // SAFETY: a stream of ours; `st` is writable.
+    ok(unsafe { ffi::llaisysNvidiaStreamCaptureStatus(s, &mut st) });
+    st
+}
+
+/// A stream of device `device`, made with `device` current; `back` current again after.
+fn stream_on(device: i32, back: i32) -> *mut libc::c_void {
+    let mut s = null_mut();
+    ok(ffi::llaisysNvidiaSetDevice(device));
+    // SAFETY: `s` is writable.
+    ok(unsafe { ffi::llaisysNvidiaStreamCreate(&mut s, 0, 0) });
+    ok(ffi::llaisysNvidiaSetDevice(back));
+    s
+}
+
+/// Captures on `s` (nothing in it) and returns the graph.
+fn capture(s: *mut libc::c_void) -> *mut libc::c_void {
+    let mut g = null_mut();
+    // SAFETY: a stream of ours; `g` is writable.
+    unsafe {
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s, 1, 0));
+        ok(ffi::llaisysNvidiaStreamEndCapture(s, &mut g));
+    }
+    assert!(!g.is_null());
+    g
+}
+
+/// Instantiates `g`.
+fn instantiate(g: *mut libc::c_void) -> *mut libc::c_void {
+    let mut e = null_mut();
+    // SAFETY: a graph of ours; `e` is writable, no log.
+    ok(unsafe { ffi::llaisysNvidiaGraphInstantiate(&mut e, g, null_mut(), 0) });
+    assert!(!e.is_null());
+    e
+}
+
+/// Waits up to 5 s for `f` to hold.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(t.elapsed().as_secs() < 5, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by graphs_made_through_the_library_are_all_destroyed"]
+fn child_graphs() {
+    support::child::require_child("child_graphs");
+    let s = stream_on(0, 0);
+    let mut st = -1;
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours.
+    unsafe {
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s, 0, 0));
+        assert_eq!(status(s), 1, "capturing");
+        ok(ffi::llaisysNvidiaStreamCaptureStatus(null_mut(), &mut st));
+        assert_eq!(st, 1, "the legacy stream while a blocking stream captures");
+        // A block of the capture's pool: valid for every replay.
+        let mut p = null_mut();
+        ok(ffi::llaisysNvidiaMallocDevice(&mut p, 1 << 20));
+        assert!(!p.is_null());
+        let mut g = null_mut();
+        ok(ffi::llaisysNvidiaStreamEndCapture(s, &mut g));
+        assert_eq!(status(s), 0);
+        let e = instantiate(g);
+        assert_eq!((live(false), live(true)), (1, 1));
+        ok(ffi::llaisysNvidiaGraphLaunch(e, s));
+        // Updated in place, then re-instantiated when an update cannot apply.
+        let g2 = capture(s);
+        let (mut e2, mut again) = (e, -1);
+        ok(ffi::llaisysNvidiaGraphExecUpdate(&mut e2, g2, &mut again));
+        assert_eq!((e2, again), (e, 0));
+        // SAFETY: the function has this C type.
+        let fail_updates = fake::<extern "C" fn(libc::c_long)>(c"fake_fail_exec_updates");
+        fail_updates(1);
+        ok(ffi::llaisysNvidiaGraphExecUpdate(&mut e2, g2, &mut again));
+        assert!(again == 1 && e2 != e, "re-instantiated");
+        assert_eq!(live(true), 1, "the old executable graph destroyed");
+        assert_ne!(
+            ffi::llaisysNvidiaGraphLaunch(e, s),
+            0,
+            "the old handle is refused"
+        );
+        ok(ffi::llaisysNvidiaGraphLaunch(e2, s));
+        ok(ffi::llaisysNvidiaFreeDevice(p));
+        for g in [g, g2] {
+            ok(ffi::llaisysNvidiaGraphDestroy(g));
+        }
+        ok(ffi::llaisysNvidiaGraphExecDestroy(e2));
+        assert_eq!((live(false), live(true)), (0, 0));
+        // The pool's block goes once its graphs are gone (on the next call of the library that
+        // looks: the release runs on a thread of CUDA's).
+        eventually("the graph pool's memory released", || {
+            let mut stats = ffi::AllocatorStats::default();
+            ok(ffi::llaisysNvidiaReleaseCachedMemory());
+            ok(ffi::llaisysNvidiaDeviceMemoryStats(0, &mut stats));
+            stats.cached_bytes == 0
+        });
+        ok(ffi::llaisysNvidiaStreamDestroy(s));
+    }
+    println!("graphs child: ok");
+}
+
+#[test]
+fn graphs_made_through_the_library_are_all_destroyed() {
+    let text = support::child::TestChild::new("child_graphs")
+        .loader_path(support::fake_cudart())
+        .run_passing();
+    assert!(text.contains("graphs child: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_failed_switch_back_leaves_no_capture_graph_or_block_behind"]
+fn child_failed_switch_back() {
+    support::child::require_child("child_failed_switch_back");
+    // SAFETY: the fake is on the loader path (the parent's doing); the functions have these C
+    // types.
+    let (fail_set_device, mallocs) = unsafe {
+        (
+            fake::<extern "C" fn(libc::c_int)>(c"fake_fail_set_device"),
+            fake::<extern "C" fn() -> libc::c_long>(c"fake_device_mallocs"),
+        )
+    };
+    // A stream of device 1, used with device 0 current: each call switches to device 1 and back.
+    let s = stream_on(1, 0);
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours.
+    unsafe {
+        // Begin: the capture does not go on.
+        fail_set_device(0);
+        failed_restore(ffi::llaisysNvidiaStreamBeginCapture(s, 1, 0));
+        assert_eq!(status(s), 0, "a capture went on after its begin failed");
+        assert_eq!(live(false), 0, "the aborted capture's graph");
+
+        // End: no graph is kept.
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s, 1, 0));
+        fail_set_device(0);
+        let mut g = std::ptr::dangling_mut::<libc::c_void>();
+        failed_restore(ffi::llaisysNvidiaStreamEndCapture(s, &mut g));
+        assert!(g.is_null());
+        assert_eq!(status(s), 0);
+        assert_eq!(live(false), 0, "a graph kept after its end failed");
+
+        // A graph pool block: the failed request's block is the next request's.
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s, 1, 0));
+        // The first request also reads device 1's size once (another switch).
+        let mut first = null_mut();
+        ok(ffi::llaisysNvidiaMallocDevice(&mut first, 1 << 20));
+        let before = mallocs();
+        let mut p = null_mut();
+        fail_set_device(0);
+        failed_restore(ffi::llaisysNvidiaMallocDevice(&mut p, 1 << 20));
+        assert!(p.is_null());
+        assert_eq!(mallocs(), before + 1, "the failed request's cudaMalloc");
+        ok(ffi::llaisysNvidiaMallocDevice(&mut p, 1 << 20));
+        assert!(!p.is_null() && p != first);
+        assert_eq!(
+            mallocs(),
+            before + 1,
+            "the block of the failed request was lost"
+        );
+        ok(ffi::llaisysNvidiaFreeDevice(p));
+        ok(ffi::llaisysNvidiaFreeDevice(first));
+        let mut g = null_mut();
+        ok(ffi::llaisysNvidiaStreamEndCapture(s, &mut g));
+
+        // Instantiate: no executable graph is kept.
+        let mut e = std::ptr::dangling_mut::<libc::c_void>();
+        fail_set_device(0);
+        failed_restore(ffi::llaisysNvidiaGraphInstantiate(&mut e, g, null_mut(), 0));
+        assert!(e.is_null());
+        assert_eq!(
+            live(true),
+            0,
+            "an executable graph kept after instantiation failed"
+        );
+
+        // Update by re-instantiation: *exec stays as it was and usable, the new one goes.
+        let e = instantiate(g);
+        // SAFETY: the function has this C type.
+        let fail_updates = fake::<extern "C" fn(libc::c_long)>(c"fake_fail_exec_updates");
+        fail_updates(1);
+        fail_set_device(0);
+        let (mut e2, mut again) = (e, -1);
+        failed_restore(ffi::llaisysNvidiaGraphExecUpdate(&mut e2, g, &mut again));
+        assert_eq!((e2, again), (e, 0), "*exec changed by a failed update");
+        assert_eq!(live(true), 1, "the new executable graph kept");
+        ok(ffi::llaisysNvidiaGraphLaunch(e, s));
+
+        // Update in place: done, and the failure says so.
+        fail_set_device(0);
+        failed_restore(ffi::llaisysNvidiaGraphExecUpdate(&mut e2, g, &mut again));
+        assert!(last_error_message().contains("updated in place"));
+        assert_eq!(e2, e);
+        ok(ffi::llaisysNvidiaGraphLaunch(e, s));
+
+        ok(ffi::llaisysNvidiaGraphExecDestroy(e));
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        assert_eq!((live(false), live(true)), (0, 0));
+        ok(ffi::llaisysNvidiaStreamDestroy(s));
+    }
+    println!("graphs failed-switch-back child: ok");
+}
+
+#[test]
+fn a_failed_switch_back_leaves_no_capture_graph_or_block_behind() {
+    let text = support::child::TestChild::new("child_failed_switch_back")
+        .loader_path(support::fake_cudart())
+        .env("FAKE_DEVICES", "2")
+        .run_passing();
+    assert!(
+        text.contains("graphs failed-switch-back child: ok"),
+        "{text}"
+    );
+}
+
+/// malloc_device on device 0 on a thread of its own: (status, pointer as an address).
+fn malloc_on_device_0_elsewhere() -> (libc::c_int, usize) {
+    std::thread::spawn(|| {
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        let mut p = null_mut();
+        // SAFETY: `p` is writable.
+        let st = unsafe { ffi::llaisysNvidiaMallocDevice(&mut p, 1 << 20) };
+        (st, p as usize)
+    })
+    .join()
+    .expect("the allocating thread")
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by with_two_devices_a_capture_refuses_only_allocations_that_need_ordering"]
+fn child_two_devices() {
+    support::child::require_child("child_two_devices");
+    const CAPTURE: libc::c_int = 8;
+    let s0 = stream_on(0, 0);
+    let s1 = stream_on(1, 0);
+    let (mut x, mut y) = (null_mut(), null_mut());
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut x, 1 << 20));
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut y, 1 << 20));
+        ok(ffi::llaisysNvidiaSetDevice(0));
+
+        // Two devices in use, no stream of one noted on the other's memory: another thread's
+        // allocation on device 0 goes on while a stream of device 0 captures (relaxed mode).
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 2, 0));
+        let (st, p) = malloc_on_device_0_elsewhere();
+        assert_eq!(st, 0, "refused during a capture: {}", last_error_message());
+        assert_ne!(p, 0);
+        let mut g = null_mut();
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        ok(ffi::llaisysNvidiaFreeDevice(p as *mut libc::c_void));
+
+        // A stream of device 1 copies device 0's memory: an allocation on device 0 must then
+        // order that stream after it, on device 0's legacy stream, which the capture forbids.
+        ok(ffi::llaisysNvidiaMemcpyAsync(y, x, 1 << 20, 3, s1));
+        ok(ffi::llaisysNvidiaStreamSynchronize(s1));
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 2, 0));
+        let (st, p) = malloc_on_device_0_elsewhere();
+        assert_eq!((st, p), (CAPTURE, 0), "an allocation that needs ordering");
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        let (st, p) = malloc_on_device_0_elsewhere();
+        assert_eq!(st, 0, "{}", last_error_message());
+        ok(ffi::llaisysNvidiaFreeDevice(p as *mut libc::c_void));
+
+        ok(ffi::llaisysNvidiaFreeDevice(x));
+        ok(ffi::llaisysNvidiaFreeDevice(y));
+        ok(ffi::llaisysNvidiaStreamDestroy(s0));
+        ok(ffi::llaisysNvidiaStreamDestroy(s1));
+    }
+    println!("graphs two-devices child: ok");
+}
+
+#[test]
+fn with_two_devices_a_capture_refuses_only_allocations_that_need_ordering() {
+    let text = support::child::TestChild::new("child_two_devices")
+        .loader_path(support::fake_cudart())
+        .env("FAKE_DEVICES", "2")
+        .run_passing();
+    assert!(text.contains("graphs two-devices child: ok"), "{text}");
+}
