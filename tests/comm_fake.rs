@@ -4,7 +4,8 @@
 //! call or by the `ncclGroupEnd` that launches a group's work; two threads inside calls of one
 //! communicator at once).
 //! - A destroy racing a collective queued in another thread's group: the destroy is refused, or
-//!   the collective is; the group never launches work of a destroyed communicator.
+//!   the collective is; the group never launches work of a destroyed communicator. A refused
+//!   destroy has cut short no other call's wait.
 //! - An abort of ours (an asynchronous NCCL error) while an open group holds work of the
 //!   communicator: every later call is refused at once, NCCL's abort waits for the group's end.
 //! - A thread that exits with a group open: its communicators are aborted (NCCL's stay tied to
@@ -167,6 +168,107 @@ fn child_destroy_race() {
 fn a_destroy_racing_a_grouped_collective_never_leaves_work_of_a_destroyed_communicator() {
     let text = in_child("child_destroy_race");
     assert!(text.contains("destroy-race child: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_destroy_refused_for_an_open_group_ends_no_other_call_s_wait"]
+fn child_refused_destroy() {
+    support::child::require_child("child_refused_destroy");
+    assert_eq!(violations(), 0);
+    // SAFETY: the stand-in's functions of these C types (NCCL loaded by `violations`).
+    let (set_call_sleep, set_in_progress) = unsafe {
+        (
+            stand::<extern "C" fn(c_int)>(c"stand_set_call_sleep"),
+            stand::<extern "C" fn(c_int)>(c"stand_set_in_progress"),
+        )
+    };
+    // Each call that queues work sleeps inside NCCL (holding the communicator's one call at a
+    // time), and one outside a group leaves the communicator in progress for 2 ms, which the
+    // library waits for.
+    set_call_sleep(300);
+    set_in_progress(2000);
+    let buf = buffer() as usize;
+    let start = std::time::Instant::now();
+    let (mut rounds, mut refused, mut destroyed) = (0u32, 0u32, 0u32);
+    // At least 2 s, and on until both outcomes have come often enough (at most 20 s).
+    let enough = |refused: u32, destroyed: u32| refused >= 20 && destroyed >= 20;
+    while start.elapsed() < std::time::Duration::from_secs(2)
+        || (!enough(refused, destroyed) && start.elapsed() < std::time::Duration::from_secs(20))
+    {
+        let c = one_rank() as usize;
+        let barrier = std::sync::Barrier::new(3);
+        let pause = |us: u64| {
+            let t = std::time::Instant::now();
+            while t.elapsed() < std::time::Duration::from_micros(us) {
+                std::hint::spin_loop();
+            }
+        };
+        // W: a collective outside any group, then the wait for it. A, just after: a collective
+        // in a group, which waits for W's call to leave NCCL before it queues. D: the destroy,
+        // at a moment that moves across W's and A's calls from round to round.
+        let (waited, grouped, destroy) = std::thread::scope(|t| {
+            let w = t.spawn(|| {
+                barrier.wait();
+                let st = all_reduce(buf as *mut c_void, c as *mut c_void);
+                (st, last_error_message())
+            });
+            let a = t.spawn(|| {
+                barrier.wait();
+                pause(50);
+                assert_eq!(llaisysNvidiaGroupStart(), 0);
+                let st = all_reduce(buf as *mut c_void, c as *mut c_void);
+                assert_eq!(llaisysNvidiaGroupEnd(), 0, "{}", last_error_message());
+                st
+            });
+            let d = t.spawn(|| {
+                barrier.wait();
+                pause(20 + u64::from(rounds % 32) * 20);
+                llaisysNvidiaCommDestroy(c as *mut c_void)
+            });
+            (
+                w.join().expect("the waiting thread"),
+                a.join().expect("the grouping thread"),
+                d.join().expect("the destroying thread"),
+            )
+        });
+        if destroy == 0 {
+            destroyed += 1;
+        } else {
+            refused += 1;
+            // A destroy refused (an open group held work of the communicator) left everything
+            // as it was: the other calls went on to their end. (W's call is refused on its own
+            // when A's group queued first: a call of another thread than the group's.)
+            assert!(
+                waited.0 == 0 || waited.1.contains("in an open group of another thread"),
+                "round {rounds}: the destroy was refused, yet another thread's call ended with: {}",
+                waited.1
+            );
+            assert_eq!(grouped, 0, "round {rounds}: the grouped call failed");
+            assert_eq!(
+                llaisysNvidiaCommDestroy(c as *mut c_void),
+                0,
+                "{}",
+                last_error_message()
+            );
+        }
+        rounds += 1;
+    }
+    set_in_progress(0);
+    set_call_sleep(0);
+    assert_eq!(violations(), 0, "after {rounds} rounds");
+    assert!(
+        enough(refused, destroyed),
+        "the rounds cover both outcomes: {refused} refused, {destroyed} destroyed"
+    );
+    println!(
+        "refused-destroy child: ok, {rounds} rounds, {refused} refused, {destroyed} destroyed"
+    );
+}
+
+#[test]
+fn a_destroy_refused_for_an_open_group_ends_no_other_call_s_wait() {
+    let text = in_child("child_refused_destroy");
+    assert!(text.contains("refused-destroy child: ok"), "{text}");
 }
 
 #[test]

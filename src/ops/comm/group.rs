@@ -65,16 +65,16 @@ pub(super) fn join_group(entry: &Arc<Entry>) -> Result<bool> {
     let joined = GROUP.try_with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return false;
+            return Ok(false);
         }
         if !g.comms.iter().any(|c| Arc::ptr_eq(c, entry)) {
-            entry.group_pending.fetch_add(1, Relaxed);
+            entry.group_joined()?;
             entry.grouped_by.store(me, Relaxed);
             g.comms.push(entry.clone());
         }
-        true
+        Ok(true)
     });
-    Ok(joined.unwrap_or(false))
+    joined.unwrap_or(Ok(false))
 }
 
 /// Opens a group (nestable) on this thread.

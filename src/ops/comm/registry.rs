@@ -45,8 +45,12 @@ pub(super) struct Entry {
     pub(super) aborted: Mutex<Option<String>>,
     /// Open groups that queued work of it (it may not be destroyed or aborted before they end:
     /// their `ncclGroupEnd` launches that work). Raised only under `busy`'s read lock, so that
-    /// under its write lock the count cannot grow.
+    /// under its write lock the count cannot grow, and under `aborted`'s lock, where `retire`
+    /// decides (`group_joined`).
     pub(super) group_pending: AtomicUsize,
+    /// Set under `aborted`'s lock once a destroy or abort of the handle (`retire`) goes on: no
+    /// open group may queue work of it from then on.
+    retiring: AtomicBool,
     /// The thread (`group::thread_token`) whose open group holds work of it, 0 when none: NCCL
     /// ties a communicator to one thread's group until it ends, so calls of other threads are
     /// refused meanwhile. Set and read under `one_call`, cleared when `group_pending` drops to 0.
@@ -91,6 +95,7 @@ pub(super) fn adopt(comm: Communicator, timeout: Duration) -> Result<usize> {
         cancel: AtomicBool::new(false),
         aborted: Mutex::new(None),
         group_pending: AtomicUsize::new(0),
+        retiring: AtomicBool::new(false),
         grouped_by: AtomicU64::new(0),
         event: Mutex::new(None),
     });
@@ -166,6 +171,33 @@ impl Entry {
         }
         self.cancel.store(false, Relaxed);
         now
+    }
+
+    /// An open group of the calling thread queues work of it for the first time (under
+    /// `busy`'s read lock): counted, unless a destroy or abort of the handle already goes on.
+    /// Decided under the lock `retire` decides under, so that of a destroy and a group racing
+    /// for it exactly one is refused, and a refused destroy has ended no other call's wait.
+    pub(super) fn group_joined(&self) -> Result<()> {
+        let _decide = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        if self.retiring.load(Relaxed) {
+            return Err(Error::invalid(format!(
+                "{} is being destroyed by another thread",
+                self.name()
+            )));
+        }
+        self.group_pending.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Whether a destroy or abort of the handle may go on (no open group holds work of it); if
+    /// so, from now on no group may queue work of it (`group_joined`).
+    fn start_retiring(&self) -> bool {
+        let _decide = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        let free = self.group_pending.load(Relaxed) == 0;
+        if free {
+            self.retiring.store(true, Relaxed);
+        }
+        free
     }
 
     /// The thread whose open group held work of it exits (its thread-local group is dropped):
@@ -337,17 +369,13 @@ pub(super) fn retire<T>(
             e.name()
         ))
     };
-    if entry.group_pending.load(Relaxed) > 0 {
+    if !entry.start_retiring() {
         return Err(grouped(&entry));
     }
-    // Waits holding the read lock end early.
+    // The destroy goes on: waits holding the read lock end early, and no group can queue more
+    // work of it (`start_retiring`).
     entry.cancel.store(true, Relaxed);
     let _excl = entry.busy.write().unwrap_or_else(|e| e.into_inner());
-    if entry.group_pending.load(Relaxed) > 0 {
-        // A call joined a group between the check above and the lock.
-        entry.cancel.store(false, Relaxed);
-        return Err(grouped(&entry));
-    }
     if registry(|m| m.remove(&(h as usize))).is_none() {
         // Another thread's destroy or abort of the same handle came first.
         return Err(not_ours(h));
