@@ -367,8 +367,10 @@ fn small_copies_behind_a_pending_dma_wait_for_nothing_until_its_buffer_is_full()
 /// copy the child makes first (`failing_copy`), a `FAKE_` name is the stand-in's own variable,
 /// and any other name is a `LLAISYS_NVIDIA_PAGEABLE_` one. The default threads, 1-12 threads,
 /// failing copies (a DMA queued up front, one queued once a chunk was copied out) and queries,
-/// the trace (with every copy traced, D2H copies after the idle while show the early wake).
-const RUNS: [&str; 12] = [
+/// the trace (with every copy traced, D2H copies after the idle while show the early wake), the
+/// store policies (ordinary stores at every size, moved to the shared cache; ordinary stores for
+/// sources no recent copy read).
+const RUNS: [&str; 14] = [
     "",
     "THREADS=4",
     "THREADS=1",
@@ -381,6 +383,8 @@ const RUNS: [&str; 12] = [
     "THREADS=4 FAKE_FAIL_QUERY=2 fail=query",
     "THREADS=4 TRACE=7",
     "THREADS=6 TRACE=1",
+    "THREADS=4 STORES=cached DEMOTE=1",
+    "THREADS=3 STORES=fresh TRACE=1",
 ];
 
 /// The environment of one of `RUNS`.
@@ -436,6 +440,26 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
                     .any(|l| l.contains("HostToDevice") && l.contains("behind_at")),
                 "a small copy right after a staged one goes behind its pending DMA:\n{text}"
             );
+            // Every H2D copy here is below 128 MiB: non-temporal stores by default; with the
+            // `fresh` policy, ordinary ones for the first copy from a source (the process's
+            // first H2D copy at least).
+            let h2d = |stores: &str| {
+                text.lines()
+                    .filter(|l| l.contains("pageable trace: HostToDevice"))
+                    .filter(|l| l.contains(&format!(", {stores} stores,")))
+                    .count()
+            };
+            if envs
+                .iter()
+                .any(|(k, v)| k.ends_with("_STORES") && v == "fresh")
+            {
+                assert!(h2d("Cached") > 0, "fresh sources, ordinary stores:\n{text}");
+            } else {
+                assert!(
+                    h2d("Streaming") > 0 && h2d("Cached") == 0,
+                    "by size, non-temporal stores below 128 MiB:\n{text}"
+                );
+            }
         }
     }
 }
