@@ -306,14 +306,16 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
         let _relaxed = crate::capture::Relaxed::new();
         crate::memory::alloc_device(class)
     });
+    if ran.result.is_ok() {
+        // A block made: the pool holds it, handed out or not.
+        if let Some(h) = held_slot(device) {
+            h.fetch_add(class as u64, Relaxed);
+        }
+    }
     let made = match (ran.result, ran.restored) {
         (Ok(p), Err(e)) => {
             // Made, but the device current before could not be made current again: the block
-            // joins the pool's free ones (held like any block of the pool), the caller gets the
-            // error.
-            if let Some(h) = held_slot(device) {
-                h.fetch_add(class as u64, Relaxed);
-            }
+            // joins the pool's free ones, the caller gets the error.
             keep_free(pool, device, class, p as usize);
             Err(e)
         }
@@ -329,9 +331,6 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
             ),
         )
     })?;
-    if let Some(h) = held_slot(device) {
-        h.fetch_add(class as u64, Relaxed);
-    }
     Ok((p as usize, false))
 }
 

@@ -132,15 +132,17 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
         });
         Ok(())
     });
-    if let (Ok(()), Err(e)) = (&ran.result, &ran.restored) {
-        // Begun, but the device current before could not be made current again: the caller
-        // hears of a failure, so no capture goes on behind its back.
-        if let Some(b) = begun(|m| m.remove(&(s as usize))) {
-            abort(s, b.device, b.capture);
+    match (ran.result, ran.restored) {
+        (Ok(()), Err(e)) => {
+            // Begun, but the device current before could not be made current again: the
+            // caller hears of a failure, so no capture goes on behind its back.
+            if let Some(b) = begun(|m| m.remove(&(s as usize))) {
+                abort(s, b.device, b.capture);
+            }
+            Err(e)
         }
-        return Err(e.clone());
+        (result, _) => result,
     }
-    ran.result
 }
 
 /// Makes the graph being captured on `s` hold `pool` until it and every executable graph made
