@@ -383,7 +383,7 @@ const RUNS: [&str; 14] = [
     "THREADS=4 FAKE_FAIL_QUERY=2 fail=query",
     "THREADS=4 TRACE=7",
     "THREADS=6 TRACE=1",
-    "THREADS=4 STORES=cached DEMOTE=1",
+    "THREADS=4 STORES=cached DEMOTE=1 TRACE=1",
     "THREADS=3 STORES=fresh TRACE=1",
 ];
 
@@ -441,24 +441,32 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
                 "a small copy right after a staged one goes behind its pending DMA:\n{text}"
             );
             // Every H2D copy here is below 128 MiB: non-temporal stores by default; with the
-            // `fresh` policy, ordinary ones for the first copy from a source (the process's
-            // first H2D copy at least).
+            // `cached` policy ordinary ones (moved to the shared cache with `DEMOTE=1`), and
+            // with `fresh` ordinary ones for the first copy from a source (the process's first
+            // H2D copy at least).
             let h2d = |stores: &str| {
                 text.lines()
                     .filter(|l| l.contains("pageable trace: HostToDevice"))
                     .filter(|l| l.contains(&format!(", {stores} stores,")))
                     .count()
             };
-            if envs
+            let policy = envs
                 .iter()
-                .any(|(k, v)| k.ends_with("_STORES") && v == "fresh")
-            {
-                assert!(h2d("Cached") > 0, "fresh sources, ordinary stores:\n{text}");
-            } else {
-                assert!(
-                    h2d("Streaming") > 0 && h2d("Cached") == 0,
-                    "by size, non-temporal stores below 128 MiB:\n{text}"
-                );
+                .find(|(k, _)| k.ends_with("_STORES"))
+                .map_or("size", |(_, v)| v.as_str());
+            let demote = envs.iter().any(|(k, v)| k.ends_with("_DEMOTE") && v == "1");
+            let ordinary = if demote { "Demoted" } else { "Cached" };
+            let counts = [h2d("Streaming"), h2d("Cached"), h2d("Demoted")];
+            match policy {
+                "fresh" => assert!(h2d(ordinary) > 0, "fresh sources, ordinary stores:\n{text}"),
+                "cached" => assert!(
+                    counts[0] == 0 && h2d(ordinary) > 0 && h2d(ordinary) == counts[1] + counts[2],
+                    "ordinary stores ({ordinary}) only: {counts:?}\n{text}"
+                ),
+                _ => assert!(
+                    counts[0] > 0 && counts[1] == 0 && counts[2] == 0,
+                    "by size, non-temporal stores below 128 MiB: {counts:?}\n{text}"
+                ),
             }
         }
     }

@@ -45,17 +45,19 @@ pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores
     if stores == Stores::Demoted {
         demote(dst, n);
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stores;
 }
 
-/// Asks the processor to move the lines of `n` bytes at `dst` to the shared cache.
+/// Asks the processor to move the lines that hold the `n` bytes at `dst` to the shared cache.
 #[cfg(target_arch = "x86_64")]
 fn demote(dst: *const u8, n: usize) {
     let end = dst as usize + n;
     let mut line = dst as usize & !63;
     while line < end {
-        // SAFETY: `cldemote` is a hint: it changes no memory and raises no fault (a processor
-        // without it executes it as a no-op, its encoding being a reserved no-op's); `line` is
-        // an address of `dst`'s range (its line).
+        // SAFETY: `cldemote` is a hint: it changes no memory and raises no fault, whatever the
+        // address (a processor without it executes it as a no-op, its encoding being a reserved
+        // no-op's); `line` is the start of a line that holds bytes of `dst`'s range.
         unsafe {
             std::arch::asm!(
                 "cldemote byte ptr [{0}]",

@@ -23,9 +23,9 @@
 //! choose how H2D copies write the staging buffers (`StorePolicy`, developer settings for
 //! tuning on a machine); `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`, a developer tool, prints where the
 //! time of every N-th copy goes (`trace`). The shape of a copy (chunks, pieces, staging
-//! buffers, stores, the threads' spin) is fixed by constants, chosen with `pageable_probe` and
-//! the table benchmark (docs/caches.md); H2D copies of 8 to 128 MiB (those with non-temporal
-//! stores) adapt their thread count below the bound (`adapt`).
+//! buffers, the default stores, the threads' spin) is fixed by constants, chosen with
+//! `pageable_probe` and the table benchmark (docs/caches.md); H2D copies of 8 to 128 MiB with
+//! non-temporal stores adapt their thread count below the bound (`adapt`).
 
 mod adapt;
 mod hostcopy;

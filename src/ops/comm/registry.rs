@@ -181,7 +181,7 @@ impl Entry {
         let _decide = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
         if self.retiring.load(Relaxed) {
             return Err(Error::invalid(format!(
-                "{} is being destroyed by another thread",
+                "{} is being destroyed or aborted by another thread",
                 self.name()
             )));
         }
