@@ -39,6 +39,18 @@ impl<T> Ran<T> {
         self.restored?;
         Ok(v)
     }
+
+    /// As `into_result`, for work the caller must not leave behind an error: when `f`
+    /// succeeded but the earlier device could not be made current again, `undo` takes `f`'s
+    /// work back (or keeps it for later) before the failure to restore is returned.
+    pub(crate) fn undone_unless_restored(self, undo: impl FnOnce(T)) -> Result<T> {
+        let v = self.result?;
+        if let Err(e) = self.restored {
+            undo(v);
+            return Err(e);
+        }
+        Ok(v)
+    }
 }
 
 /// As `with`, for work whose effects the caller books (a free, a destroy): when `f` succeeds

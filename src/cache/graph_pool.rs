@@ -312,15 +312,11 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
             h.fetch_add(class as u64, Relaxed);
         }
     }
-    let made = match (ran.result, ran.restored) {
-        (Ok(p), Err(e)) => {
-            // Made, but the device current before could not be made current again: the block
-            // joins the pool's free ones, the caller gets the error.
-            keep_free(pool, device, class, p as usize);
-            Err(e)
-        }
-        (result, _) => result,
-    };
+    let made = ran.undone_unless_restored(|p| {
+        // Made, but the device current before could not be made current again: the block
+        // joins the pool's free ones, the caller gets the error.
+        keep_free(pool, device, class, p as usize);
+    });
     let p = made.map_err(|e| {
         Error::cuda(
             e.call(),

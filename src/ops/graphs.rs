@@ -132,17 +132,13 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
         });
         Ok(())
     });
-    match (ran.result, ran.restored) {
-        (Ok(()), Err(e)) => {
-            // Begun, but the device current before could not be made current again: the
-            // caller hears of a failure, so no capture goes on behind its back.
-            if let Some(b) = begun(|m| m.remove(&(s as usize))) {
-                abort(s, b.device, b.capture);
-            }
-            Err(e)
+    ran.undone_unless_restored(|()| {
+        // Begun, but the device current before could not be made current again: the caller
+        // hears of a failure, so no capture goes on behind its back.
+        if let Some(b) = begun(|m| m.remove(&(s as usize))) {
+            abort(s, b.device, b.capture);
         }
-        (result, _) => result,
-    }
+    })
 }
 
 /// Makes the graph being captured on `s` hold `pool` until it and every executable graph made
@@ -184,16 +180,12 @@ pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
         // SAFETY: `s` is a live stream of ours (checked by `capture_stream`).
         unsafe { capture::end(s) }
     });
-    let ended = match (ran.result, ran.restored) {
-        (Ok(graph), Err(e)) => {
-            // Ended, but the device current before could not be made current again: the
-            // caller gets the error and no graph, so the graph goes.
-            // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
-            let _ = unsafe { crate::graph::destroy(graph) };
-            Err(e)
-        }
-        (result, _) => result,
-    };
+    let ended = ran.undone_unless_restored(|graph| {
+        // Ended, but the device current before could not be made current again: the caller
+        // gets the error and no graph, so the graph goes.
+        // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
+        let _ = unsafe { crate::graph::destroy(graph) };
+    });
     // SAFETY: as above.
     let still = ended.is_err() && unsafe { capture::capturing(s) }.unwrap_or(false);
     if let Some(b) = ours {
@@ -232,13 +224,11 @@ pub fn instantiate(graph: *mut c_void) -> Result<GraphExecHandle> {
         // SAFETY: a live graph of ours (checked).
         unsafe { crate::graph::instantiate(graph.cast()) }
     });
-    let exec = ran.result?;
-    if let Err(e) = ran.restored {
+    let exec = ran.undone_unless_restored(|exec| {
         // The caller gets the error and no executable graph, so it goes.
         // SAFETY: just made, nobody else knows of it, destroyed once.
         let _ = unsafe { crate::graph::exec_destroy(exec) };
-        return Err(e);
-    }
+    })?;
     EXECS.add(exec.cast(), device);
     Ok(exec)
 }
