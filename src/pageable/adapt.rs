@@ -11,8 +11,8 @@
 //! time); if at most one does, the link waited for the host (one more). Copies from
 //! `ADAPT_FROM` bytes that write the staging buffers with non-temporal stores take part;
 //! smaller ones, whose time goes to the first chunk, use every thread, and so do those with
-//! ordinary stores (`super::Adapt::of`): there, fewer threads were slower even when the host
-//! was a ring ahead.
+//! ordinary stores (`super::policy::Adapt::of`): there, fewer threads were slower even when the
+//! host was a ring ahead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

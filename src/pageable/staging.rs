@@ -8,7 +8,7 @@
 //! earliest of them, not for whichever its first chunk's slot held (a copy behind a pending DMA
 //! uses that last slot). Sets are kept for reuse, at most `MAX_SETS` idle.
 
-use super::CHUNK_MAX;
+use super::plan::CHUNK_MAX;
 use crate::cudart::StreamHandle;
 use crate::error::Result;
 use crate::event::Event;
