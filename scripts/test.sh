@@ -40,6 +40,8 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+# The aarch64 lint (below) runs the build script's preprocessing with the target's C compiler.
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test: installing ${missing[*]}"
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${missing[@]}"; else sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}"; fi
@@ -50,6 +52,12 @@ cargo fmt --all --check
 echo "== clippy (static, dynamic; loaded below)"
 cargo clippy --workspace --all-targets -- -D warnings
 CARGO_TARGET_DIR=target/dynamic cargo clippy --workspace --all-targets --no-default-features --features dynamic -- -D warnings
+echo "== clippy for aarch64 (Grace Hopper, Jetson): code that differs by target (\`c_char\` is u8 there, no x86-64 stores)"
+if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+  command -v rustup >/dev/null 2>&1 || { echo "test: the aarch64 lint needs rustup (or the aarch64-unknown-linux-gnu target installed)" >&2; exit 1; }
+  rustup target add aarch64-unknown-linux-gnu
+fi
+CARGO_TARGET_DIR=target/aarch64 cargo clippy --workspace --all-targets --target aarch64-unknown-linux-gnu -- -D warnings
 echo "== rustdoc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 echo "== tests: static cudart, CUDA 13"

@@ -593,10 +593,11 @@ fn child_present() {
         // and then the socket address of the root it listens on: an IPv4 or IPv6 family and a
         // port that is not 0, different for each id (a new listening socket each time).
         let bytes = |id: &CommId, r: std::ops::Range<usize>| -> Vec<u8> {
-            id.internal[r].iter().map(|&x| x as u8).collect()
+            id.internal[r].iter().map(|&x| x.to_ne_bytes()[0]).collect()
         };
         for id in [&a, &b] {
-            let family = u16::from_ne_bytes([id.internal[8] as u8, id.internal[9] as u8]);
+            let b = bytes(id, 8..10);
+            let family = u16::from_ne_bytes([b[0], b[1]]);
             assert!(
                 family == libc::AF_INET as u16 || family == libc::AF_INET6 as u16,
                 "socket family {family} in {:02x?}",

@@ -105,8 +105,9 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitRank(
         if id.is_null() {
             return Err(Error::invalid("id=NULL: no unique id"));
         }
+        // The bytes as they are (`c_char` is `i8` or `u8` depending on the target).
         // SAFETY: `id` is not NULL (checked), so valid for reading (this function's contract).
-        let bytes = unsafe { (*id).internal }.map(|b| b as u8);
+        let bytes = unsafe { (*id).internal }.map(|b| b.to_ne_bytes()[0]);
         let h = ops::init_rank(nranks, &bytes, rank)?;
         // SAFETY: `comm` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(comm, "comm", h as Comm) }?)

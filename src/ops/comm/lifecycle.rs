@@ -26,7 +26,8 @@ pub fn unique_id() -> Result<[u8; UNIQUE_ID_BYTES]> {
     let lib = loader::get()?;
     // SAFETY: get_unique_id has no precondition beyond a loaded library.
     let id = unsafe { api::get_unique_id(lib) }?;
-    Ok(id.internal.map(|b| b as u8))
+    // The bytes as they are: `c_char` is `i8` or `u8` depending on the target.
+    Ok(id.internal.map(|b| b.to_ne_bytes()[0]))
 }
 
 /// Joins rank `rank` of `nranks` on the current device; returns the handle.

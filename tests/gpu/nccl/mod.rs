@@ -124,7 +124,7 @@ pub fn unique_id() -> CommId {
 pub fn id_to_hex(id: &CommId) -> String {
     id.internal
         .iter()
-        .map(|&b| format!("{:02x}", b as u8))
+        .map(|&b| format!("{:02x}", b.to_ne_bytes()[0]))
         .collect()
 }
 
