@@ -294,7 +294,8 @@ LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
  * own, or llaisysNvidiaStreamCreate with LLAISYS_NVIDIA_STREAM_NON_BLOCKING) must be
  * synchronized before free_device. malloc_host/free_host cache pinned blocks in size classes;
  * a block used by memcpy_async is reused only after events recorded at free_host on those streams
- * complete. Out of memory releases every cache and retries once before reporting the error.
+ * complete. Out of memory releases every cache and retries once before reporting the error
+ * (while a stream of a device captures, that device's cache and the pinned cache stay).
  * free_device / free_host of a pointer this library did not hand out (or a double free) is an
  * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT and frees nothing.
  * Switches (read once per process): LLAISYS_NVIDIA_DEVICE_CACHE=0 (plain cudaMalloc/cudaFree),
@@ -474,7 +475,8 @@ LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeerAsync(void *dst, int dst_device, c
  * cached memory (not kept for replays): allocate inside captures begun here.
  *
  * Refused with LLAISYS_NVIDIA_ERROR_CAPTURE (the capture is left as it was): device_synchronize
- * and llaisysNvidiaReleaseCachedMemory while a stream of the device captures; waiting for or
+ * and llaisysNvidiaReleaseCachedMemory while a stream of the device captures (the release
+ * still gives back the other devices' cached memory); waiting for or
  * querying a capturing stream; work on NULL (the legacy stream) while a blocking stream of the
  * device captures; on a thread capturing here in global or thread-local mode, waits, queries
  * and memcpy_sync (CUDA forbids them there; use memcpy_async on the capturing stream); a staged

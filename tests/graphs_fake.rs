@@ -48,6 +48,62 @@ fn live(execs: bool) -> libc::c_long {
     f(execs.into())
 }
 
+/// The stand-in's count of `cudaEventRecord` calls so far.
+fn event_records() -> libc::c_long {
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let f = unsafe { fake::<extern "C" fn() -> libc::c_long>(c"fake_event_records") };
+    f()
+}
+
+/// The stand-in's counts of `cudaFree` calls: all of them.
+const ALL_FREES: libc::c_int = 0;
+/// Those made while a stream captured.
+const FREES_IN_CAPTURE: libc::c_int = 1;
+/// Those made while a stream captured, by a thread not in relaxed capture mode.
+const FREES_NOT_RELAXED: libc::c_int = 2;
+
+/// The stand-in's count of `cudaFree` calls of one kind (above) so far.
+fn device_frees(which: libc::c_int) -> libc::c_long {
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let f = unsafe { fake::<extern "C" fn(libc::c_int) -> libc::c_long>(c"fake_device_frees") };
+    f(which)
+}
+
+/// Runs the child test `name` over the stand-in cudart with `env` set, and checks that it got
+/// to its end ("graphs {done} child: ok", or "graphs child: ok" for an empty `done`).
+fn run_child(name: &str, env: &[(&str, &str)], done: &str) {
+    let text = support::child::TestChild::new(name)
+        .loader_path(support::fake_cudart())
+        .envs(env.iter().copied())
+        .run_passing();
+    let end = if done.is_empty() {
+        "graphs child: ok".to_string()
+    } else {
+        format!("graphs {done} child: ok")
+    };
+    assert!(text.contains(&end), "{text}");
+}
+
+/// cudart's own capture calls, for a capture the library does not see begin or end.
+struct Cudart {
+    begin: extern "C" fn(*mut libc::c_void, libc::c_int) -> libc::c_int,
+    end: extern "C" fn(*mut libc::c_void, *mut *mut libc::c_void) -> libc::c_int,
+    destroy: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+}
+
+/// The stand-in's `cudaStreamBeginCapture`, `cudaStreamEndCapture` and `cudaGraphDestroy`.
+fn cudart() -> Cudart {
+    // SAFETY: the fake is on the loader path (the parent's doing); the functions have these C
+    // types.
+    unsafe {
+        Cudart {
+            begin: fake(c"cudaStreamBeginCapture"),
+            end: fake(c"cudaStreamEndCapture"),
+            destroy: fake(c"cudaGraphDestroy"),
+        }
+    }
+}
+
 /// The capture status of `s` (0 none, 1 active).
 fn status(s: *mut libc::c_void) -> i32 {
     let mut st = -1;
@@ -156,10 +212,7 @@ fn child_graphs() {
 
 #[test]
 fn graphs_made_through_the_library_are_all_destroyed() {
-    let text = support::child::TestChild::new("child_graphs")
-        .loader_path(support::fake_cudart())
-        .run_passing();
-    assert!(text.contains("graphs child: ok"), "{text}");
+    run_child("child_graphs", &[], "");
 }
 
 #[test]
@@ -256,13 +309,10 @@ fn child_failed_switch_back() {
 
 #[test]
 fn a_failed_switch_back_leaves_no_capture_graph_or_block_behind() {
-    let text = support::child::TestChild::new("child_failed_switch_back")
-        .loader_path(support::fake_cudart())
-        .env("FAKE_DEVICES", "2")
-        .run_passing();
-    assert!(
-        text.contains("graphs failed-switch-back child: ok"),
-        "{text}"
+    run_child(
+        "child_failed_switch_back",
+        &[("FAKE_DEVICES", "2")],
+        "failed-switch-back",
     );
 }
 
@@ -318,7 +368,24 @@ fn child_two_devices() {
         assert_eq!(st, 0, "{}", last_error_message());
         ok(ffi::llaisysNvidiaFreeDevice(p as *mut libc::c_void));
 
+        // Freed during the capture, the block device 1's stream used is kept; once the capture
+        // ends it goes back to the pool ordered after that stream, as any free of it: an event
+        // recorded there, which device 0's legacy stream waits for.
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 2, 0));
+        let records = event_records();
         ok(ffi::llaisysNvidiaFreeDevice(x));
+        assert_eq!(
+            event_records(),
+            records,
+            "nothing recorded during the capture"
+        );
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        assert!(
+            event_records() > records,
+            "the kept free was not ordered after the stream of device 1 that used the block"
+        );
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+
         ok(ffi::llaisysNvidiaFreeDevice(y));
         ok(ffi::llaisysNvidiaStreamDestroy(s0));
         ok(ffi::llaisysNvidiaStreamDestroy(s1));
@@ -328,9 +395,170 @@ fn child_two_devices() {
 
 #[test]
 fn with_two_devices_a_capture_refuses_only_allocations_that_need_ordering() {
-    let text = support::child::TestChild::new("child_two_devices")
-        .loader_path(support::fake_cudart())
-        .env("FAKE_DEVICES", "2")
-        .run_passing();
-    assert!(text.contains("graphs two-devices child: ok"), "{text}");
+    run_child("child_two_devices", &[("FAKE_DEVICES", "2")], "two-devices");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a free_on_a_stream_waits_for_a_capture_of_its_device"]
+fn child_free_on_a_stream() {
+    support::child::require_child("child_free_on_a_stream");
+    let s0 = stream_on(0, 0);
+    let s1 = stream_on(0, 0);
+    let mut p = null_mut();
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours.
+    unsafe {
+        // 32 MiB: a large block, from cudaMalloc, which only cudaFree gives back.
+        ok(ffi::llaisysNvidiaMallocDevice(&mut p, 32 << 20));
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 2, 0));
+        let (all, in_capture) = (device_frees(ALL_FREES), device_frees(FREES_IN_CAPTURE));
+        // Freed in the order of a stream that does not capture: cudaFree waits for the whole
+        // device, so it is kept until the capture has ended.
+        ok(ffi::llaisysNvidiaFreeAsync(p, s1));
+        assert_eq!(
+            device_frees(FREES_IN_CAPTURE),
+            in_capture,
+            "cudaFree while a stream of the device captures"
+        );
+        let mut g = null_mut();
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        assert!(
+            device_frees(ALL_FREES) > all,
+            "the kept free is done once the capture has ended"
+        );
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        ok(ffi::llaisysNvidiaStreamDestroy(s0));
+        ok(ffi::llaisysNvidiaStreamDestroy(s1));
+    }
+    println!("graphs free-on-a-stream child: ok");
+}
+
+#[test]
+fn a_free_on_a_stream_waits_for_a_capture_of_its_device() {
+    run_child("child_free_on_a_stream", &[], "free-on-a-stream");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by frees_kept_for_another_device_are_done_in_relaxed_mode"]
+fn child_flush_while_capturing() {
+    support::child::require_child("child_flush_while_capturing");
+    let Cudart {
+        begin,
+        end,
+        destroy,
+    } = cudart();
+    let s0 = stream_on(0, 0);
+    let s1 = stream_on(1, 0);
+    let (mut x, mut y) = (null_mut(), null_mut());
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours; cudart's own
+    // capture calls on a stream of ours.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut x, 1 << 20));
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut y, 1 << 20));
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        // Freed while device 1 captures (begun with cudart, whose end flushes nothing): the
+        // free is kept.
+        assert_eq!(begin(s1, 2), 0);
+        let all = device_frees(ALL_FREES);
+        ok(ffi::llaisysNvidiaFreeDevice(y));
+        assert_eq!(device_frees(ALL_FREES), all, "freed during the capture");
+        let mut g = null_mut();
+        assert_eq!(end(s1, &mut g), 0);
+        assert_eq!(destroy(g), 0);
+        // This thread captures device 0 in global mode; its next free does the kept one, of
+        // device 1, which no capture forbids now, in relaxed mode: cudaFree would otherwise
+        // invalidate this thread's capture.
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 0, 0));
+        let not_relaxed = device_frees(FREES_NOT_RELAXED);
+        ok(ffi::llaisysNvidiaFreeDevice(x));
+        assert_eq!(
+            device_frees(ALL_FREES),
+            all + 1,
+            "the kept free of device 1 is done"
+        );
+        assert_eq!(
+            device_frees(FREES_NOT_RELAXED),
+            not_relaxed,
+            "cudaFree on a thread capturing in global mode"
+        );
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        assert_eq!(
+            device_frees(ALL_FREES),
+            all + 2,
+            "x is freed once the capture has ended"
+        );
+        ok(ffi::llaisysNvidiaStreamDestroy(s0));
+        ok(ffi::llaisysNvidiaStreamDestroy(s1));
+    }
+    println!("graphs flush-while-capturing child: ok");
+}
+
+#[test]
+fn frees_kept_for_another_device_are_done_in_relaxed_mode() {
+    // The cache off: every free is a cudaFree, which the stand-in counts.
+    run_child(
+        "child_flush_while_capturing",
+        &[("FAKE_DEVICES", "2"), ("LLAISYS_NVIDIA_DEVICE_CACHE", "0")],
+        "flush-while-capturing",
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by out_of_memory_releases_the_devices_no_capture_holds_back"]
+fn child_oom_beside_a_capture() {
+    support::child::require_child("child_oom_beside_a_capture");
+    const CAPTURE: libc::c_int = 8;
+    let Cudart {
+        begin,
+        end,
+        destroy,
+    } = cudart();
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let fail_mallocs = unsafe { fake::<extern "C" fn(libc::c_long)>(c"fake_fail_next_mallocs") };
+    let s0 = stream_on(0, 0);
+    let (mut x, mut y, mut z) = (null_mut(), null_mut(), null_mut());
+    let mut stats = ffi::AllocatorStats::default();
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours; cudart's own
+    // capture calls on a stream of ours; `stats` is writable.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut x, 1 << 20));
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut y, 1 << 20));
+        // Device 0 captures; device 1 runs out of memory once: its caches are released (device
+        // 0's stay) and the allocation is tried again.
+        assert_eq!(begin(s0, 2), 0);
+        fail_mallocs(1);
+        let st = ffi::llaisysNvidiaMallocDevice(&mut z, 4 << 20);
+        assert_eq!(st, 0, "not retried: {}", last_error_message());
+        assert!(!z.is_null());
+        ok(ffi::llaisysNvidiaDeviceMemoryStats(1, &mut stats));
+        assert_eq!(stats.oom_retries, 1);
+        // Releasing by hand: device 1's cache goes, device 0's stays, and the capture is named.
+        assert_eq!(ffi::llaisysNvidiaReleaseCachedMemory(), CAPTURE);
+        let msg = last_error_message();
+        assert!(
+            msg.contains("device 0") && msg.contains("other devices"),
+            "{msg}"
+        );
+        let mut g = null_mut();
+        assert_eq!(end(s0, &mut g), 0);
+        assert_eq!(destroy(g), 0);
+        ok(ffi::llaisysNvidiaReleaseCachedMemory());
+        ok(ffi::llaisysNvidiaFreeDevice(z));
+        ok(ffi::llaisysNvidiaFreeDevice(y));
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        ok(ffi::llaisysNvidiaFreeDevice(x));
+        ok(ffi::llaisysNvidiaStreamDestroy(s0));
+    }
+    println!("graphs oom-beside-a-capture child: ok");
+}
+
+#[test]
+fn out_of_memory_releases_the_devices_no_capture_holds_back() {
+    run_child(
+        "child_oom_beside_a_capture",
+        &[("FAKE_DEVICES", "2")],
+        "oom-beside-a-capture",
+    );
 }

@@ -11,7 +11,8 @@
 //! nothing is noted and nothing is paid.
 //!
 //! These orderings are work on legacy streams: while a capture forbids one (`crate::legacy`),
-//! the call that needs it is refused with a capture error instead.
+//! an allocation that needs it is refused with a capture error instead, and a free is kept
+//! (`deferred`), ordered when it is done.
 
 use super::in_use;
 use crate::cudart::StreamHandle;

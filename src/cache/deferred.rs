@@ -55,6 +55,10 @@ pub(crate) fn flush() -> Result<()> {
     if !any() {
         return Ok(());
     }
+    // The caller may capture (another device) in global or thread-local mode, which forbids its
+    // thread cudaFree: done in relaxed mode, the frees of devices that no capture forbids now
+    // leave its capture alone.
+    let _relaxed = crate::capture::Relaxed::new();
     let all = std::mem::take(&mut *lock(&KEPT));
     let mut left = Vec::new();
     let mut first_err = None;
@@ -81,10 +85,13 @@ pub(crate) fn flush() -> Result<()> {
 }
 
 /// Frees `k` on its device (current) if its legacy stream may be used; false when it may not.
+/// As every free on the legacy stream, it is first ordered after the streams of other devices
+/// that used the device's memory (`cross`, with several devices in use).
 fn free_now(k: &Kept) -> Result<bool> {
     let Some(_legacy) = crate::legacy::usable(k.device)? else {
         return Ok(false);
     };
+    super::cross::order_before_free(k.device)?;
     let p = k.block.ptr as *mut c_void;
     match k.how {
         // SAFETY: pool memory of ours that nobody holds since its free_device; the free is on the

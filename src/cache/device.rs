@@ -489,16 +489,23 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // after its users on the legacy stream (or freed with cudaFree, which waits for the
             // device); `stream` is NULL.
             unsafe { free_block(block, live.device, how, stream) }
+        } else if how == How::Pool {
+            // SAFETY: a live allocation of ours freed once, on a live stream (`stream` is not
+            // NULL here; this function's contract), ordered after its users on `stream`.
+            unsafe { free_block(block, live.device, how, stream) }
         } else {
-            if how != How::Pool {
-                // cudaFree below waits for the block's device only; `stream` may be another
-                // device's (a runtime stream made while another device was current).
-                // SAFETY: `stream` is not NULL here, so a live stream (this function's
-                // contract).
-                unsafe { crate::stream::synchronize(stream) }?;
-            }
-            // SAFETY: a live allocation of ours freed once, on a live stream (as above),
-            // ordered after its users on `stream`.
+            // cudaFree below waits for the block's device only; `stream` may be another
+            // device's (a runtime stream made while another device was current).
+            // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
+            unsafe { crate::stream::synchronize(stream) }?;
+            // cudaFree waits for the whole device, which a capture of one of its streams
+            // forbids: kept until the capture has ended, as a free on the legacy stream.
+            let Some(_legacy) = crate::legacy::usable(live.device)? else {
+                deferred::push(live.device, block, how);
+                return Ok(Released::Deferred);
+            };
+            // SAFETY: a live allocation of ours freed once, its users on `stream` done (waited
+            // for above), the others on its device waited for by cudaFree.
             unsafe { free_block(block, live.device, how, stream) }
         }
     })
@@ -631,26 +638,20 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
 }
 
 /// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
-/// that frees queued on it have landed in the pool). Refused while a capture forbids the legacy
-/// stream of a device that has a pool.
+/// that frees queued on it have landed in the pool). A device whose legacy stream a capture
+/// forbids keeps its memory, the others are released all the same, and the capture error is
+/// returned then (before any other).
 pub(crate) fn release_cached() -> Result<()> {
     let mut kept_back = flush_kept();
+    let mut capturing = None;
     for (device, slot) in POOLS.iter().enumerate() {
         let Some(Some(pool)) = slot.get() else {
             continue;
         };
         let d = device as i32;
-        crate::device::with(d, || {
+        let released = crate::device::with(d, || {
             let Some(_legacy) = crate::legacy::usable(d)? else {
-                return Err(Error::capture(
-                    "llaisysNvidiaReleaseCachedMemory",
-                    crate::error::CudaError::STREAM_CAPTURE_IMPLICIT,
-                    format!(
-                        "device {d}: a stream of the device is capturing a graph; releasing \
-                         cached memory waits for the legacy stream (try again once the \
-                         capture has ended)"
-                    ),
-                ));
+                return Ok(false);
             };
             // A block that cannot be freed stays kept (reported at the end).
             if let Err(e) = return_to_pool(d, recycle::drain(d)) {
@@ -667,12 +668,35 @@ pub(crate) fn release_cached() -> Result<()> {
             }
             // SAFETY: NULL is the legacy stream.
             unsafe { crate::stream::synchronize(std::ptr::null_mut()) }?;
-            pool.trim(d)
-        })?;
-        RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
-        FREED_EST[device].store(0, Relaxed);
+            pool.trim(d).map(|()| true)
+        });
+        match released {
+            Ok(true) => {
+                RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
+                FREED_EST[device].store(0, Relaxed);
+            }
+            Ok(false) => {
+                capturing.get_or_insert(d);
+            }
+            Err(e) => {
+                if kept_back.is_ok() {
+                    kept_back = Err(e);
+                }
+            }
+        }
     }
-    kept_back
+    match capturing {
+        Some(d) => Err(Error::capture(
+            "llaisysNvidiaReleaseCachedMemory",
+            crate::error::CudaError::STREAM_CAPTURE_IMPLICIT,
+            format!(
+                "device {d}: a stream of the device is capturing a graph; releasing its cached \
+                 memory waits for its legacy stream (try again once the capture has ended; the \
+                 other devices' cached memory was released)"
+            ),
+        )),
+        None => kept_back,
+    }
 }
 
 /// Statistics of `device`, or of all devices summed when `device` is -1.

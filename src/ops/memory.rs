@@ -10,30 +10,25 @@ use crate::memory_kinds as kinds;
 use crate::pointer::{self, MemoryKind};
 use std::os::raw::c_void;
 
-/// Runs an allocation; out of memory releases every cache and tries once more (not while a
-/// capture forbids releasing: the first failure is returned).
+/// Runs an allocation; out of memory releases every cache and tries once more. A device whose
+/// stream captures keeps its cached memory (and so do the pinned caches), the others are
+/// released, and the allocation is tried again all the same.
 fn retry_oom<T>(note: fn(), alloc: impl Fn() -> Result<T>) -> Result<T> {
     match alloc() {
         Err(e) if e.cuda_error() == CudaError::MEMORY_ALLOCATION => {
             note();
-            if let Err(r) = release_cached() {
-                if r.kind() == crate::error::ErrorKind::Capture {
-                    return Err(Error::cuda(
-                        e.call(),
-                        e.cuda_error(),
-                        format!(
-                            "{}; cached memory is not released while a stream captures a graph",
-                            e.detail()
-                        ),
-                    ));
+            let released = match release_cached() {
+                Ok(()) => "after releasing all cached memory",
+                Err(r) if r.kind() == crate::error::ErrorKind::Capture => {
+                    "after releasing the cached memory that no capture in progress holds back"
                 }
-                return Err(r);
-            }
+                Err(r) => return Err(r),
+            };
             alloc().map_err(|e| {
                 Error::cuda(
                     e.call(),
                     e.cuda_error(),
-                    format!("{}, after releasing all cached memory", e.detail()),
+                    format!("{}, {released}", e.detail()),
                 )
             })
         }
@@ -241,15 +236,30 @@ pub fn host_memory_stats() -> AllocatorStats {
 /// Returns every cache's unused memory to CUDA: device pools of every device, pinned blocks,
 /// and the pinned staging buffers of the pageable fast path.
 pub fn release_cached() -> Result<()> {
-    // Freeing waits for the device (cudaFree, cudaFreeHost, the legacy stream): not while a
-    // stream of the current device captures, whatever the caches hold.
-    if crate::legacy::usable_current()?.is_none() || cache::graph_pool::current().is_some() {
-        return Err(crate::legacy::refused(
+    // Freeing waits for the device (cudaFree, cudaFreeHost, the legacy stream): nothing on a
+    // thread capturing through the library; a device whose stream captures keeps its cached
+    // memory (the other devices' is released), and then so do the pinned caches, whose frees
+    // wait for every device.
+    let refused = || {
+        crate::legacy::refused(
             "cudaFree",
             "releasing cached memory (it waits for the device)",
-        ));
+        )
+    };
+    if cache::graph_pool::current().is_some() {
+        return Err(refused());
     }
-    cache::device::release_cached()?;
+    let devices = cache::device::release_cached();
+    if devices
+        .as_ref()
+        .is_err_and(|e| e.kind() == crate::error::ErrorKind::Capture)
+    {
+        return devices;
+    }
+    if crate::legacy::usable_current()?.is_none() {
+        return Err(refused());
+    }
+    devices?;
     cache::host::release_cached()?;
     crate::pageable::release_staging()
 }
