@@ -31,12 +31,13 @@ fn ok(status: libc::c_int) {
 #[ignore = "entry point of a child process: run by pinned_blocks_get_their_event_when_their_stream_is_destroyed"]
 fn child_host_cache() {
     support::child::require_child("child_host_cache");
-    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
-    // these C types.
-    let (dead_calls, fail_next_records) = unsafe {
+    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions and
+    // cudaGetLastError have these C types.
+    let (dead_calls, fail_next_records, last_cuda_error) = unsafe {
         (
             fake::<extern "C" fn() -> libc::c_long>(c"fake_dead_stream_calls"),
             fake::<extern "C" fn(libc::c_long)>(c"fake_fail_next_records"),
+            fake::<extern "C" fn() -> libc::c_int>(c"cudaGetLastError"),
         )
     };
     let n = 1 << 20;
@@ -99,6 +100,20 @@ fn child_host_cache() {
             0,
             "a call on a destroyed stream (unused stream)"
         );
+
+        // free_host whose event fails on an idle stream: the block waits for the stream
+        // instead, the free succeeds, and the failure is not left as cudart's last error for
+        // the application's next check to find.
+        let s5 = (TABLE.create_stream)();
+        let e = (TABLE.malloc_host)(n);
+        (TABLE.memcpy_async)(dev, e, 64 << 10, H2D, s5);
+        ok(ffi::llaisysNvidiaStreamSynchronize(s5));
+        // Cleared: the failed destroy above reported its failure and left it set, as CUDA does.
+        last_cuda_error();
+        fail_next_records(1);
+        ok(ffi::llaisysNvidiaFreeHost(e));
+        assert_eq!(last_cuda_error(), 0, "free_host left its own failure set");
+        ok(ffi::llaisysNvidiaStreamDestroy(s5));
         (TABLE.free_device)(dev);
     }
     println!("host-cache-fake child: ok");

@@ -8,7 +8,9 @@
 //! behind a staged copy's pending DMA, a D2H that wakes sleeping helpers early, failing chunks
 //! and event queries, and the trace. With the stand-in's queue held until the host waits for it
 //! (`fake_hold`): small copies behind a pending DMA wait for nothing, fall back to cudaMemcpy
-//! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs.
+//! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs; and
+//! a copy on another stream waits for none of a staged copy's pending DMAs. A copy larger than
+//! its device memory is refused before anything is read or written.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -470,4 +472,123 @@ fn staged_copies_keep_their_order_with_an_asynchronous_stand_in() {
             }
         }
     }
+}
+
+/// Runs the child test `name` over the stand-in cudart (at most 120 s) and checks that it got
+/// to its end ("{done} child: ok").
+fn run_child(name: &str, done: &str) {
+    let out = support::child::TestChild::new(name)
+        .loader_path(support::fake_cudart())
+        .limit(std::time::Duration::from_secs(120))
+        .run();
+    assert!(
+        out.ran_one_test() && out.text().contains(&format!("{done} child: ok")),
+        "{}",
+        out.report()
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_copy_larger_than_its_device_memory_is_refused"]
+fn child_huge_sizes() {
+    support::child::require_child("child_huge_sizes");
+    const INVALID_ARGUMENT: i32 = 3;
+    let n = 1 << 20;
+    let mut host = pattern(n, 5);
+    let keep = host.clone();
+    // SAFETY: the status API's copies with a block of ours and a pageable buffer of `n` bytes;
+    // the sizes beyond them are refused before anything reads or writes past their ends.
+    unsafe {
+        let dev = (TABLE.malloc_device)(n);
+        assert!(!dev.is_null());
+        fill_unstaged(dev, &keep);
+        // From the start of a block of ours: no larger than the block. Inside one: no larger
+        // than the device (the stand-in's 80 GiB).
+        let at = dev.cast::<u8>().add(4096).cast::<c_void>();
+        for (d, size) in [
+            (dev, n + 1),
+            (dev, 1 << 40),
+            (dev, isize::MAX as usize),
+            (at, 1 << 40),
+            (at, 1 << 44),
+            (at, isize::MAX as usize),
+        ] {
+            for kind in [H2D, D2H] {
+                let (dst, src) = if kind == H2D {
+                    (d, host.as_ptr().cast::<c_void>())
+                } else {
+                    (host.as_mut_ptr().cast::<c_void>(), d.cast_const())
+                };
+                for st in [
+                    ffi::llaisysNvidiaMemcpy(dst, src, size, kind),
+                    ffi::llaisysNvidiaMemcpyAsync(dst, src, size, kind, std::ptr::null_mut()),
+                ] {
+                    let msg = support::last_error_message();
+                    assert_eq!(st, INVALID_ARGUMENT, "size {size} kind {kind}: {msg}");
+                    assert!(msg.contains(&format!("size={size}")), "{msg}");
+                }
+            }
+        }
+        assert!(host == keep, "a refused copy wrote the host buffer");
+        assert_device_holds(dev, &keep, "a refused copy wrote the device block");
+        (TABLE.free_device)(dev);
+    }
+    println!("huge-sizes child: ok");
+}
+
+#[test]
+fn a_copy_larger_than_its_device_memory_is_refused() {
+    run_child("child_huge_sizes", "huge-sizes");
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_copy_waits_for_no_other_streams_staged_dmas"]
+fn child_other_streams() {
+    support::child::require_child("child_other_streams");
+    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
+    // these C types.
+    let (hold, held) = unsafe {
+        (
+            support::fake_function::<extern "C" fn(libc::c_int)>(c"fake_hold"),
+            support::fake_function::<extern "C" fn() -> libc::c_int>(c"fake_held"),
+        )
+    };
+    let n = (1 << 20) + (64 << 10);
+    // SAFETY: the table's functions with device buffers of theirs, streams of theirs and host
+    // buffers of `n` bytes (the fake is on the loader path).
+    unsafe {
+        let (dev_a, dev_b) = ((TABLE.malloc_device)(n), (TABLE.malloc_device)(n));
+        let (s1, s2) = ((TABLE.create_stream)(), (TABLE.create_stream)());
+        assert!(!dev_a.is_null() && !dev_b.is_null() && !s1.is_null() && !s2.is_null());
+        // The staging buffers exist and their DMAs have completed.
+        (TABLE.memcpy_sync)(dev_a, pattern(n, 800).as_ptr().cast(), n, H2D);
+        (TABLE.device_synchronize)();
+        // A staged copy on s1 returns with its DMAs pending (the stand-in holds them until the
+        // host waits for its work); a copy on s2 then waits for nothing of s1's: s1's work may
+        // itself wait for the host.
+        let (a, b) = (pattern(n, 801), pattern(n, 802));
+        hold(1);
+        (TABLE.memcpy_async)(dev_a, a.as_ptr().cast(), n, H2D, s1);
+        assert_eq!(held(), 1, "a staged copy into idle staging buffers waited");
+        (TABLE.memcpy_async)(dev_b, b.as_ptr().cast(), n, H2D, s2);
+        assert_eq!(
+            held(),
+            1,
+            "a copy on s2 waited for a staged copy's DMAs on s1"
+        );
+        (TABLE.stream_synchronize)(s1);
+        (TABLE.stream_synchronize)(s2);
+        assert_device_holds(dev_a, &a, "the copy on s1");
+        assert_device_holds(dev_b, &b, "the copy on s2");
+        (TABLE.destroy_stream)(s1);
+        (TABLE.destroy_stream)(s2);
+        (TABLE.free_device)(dev_a);
+        (TABLE.free_device)(dev_b);
+    }
+    println!("other-streams child: ok");
+}
+
+#[test]
+fn a_copy_waits_for_no_other_streams_staged_dmas() {
+    run_child("child_other_streams", "other-streams");
 }

@@ -244,11 +244,43 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
         if let Err(e) = cross::order_after_alloc(device) {
             // Not handed out: the caller could not know when its streams may use it.
             // SAFETY: just allocated on the legacy stream, never handed out.
-            let _ = unsafe { free_on(p, stream) };
+            if unsafe { free_on(p, stream) }.is_err() {
+                // Its free could not be ordered either: kept for a later try instead of left
+                // counted in use with nobody to free it.
+                keep_unfreed(p, device);
+            }
             return Err(e);
         }
     }
     Ok(p)
+}
+
+/// Takes a block of ours that was never handed out, and whose free failed, out of the live
+/// table: counted freed, and freed by the next call that does the kept frees (`deferred`).
+fn keep_unfreed(p: *mut c_void, device: i32) {
+    let live = lock(shard(p as usize))
+        .as_mut()
+        .and_then(|m| m.remove(&(p as usize)));
+    let Some(live) = live else { return };
+    let how = if live.raw { How::Large } else { How::Pool };
+    let block = Block {
+        ptr: p as usize,
+        size: live.size,
+        raw: live.raw,
+    };
+    deferred::push(device, block, how);
+    if let Ok(d) = device_index(device) {
+        COUNTERS[d].freed(live.size);
+    }
+}
+
+/// A failure left for later: the device's, met again by the next call that reaches CUDA, or a
+/// block kept for another try. A CUDA failure is not left as cudart's last error meanwhile,
+/// where the application's next check would take it for its own.
+fn set_aside(r: Result<()>) {
+    if r.is_err_and(|e| !e.cuda_error().is_success()) {
+        crate::runtime::take_last_cuda_error();
+    }
 }
 
 /// Records a block handed out.
@@ -273,7 +305,7 @@ unsafe fn alloc_new(
     kept_here: bool,
 ) -> Result<(*mut c_void, bool, bool)> {
     // Frees kept during a capture that has ended since, and graph pools nobody holds.
-    let _ = flush_kept();
+    set_aside(flush_kept());
     // Neither cudaMalloc nor an allocation on the side stream touches captured work: relaxed
     // mode lets them through a capture of any mode.
     let _relaxed = RelaxedMode::new();
@@ -323,19 +355,25 @@ fn alloc_for_graph(size: usize, capture: u64, pool: u64, device: i32) -> Result<
 /// Total memory of each device, read once (cudaMemGetInfo on the current device).
 static TOTAL: [OnceLock<usize>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
 
+/// All of `device`'s memory, in bytes (read once per device).
+#[inline]
+pub(crate) fn total_memory(device: i32) -> Result<usize> {
+    let slot = &TOTAL[device_index(device)?];
+    match slot.get() {
+        Some(&t) => Ok(t),
+        None => {
+            let _relaxed = RelaxedMode::new();
+            let (_, t) = crate::device::with(device, crate::device::mem_info)?;
+            Ok(*slot.get_or_init(|| t))
+        }
+    }
+}
+
 /// Refuses a size larger than all of `device`'s (current) memory before CUDA sees it: what
 /// cudaMalloc answers (out of memory), without depending on what a pool makes of such a size.
 #[inline]
 fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
-    let slot = &TOTAL[device_index(device)?];
-    let total = match slot.get() {
-        Some(&t) => t,
-        None => {
-            let _relaxed = RelaxedMode::new();
-            let (_, t) = crate::device::with(device, crate::device::mem_info)?;
-            *slot.get_or_init(|| t)
-        }
-    };
+    let total = total_memory(device)?;
     if size > total {
         return Err(Error::cuda(
             "cudaMalloc",
@@ -361,7 +399,7 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     // Frees kept while a capture forbade the legacy stream, once it may be used again (one
     // relaxed load each when there are none). Their failure is the device's, seen again by
     // the next call that reaches CUDA.
-    let _ = flush_kept();
+    set_aside(flush_kept());
     // SAFETY: NULL is the legacy stream.
     unsafe { free_on(p, std::ptr::null_mut()) }
 }
@@ -416,7 +454,7 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
             // `p` is freed (kept): the call succeeded. Older blocks that could not go back to
             // the pool are kept again (as pending) and retried later; a CUDA failure there is
             // the device's, seen by the next call that reaches CUDA.
-            let _ = return_to_pool(live.device, evicted);
+            set_aside(return_to_pool(live.device, evicted));
             Ok(())
         }
     };
@@ -461,8 +499,8 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
         if stream.is_null() && pooled && cross::active() {
             // Kept while one device was in use, never handed out again now: back to the pool,
             // and the large ones to CUDA (nothing parks any more, so none would be freed).
-            let _ = return_to_pool(live.device, recycle::drain(live.device));
-            let _ = flush_large(live.device);
+            set_aside(return_to_pool(live.device, recycle::drain(live.device)));
+            set_aside(flush_large(live.device));
         }
         // Read again: a second device may have come into use since `recycled` was decided.
         if recycled && !cross::active() {

@@ -234,6 +234,9 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
                 if synchronize(stream).is_err() {
                     reusable = false;
                     first_err.get_or_insert(e);
+                } else {
+                    // Handled: not left as cudart's last error for the application to find.
+                    crate::runtime::take_last_cuda_error();
                 }
             }
         }
@@ -449,8 +452,11 @@ impl State {
                         w.events.push(e);
                         w.streams.swap_remove(j);
                     }
-                    // Kept waiting; tried again later.
-                    Err(_) => j += 1,
+                    // Kept waiting; tried again later (not left as cudart's last error).
+                    Err(_) => {
+                        crate::runtime::take_last_cuda_error();
+                        j += 1;
+                    }
                 }
             }
             if self.waiting[i].streams.is_empty() {
@@ -477,11 +483,17 @@ impl State {
         let mut i = 0;
         while i < self.pending.len() {
             // Not complete, or a query that failed: kept, retried later, and reported by
-            // release_cached, which waits for it.
+            // release_cached, which waits for it (not left as cudart's last error meanwhile).
             let done = self.pending[i]
                 .events
                 .iter()
-                .all(|e| matches!(e.event.query(), Ok(true)));
+                .all(|e| match e.event.query() {
+                    Ok(done) => done,
+                    Err(_) => {
+                        crate::runtime::take_last_cuda_error();
+                        false
+                    }
+                });
             if done {
                 let p = self.pending.swap_remove(i);
                 self.spare_events.extend(p.events);

@@ -235,18 +235,47 @@ impl Copy {
         unsafe { pageable::copy_behind(self.dst(), self.src().cast_mut(), self.size) }
     }
 
+    /// Refuses a staged copy larger than the device memory on its device side, before the
+    /// staged path plans its chunks and copies its host side: the block of ours it starts at,
+    /// else all of the device's memory. (CUDA refuses such a copy too, but only as each chunk's
+    /// DMA is queued.)
+    fn check_device_side(&mut self, direction: Direction) -> Result<()> {
+        let side = match direction {
+            Direction::HostToDevice => &mut self.dst,
+            Direction::DeviceToHost => &mut self.src,
+        };
+        let (limit, what) = match cache::device::owner(side.p) {
+            Some((block, _)) => (block, "the malloc_device block it starts at".to_string()),
+            None => match side.place()? {
+                Place::Device(d) => (
+                    cache::device::total_memory(d)?,
+                    format!("all of device {d}'s memory"),
+                ),
+                _ => return Ok(()),
+            },
+        };
+        if self.size > limit {
+            return Err(Error::invalid_argument(format!(
+                "size={} is more than {what} ({limit} bytes) at {:p}; nothing was copied",
+                self.size, side.p
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs the staged copy in `direction` on `stream`.
     ///
     /// # Safety
     /// The copy's pointers are valid for its size, of the memory its kind says (the device side
     /// device memory); `stream` is NULL or a live stream.
     unsafe fn stage(
-        &self,
+        &mut self,
         direction: Direction,
         stream: StreamHandle,
         stream_device: Option<i32>,
         wait: bool,
     ) -> Result<()> {
+        self.check_device_side(direction)?;
         let (device, host) = match direction {
             Direction::HostToDevice => (self.dst(), self.src().cast_mut()),
             Direction::DeviceToHost => (self.src().cast_mut(), self.dst()),

@@ -78,6 +78,8 @@ struct Job {
     done: AtomicUsize,
     /// Set after an error: pieces not yet copied are skipped.
     failed: AtomicBool,
+    /// Set when a piece's copy panicked (a bug): the copy fails (`drive`).
+    panicked: AtomicBool,
     /// Set once a pool thread has claimed a piece: until then the calling thread copies too
     /// (`drive`), when the threads were asleep.
     helped: AtomicBool,
@@ -134,6 +136,7 @@ impl Job {
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
             helped: AtomicBool::new(false),
             clock,
             joined: AtomicUsize::new(0),
@@ -173,9 +176,13 @@ impl Job {
     }
 
     /// Waits until the chunk of piece `i` is ready (or the copy failed), copies the piece unless
-    /// it failed, and counts it done.
+    /// it failed, and counts it done, also when the copy panics (the job then fails).
     fn do_piece(&self, i: usize) {
         let p = &self.pieces[i];
+        let _counted = Counted {
+            job: self,
+            chunk: p.chunk,
+        };
         let mut since = None;
         while self.ready.load(Ordering::Acquire) <= p.chunk && !self.failed.load(Ordering::Relaxed)
         {
@@ -205,15 +212,52 @@ impl Job {
             // of its slot any more, or, behind a DMA, no pending one reads them), and no other
             // piece covers these bytes.
             unsafe { copy(dst as *mut u8, src as *const u8, p.len, self.stores) };
+            #[cfg(test)]
+            if PANIC_IN_PIECE.get() == i + 1 {
+                panic!("piece {i}: a bug (this test's own panic)");
+            }
             if let Some(at) = traced {
                 let ns = at.elapsed().as_nanos() as u64;
                 self.busy.fetch_add(ns, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The error of a copy whose piece panicked, once seen.
+    fn panic_seen(&self) -> Result<()> {
+        if self.panicked.load(Ordering::Acquire) {
+            return Err(crate::error::Error::internal(
+                "a host thread of the staged copy panicked while copying (a bug of this \
+                 library); the copy did not complete",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// In this crate's unit tests: piece `n - 1` panics after its copy on this thread (0: none).
+    static PANIC_IN_PIECE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a piece done when dropped, after its copy or its panic.
+struct Counted<'a> {
+    job: &'a Job,
+    chunk: usize,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The copy fails, and its other pieces are skipped.
+            self.job.panicked.store(true, Ordering::Release);
+            self.job.failed.store(true, Ordering::Relaxed);
+        }
         // `done` first: once a chunk counts as copied (H2D: the caller may return after the
         // last one) the job counts as finished too.
-        self.done.fetch_add(1, Ordering::Release);
-        self.copied[p.chunk].fetch_add(1, Ordering::Release);
+        self.job.done.fetch_add(1, Ordering::Release);
+        self.job.copied[self.chunk].fetch_add(1, Ordering::Release);
     }
 }
 
@@ -425,6 +469,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
             false
         });
     loop {
+        job.panic_seen()?;
         let mut progressed = false;
         match c.direction {
             Direction::DeviceToHost => {
@@ -468,6 +513,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     progressed = true;
                 }
                 if job.finished() {
+                    job.panic_seen()?;
                     tr.mark("copied", n);
                     return Ok(());
                 }
@@ -503,6 +549,8 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     progressed = true;
                 }
                 while queued < ready && job.chunk_done(queued) {
+                    // Every piece of the chunk counted, one that panicked included.
+                    job.panic_seen()?;
                     let mut slot = c.slot(queued);
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); every piece of the chunk is in the slot's buffer.
@@ -629,11 +677,9 @@ mod tests {
         assert_eq!(job.pieces.iter().map(|p| p.len).sum::<usize>(), 1280 << 10);
     }
 
-    #[test]
-    fn a_failed_job_skips_what_is_left_and_finishes() {
-        let mut host = vec![7u8; 1 << 16];
-        let staging = vec![1u8; 1 << 16];
-        let job = Job::new(
+    /// A D2H job of two 32 KiB chunks from `staging` (one slot) into `host`, two threads.
+    fn two_chunk_d2h(host: &mut [u8], staging: &[u8]) -> Job {
+        Job::new(
             Direction::DeviceToHost,
             host.as_mut_ptr(),
             vec![staging.as_ptr() as usize],
@@ -641,7 +687,14 @@ mod tests {
             2,
             Stores::Cached,
             None,
-        );
+        )
+    }
+
+    #[test]
+    fn a_failed_job_skips_what_is_left_and_finishes() {
+        let mut host = vec![7u8; 1 << 16];
+        let staging = vec![1u8; 1 << 16];
+        let job = two_chunk_d2h(&mut host, &staging);
         // Chunk 0 ready: its two pieces are copied; then the copy fails before chunk 1.
         job.ready.store(1, Ordering::Release);
         let a = job.claim().expect("piece 0");
@@ -652,6 +705,30 @@ mod tests {
         drop(Finish(&job));
         assert!(job.finished());
         assert!(host[..1 << 15].iter().all(|&v| v == 1));
+        assert!(
+            host[1 << 15..].iter().all(|&v| v == 7),
+            "skipped, not copied"
+        );
+    }
+
+    #[test]
+    fn a_piece_that_panics_counts_as_done_and_fails_the_copy() {
+        let mut host = vec![7u8; 1 << 16];
+        let staging = vec![1u8; 1 << 16];
+        let job = two_chunk_d2h(&mut host, &staging);
+        job.ready.store(2, Ordering::Release);
+        assert!(job.panic_seen().is_ok());
+        let a = job.claim().expect("piece 0");
+        PANIC_IN_PIECE.set(a + 1);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.do_piece(a)));
+        PANIC_IN_PIECE.set(0);
+        assert!(caught.is_err(), "the piece panicked");
+        assert_eq!(job.done.load(Ordering::Acquire), 1, "counted done");
+        let e = job.panic_seen().expect_err("the copy fails");
+        assert_eq!(e.kind(), crate::error::ErrorKind::Internal);
+        // The other pieces are skipped and counted: the job finishes.
+        job.work();
+        assert!(job.finished());
         assert!(
             host[1 << 15..].iter().all(|&v| v == 7),
             "skipped, not copied"

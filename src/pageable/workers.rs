@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// Work that any number of threads can take part in: `work` claims pieces until none is left
 /// and returns; `finished` is true once every piece is done (or abandoned after an error).
 pub(crate) trait Task: Send + Sync {
-    /// Claims and does pieces until none is left.
+    /// Claims and does pieces until none is left. A piece that panics still counts as done
+    /// (the task tells its caller): the pool's thread lives on, and `Running` is not left
+    /// waiting for it.
     fn work(&self);
     /// True once no piece is left to do or in progress.
     fn finished(&self) -> bool;
@@ -141,7 +143,9 @@ fn worker_loop(index: usize, mut seen: u64) {
         let current = read(&POOL.current).clone();
         if let Some((task, helpers)) = current {
             if index < helpers {
-                task.work();
+                // A panic (a bug) is the task's to report (`Task::work`); the thread stays in
+                // the pool.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.work()));
             }
         }
     }
@@ -402,6 +406,82 @@ mod tests {
         assert_eq!(
             awake, 0,
             "right after a job (spin 2 s), a helper slept before the next job"
+        );
+    }
+
+    /// Panics in every piece a pool thread does (a bug in a task); each piece counts as done
+    /// all the same, as `Task::work` asks.
+    struct Bomb {
+        caller: std::thread::ThreadId,
+        panicked: Mutex<Vec<std::thread::ThreadId>>,
+        next: AtomicUsize,
+        done: AtomicUsize,
+        pieces: usize,
+    }
+
+    impl Task for Bomb {
+        fn work(&self) {
+            struct Counted<'a>(&'a AtomicUsize);
+            impl Drop for Counted<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_add(1, Ordering::Release);
+                }
+            }
+            while self.next.fetch_add(1, Ordering::Relaxed) < self.pieces {
+                let _counted = Counted(&self.done);
+                let me = std::thread::current().id();
+                if me != self.caller {
+                    lock(&self.panicked).push(me);
+                    panic!("a piece's bug (this test's own panic)");
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        fn finished(&self) -> bool {
+            self.done.load(Ordering::Acquire) >= self.pieces
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_pool_thread_ends_neither_the_job_nor_the_thread() {
+        let _pool = lock(&TEST_POOL);
+        let bomb = Arc::new(Bomb {
+            caller: std::thread::current().id(),
+            panicked: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            pieces: 40,
+        });
+        // Until the pool's thread has taken a piece (it may be asleep when the job comes).
+        let until = Instant::now() + Duration::from_secs(10);
+        while lock(&bomb.panicked).is_empty() && Instant::now() < until {
+            bomb.next.store(0, Ordering::Relaxed);
+            bomb.done.store(0, Ordering::Relaxed);
+            let running = start(bomb.clone(), 1).expect("the pool is free (TEST_POOL)");
+            std::thread::sleep(Duration::from_millis(5));
+            bomb.work();
+            // Returns once every piece counts as done, the one that panicked included.
+            drop(running);
+            assert!(bomb.finished());
+        }
+        let panicked = lock(&bomb.panicked)[0];
+        // The thread that panicked takes part in the next job.
+        let crowd = Arc::new(Crowd {
+            seen: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            pieces: 200,
+        });
+        let running = start(crowd.clone(), 1).expect("the pool is free (TEST_POOL)");
+        for t in THREADS.iter().filter_map(OnceLock::get) {
+            t.unpark();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        crowd.work();
+        drop(running);
+        assert!(
+            lock(&crowd.seen).contains(&panicked),
+            "the pool's thread that panicked in a job took no part in the next"
         );
     }
 }
