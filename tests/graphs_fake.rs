@@ -64,8 +64,14 @@ fn event_records() -> libc::c_long {
 const ALL_FREES: libc::c_int = 0;
 /// Those made while a stream captured.
 const FREES_IN_CAPTURE: libc::c_int = 1;
-/// Those made while a stream captured, by a thread not in relaxed capture mode.
-const FREES_NOT_RELAXED: libc::c_int = 2;
+
+/// The stand-in's count of calls that may synchronize made by a thread the captures in progress
+/// forbid them (CUDA would fail them and invalidate the capture).
+fn unsafe_calls() -> libc::c_long {
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let f = unsafe { fake::<extern "C" fn() -> libc::c_long>(c"fake_unsafe_calls") };
+    f()
+}
 
 /// The stand-in's count of `cudaFree` calls of one kind (above) so far.
 fn device_frees(which: libc::c_int) -> libc::c_long {
@@ -409,28 +415,38 @@ fn child_free_on_a_stream() {
     support::child::require_child("child_free_on_a_stream");
     let s0 = stream_on(0, 0);
     let s1 = stream_on(0, 0);
-    let mut p = null_mut();
     // SAFETY: the status API's functions with streams, graphs and blocks of ours.
     unsafe {
-        // 32 MiB: a large block, from cudaMalloc, which only cudaFree gives back.
-        ok(ffi::llaisysNvidiaMallocDevice(&mut p, 32 << 20));
-        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 2, 0));
-        let (all, in_capture) = (device_frees(ALL_FREES), device_frees(FREES_IN_CAPTURE));
-        // Freed in the order of a stream that does not capture: cudaFree waits for the whole
-        // device, so it is kept until the capture has ended.
-        ok(ffi::llaisysNvidiaFreeAsync(p, s1));
-        assert_eq!(
-            device_frees(FREES_IN_CAPTURE),
-            in_capture,
-            "cudaFree while a stream of the device captures"
-        );
-        let mut g = null_mut();
-        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
-        assert!(
-            device_frees(ALL_FREES) > all,
-            "the kept free is done once the capture has ended"
-        );
-        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        // This thread captures in relaxed, then in global mode.
+        for mode in [2, 0] {
+            let mut p = null_mut();
+            // 32 MiB: a large block, from cudaMalloc, which only cudaFree gives back.
+            ok(ffi::llaisysNvidiaMallocDevice(&mut p, 32 << 20));
+            ok(ffi::llaisysNvidiaStreamBeginCapture(s0, mode, 0));
+            let (all, in_capture) = (device_frees(ALL_FREES), device_frees(FREES_IN_CAPTURE));
+            let forbidden = unsafe_calls();
+            // Freed in the order of a stream that does not capture: cudaFree waits for the
+            // whole device, so it is kept until the capture has ended; the wait for the stream
+            // is not one the capture forbids this thread.
+            ok(ffi::llaisysNvidiaFreeAsync(p, s1));
+            assert_eq!(
+                device_frees(FREES_IN_CAPTURE),
+                in_capture,
+                "mode {mode}: cudaFree while a stream of the device captures"
+            );
+            assert_eq!(
+                unsafe_calls(),
+                forbidden,
+                "mode {mode}: a call the capture forbids this thread"
+            );
+            let mut g = null_mut();
+            ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+            assert!(
+                device_frees(ALL_FREES) > all,
+                "mode {mode}: the kept free is done once the capture has ended"
+            );
+            ok(ffi::llaisysNvidiaGraphDestroy(g));
+        }
         ok(ffi::llaisysNvidiaStreamDestroy(s0));
         ok(ffi::llaisysNvidiaStreamDestroy(s1));
     }
@@ -474,7 +490,7 @@ fn child_flush_while_capturing() {
         // device 1, which no capture forbids now, in relaxed mode: cudaFree would otherwise
         // invalidate this thread's capture.
         ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 0, 0));
-        let not_relaxed = device_frees(FREES_NOT_RELAXED);
+        let not_relaxed = unsafe_calls();
         ok(ffi::llaisysNvidiaFreeDevice(x));
         assert_eq!(
             device_frees(ALL_FREES),
@@ -482,9 +498,9 @@ fn child_flush_while_capturing() {
             "the kept free of device 1 is done"
         );
         assert_eq!(
-            device_frees(FREES_NOT_RELAXED),
+            unsafe_calls(),
             not_relaxed,
-            "cudaFree on a thread capturing in global mode"
+            "a call that may synchronize on a thread capturing in global mode"
         );
         ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
         ok(ffi::llaisysNvidiaGraphDestroy(g));
@@ -530,12 +546,19 @@ fn child_oom_beside_a_capture() {
         ok(ffi::llaisysNvidiaMallocDevice(&mut x, 1 << 20));
         ok(ffi::llaisysNvidiaSetDevice(1));
         ok(ffi::llaisysNvidiaMallocDevice(&mut y, 1 << 20));
-        // Device 0 captures; device 1 runs out of memory once: its caches are released (device
-        // 0's stay) and the allocation is tried again.
-        assert_eq!(begin(s0, 2), 0);
+        // Device 0 captures, in global mode (begun with cudart on this thread); device 1 runs
+        // out of memory once: its caches are released (device 0's stay), in relaxed mode, and
+        // the allocation is tried again.
+        assert_eq!(begin(s0, 0), 0);
         fail_mallocs(1);
+        let forbidden = unsafe_calls();
         let st = ffi::llaisysNvidiaMallocDevice(&mut z, 4 << 20);
         assert_eq!(st, 0, "not retried: {}", last_error_message());
+        assert_eq!(
+            unsafe_calls(),
+            forbidden,
+            "a call the capture forbids this thread"
+        );
         assert!(!z.is_null());
         ok(ffi::llaisysNvidiaDeviceMemoryStats(1, &mut stats));
         assert_eq!(stats.oom_retries, 1);

@@ -8,9 +8,8 @@
 //! behind a staged copy's pending DMA, a D2H that wakes sleeping helpers early, failing chunks
 //! and event queries, and the trace. With the stand-in's queue held until the host waits for it
 //! (`fake_hold`): small copies behind a pending DMA wait for nothing, fall back to cudaMemcpy
-//! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs; and
-//! a copy on another stream waits for none of a staged copy's pending DMAs. A copy larger than
-//! its device memory is refused before anything is read or written.
+//! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs. A
+//! copy larger than its device memory is refused before anything is read or written.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -539,56 +538,4 @@ fn child_huge_sizes() {
 #[test]
 fn a_copy_larger_than_its_device_memory_is_refused() {
     run_child("child_huge_sizes", "huge-sizes");
-}
-
-#[test]
-#[ignore = "entry point of a child process: run by a_copy_waits_for_no_other_streams_staged_dmas"]
-fn child_other_streams() {
-    support::child::require_child("child_other_streams");
-    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
-    // these C types.
-    let (hold, held) = unsafe {
-        (
-            support::fake_function::<extern "C" fn(libc::c_int)>(c"fake_hold"),
-            support::fake_function::<extern "C" fn() -> libc::c_int>(c"fake_held"),
-        )
-    };
-    let n = (1 << 20) + (64 << 10);
-    // SAFETY: the table's functions with device buffers of theirs, streams of theirs and host
-    // buffers of `n` bytes (the fake is on the loader path).
-    unsafe {
-        let (dev_a, dev_b) = ((TABLE.malloc_device)(n), (TABLE.malloc_device)(n));
-        let (s1, s2) = ((TABLE.create_stream)(), (TABLE.create_stream)());
-        assert!(!dev_a.is_null() && !dev_b.is_null() && !s1.is_null() && !s2.is_null());
-        // The staging buffers exist and their DMAs have completed.
-        (TABLE.memcpy_sync)(dev_a, pattern(n, 800).as_ptr().cast(), n, H2D);
-        (TABLE.device_synchronize)();
-        // A staged copy on s1 returns with its DMAs pending (the stand-in holds them until the
-        // host waits for its work); a copy on s2 then waits for nothing of s1's: s1's work may
-        // itself wait for the host.
-        let (a, b) = (pattern(n, 801), pattern(n, 802));
-        hold(1);
-        (TABLE.memcpy_async)(dev_a, a.as_ptr().cast(), n, H2D, s1);
-        assert_eq!(held(), 1, "a staged copy into idle staging buffers waited");
-        (TABLE.memcpy_async)(dev_b, b.as_ptr().cast(), n, H2D, s2);
-        assert_eq!(
-            held(),
-            1,
-            "a copy on s2 waited for a staged copy's DMAs on s1"
-        );
-        (TABLE.stream_synchronize)(s1);
-        (TABLE.stream_synchronize)(s2);
-        assert_device_holds(dev_a, &a, "the copy on s1");
-        assert_device_holds(dev_b, &b, "the copy on s2");
-        (TABLE.destroy_stream)(s1);
-        (TABLE.destroy_stream)(s2);
-        (TABLE.free_device)(dev_a);
-        (TABLE.free_device)(dev_b);
-    }
-    println!("other-streams child: ok");
-}
-
-#[test]
-fn a_copy_waits_for_no_other_streams_staged_dmas() {
-    run_child("child_other_streams", "other-streams");
 }

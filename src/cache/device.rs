@@ -230,55 +230,59 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
             (p, hit, raw)
         }
     };
-    record(
-        p,
-        Live {
-            size,
-            device,
-            raw,
-            graph: 0,
-        },
-    );
-    COUNTERS[device_index(device)?].allocated(size, hit);
+    let live = Live {
+        size,
+        device,
+        raw,
+        graph: 0,
+    };
     if stream.is_null() && pool.is_some() {
         if let Err(e) = cross::order_after_alloc(device) {
-            // Not handed out: the caller could not know when its streams may use it.
-            // SAFETY: just allocated on the legacy stream, never handed out.
-            if unsafe { free_on(p, stream) }.is_err() {
-                // Its free could not be ordered either: kept for a later try instead of left
-                // counted in use with nobody to free it.
-                keep_unfreed(p, device);
-            }
+            // Not handed out (nor recorded, nor counted): the caller could not know when its
+            // streams may use it.
+            discard(p, live);
             return Err(e);
         }
     }
+    record(p, live);
+    COUNTERS[device_index(device)?].allocated(size, hit);
     Ok(p)
 }
 
-/// Takes a block of ours that was never handed out, and whose free failed, out of the live
-/// table: counted freed, and freed by the next call that does the kept frees (`deferred`).
-fn keep_unfreed(p: *mut c_void, device: i32) {
-    let live = lock(shard(p as usize))
-        .as_mut()
-        .and_then(|m| m.remove(&(p as usize)));
-    let Some(live) = live else { return };
-    let how = if live.raw { How::Large } else { How::Pool };
-    let block = Block {
-        ptr: p as usize,
-        size: live.size,
-        raw: live.raw,
-    };
-    deferred::push(device, block, how);
-    if let Ok(d) = device_index(device) {
-        COUNTERS[d].freed(live.size);
+/// Gives back a block of ours that was never handed out, recorded or counted: freed in order as
+/// any free on the legacy stream, or, when that fails, kept for the next call that does the
+/// kept frees (`deferred`) instead of lost.
+fn discard(p: *mut c_void, live: Live) {
+    // SAFETY: a block of ours, never handed out, freed once; NULL is the legacy stream.
+    let Ran { result, .. } = unsafe { release(p, live, std::ptr::null_mut()) };
+    match result {
+        Ok(Released::ToPool) => {
+            if let Ok(d) = device_index(live.device) {
+                FREED_EST[d].fetch_add(live.size as u64, Relaxed);
+            }
+        }
+        Ok(Released::Kept(evicted)) => set_aside(return_to_pool(live.device, evicted)),
+        Ok(Released::ToCuda | Released::Deferred) => {}
+        Err(e) => {
+            set_aside(Err(e));
+            let how = if live.raw { How::Large } else { How::Pool };
+            let block = Block {
+                ptr: p as usize,
+                size: live.size,
+                raw: live.raw,
+            };
+            deferred::push(live.device, block, how);
+        }
     }
 }
 
 /// A failure left for later: the device's, met again by the next call that reaches CUDA, or a
-/// block kept for another try. A CUDA failure is not left as cudart's last error meanwhile,
-/// where the application's next check would take it for its own.
-fn set_aside(r: Result<()>) {
-    if r.is_err_and(|e| !e.cuda_error().is_success()) {
+/// block kept for another try. A failed CUDA call's error is not left as cudart's last error
+/// meanwhile, where the application's next check would take it for its own (a refusal made
+/// here, with no CUDA call failing, leaves cudart's last error alone).
+pub(crate) fn set_aside(r: Result<()>) {
+    use crate::error::ErrorKind;
+    if r.is_err_and(|e| matches!(e.kind(), ErrorKind::Cuda | ErrorKind::DeferredCuda)) {
         crate::runtime::take_last_cuda_error();
     }
 }
@@ -533,9 +537,13 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             unsafe { free_block(block, live.device, how, stream) }
         } else {
             // cudaFree below waits for the block's device only; `stream` may be another
-            // device's (a runtime stream made while another device was current).
+            // device's (a runtime stream made while another device was current). A wait that
+            // touches no captured work: relaxed mode lets it through a capture of any mode (a
+            // capturing `stream` fails it).
+            let relaxed = RelaxedMode::new();
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
             unsafe { crate::stream::synchronize(stream) }?;
+            drop(relaxed);
             // cudaFree waits for the whole device, which a capture of one of its streams
             // forbids: kept until the capture has ended, as a free on the legacy stream.
             let Some(_legacy) = crate::legacy::usable(live.device)? else {
@@ -562,6 +570,9 @@ unsafe fn free_block(
     stream: StreamHandle,
 ) -> Result<Released> {
     let p = block.ptr as *mut c_void;
+    // cudaFree runs only on a device no capture forbids it (the callers ask `legacy::usable`),
+    // but the calling thread may capture another device in global or thread-local mode.
+    let _relaxed = (how != How::Pool).then(RelaxedMode::new);
     match how {
         How::Large => {
             // SAFETY: a block of ours from `memory::alloc_device` (`large`) on the current
@@ -681,6 +692,9 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
 /// returned then (before any other).
 pub(crate) fn release_cached() -> Result<()> {
     let mut kept_back = flush_kept();
+    // Waits and frees on devices no capture forbids them, by a thread that may capture another
+    // device (or sit beside a capture of global mode): relaxed mode lets them through.
+    let _relaxed = RelaxedMode::new();
     let mut capturing = None;
     for (device, slot) in POOLS.iter().enumerate() {
         let Some(Some(pool)) = slot.get() else {

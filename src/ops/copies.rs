@@ -244,17 +244,18 @@ impl Copy {
             Direction::HostToDevice => &mut self.dst,
             Direction::DeviceToHost => &mut self.src,
         };
-        let (limit, what) = match cache::device::owner(side.p) {
-            Some((block, _)) => (block, "the malloc_device block it starts at".to_string()),
+        let (limit, device) = match cache::device::owner(side.p) {
+            Some((block, _)) => (block, None),
             None => match side.place()? {
-                Place::Device(d) => (
-                    cache::device::total_memory(d)?,
-                    format!("all of device {d}'s memory"),
-                ),
+                Place::Device(d) => (cache::device::total_memory(d)?, Some(d)),
                 _ => return Ok(()),
             },
         };
         if self.size > limit {
+            let what = match device {
+                None => "the malloc_device block it starts at".to_string(),
+                Some(d) => format!("all of device {d}'s memory"),
+            };
             return Err(Error::invalid_argument(format!(
                 "size={} is more than {what} ({limit} bytes) at {:p}; nothing was copied",
                 self.size, side.p

@@ -68,7 +68,7 @@ pub fn graph_pool_create() -> Result<u64> {
 /// Gives up a graph pool's handle: its memory goes once no graph captured into it exists.
 pub fn graph_pool_release(pool: u64) -> Result<()> {
     graph_pool::release_handle(pool)?;
-    let _ = cache::device::flush_kept();
+    cache::device::set_aside(cache::device::flush_kept());
     Ok(())
 }
 
@@ -200,7 +200,7 @@ pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
     let graph = ended?;
     GRAPHS.add(graph.cast(), device);
     // Frees kept while the capture forbade the legacy stream.
-    let _ = cache::device::flush_kept();
+    cache::device::set_aside(cache::device::flush_kept());
     Ok(graph)
 }
 

@@ -105,7 +105,7 @@ pub(crate) unsafe fn copy(
         // SAFETY: `stream` is not NULL here, so it is a live stream (this function's contract).
         None => unsafe { crate::stream::device_of(stream) }?,
     };
-    let set = staging::take(stream, stream_device);
+    let set = staging::take();
     let next_slot = set.first_slot();
     let last_slot = next_slot + set.slots.len() - 1;
     // A small H2D copy on the legacy stream goes behind the last slot's last use (pending, or

@@ -263,16 +263,6 @@ impl Set {
         self.slots.iter().all(|s| lock(s).idle())
     }
 
-    /// True when every use of the set's slots that may still be pending is on `stream` (as a
-    /// handle) of `device`, each other one asked of CUDA: a copy there waits only for work its
-    /// stream orders before it anyway, as CUDA's own copy from pageable memory does.
-    fn pending_only_on(&self, stream: usize, device: i32) -> bool {
-        self.slots.iter().all(|s| {
-            let mut s = lock(s);
-            !s.busy || (s.stream == stream && s.device == device) || s.idle()
-        })
-    }
-
     /// True when no slot has a use that may still be pending (no CUDA call).
     pub(super) fn known_idle(&self) -> bool {
         self.slots.iter().all(|s| !lock(s).busy)
@@ -303,22 +293,18 @@ impl Set {
     }
 }
 
-/// A set for a copy on `stream` of `device`: one known to be idle; else, of several free sets,
-/// one whose events have completed (asked of CUDA: a set last used on a stream behind long work
-/// must not hold up a copy on another stream); else the one given back longest ago whose uses
-/// that may still be pending are all on that stream. Its slots may then still wait on earlier
-/// copies there (an H2D copy polls or waits for each slot before writing it, or writes only
-/// past the bytes its pending DMA reads, behind it on the same stream; a D2H copy orders its DMA
-/// after the slot's last use on its stream: a sync H2D returns with its last chunks in flight,
-/// and the next copy must not pay for new pinned buffers), as CUDA's own copies from pageable
-/// memory wait for their stream. Else a new one: a copy never waits for another stream's work,
-/// which may itself wait for the host (a collective whose other rank this thread starts next,
-/// say), and kept sets beyond `MAX_SETS` are freed once idle. The common case, one copy after
-/// another, finds one free set and asks CUDA nothing here (an H2D copy that does not go behind
-/// its last slot's DMA then asks its slots' events once, `Set::pending_bytes`, to size its
-/// first chunk).
+/// A set for one copy: one known to be idle; else, of several free sets, one whose events have
+/// completed (asked of CUDA: a set last used on a stream behind long work must not hold up a
+/// copy on another stream); else the one given back longest ago, whose slots may still wait on
+/// earlier asynchronous copies (an H2D copy polls or waits for each slot before writing it, or
+/// writes only past the bytes its pending DMA reads, behind it on the same stream; a
+/// D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its
+/// last chunks in flight, and the next copy must not pay for new pinned buffers); else a new
+/// one (only while other copies hold every kept set). The common case, one copy after another,
+/// finds one free set and asks CUDA nothing here (an H2D copy that does not go behind its last
+/// slot's DMA then asks its slots' events once, `Set::pending_bytes`, to size its first chunk).
 /// A `memcpy_sync` below the staged minimum takes its set with `take_behind` instead.
-pub(super) fn take(stream: StreamHandle, device: i32) -> Arc<Set> {
+pub(super) fn take() -> Arc<Set> {
     let mut sets = lock(&SETS);
     let free = |s: &Arc<Set>| Arc::strong_count(s) == 1;
     let several = sets.iter().filter(|s| free(s)).count() > 1;
@@ -330,10 +316,7 @@ pub(super) fn take(stream: StreamHandle, device: i32) -> Arc<Set> {
                 .then(|| sets.iter().position(|s| free(s) && s.idle()))
                 .flatten()
         })
-        .or_else(|| {
-            sets.iter()
-                .position(|s| free(s) && s.pending_only_on(stream as usize, device))
-        });
+        .or_else(|| sets.iter().position(free));
     if let Some(i) = pick {
         // `remove`, not `swap_remove`: the rest stay in the order they were given back.
         return sets.remove(i);
