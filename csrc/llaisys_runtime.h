@@ -478,8 +478,9 @@ LLAISYS_NVIDIA_API int llaisysNvidiaMemcpyPeerAsync(void *dst, int dst_device, c
  * and llaisysNvidiaReleaseCachedMemory while a stream of the device captures (the release
  * still gives back the other devices' cached memory); waiting for or
  * querying a capturing stream; work on NULL (the legacy stream) while a blocking stream of the
- * device captures; on a thread capturing here in global or thread-local mode, waits, queries
- * and memcpy_sync (CUDA forbids them there; use memcpy_async on the capturing stream); a staged
+ * device captures; on a thread capturing here in global or thread-local mode, waits, queries,
+ * memcpy_sync, and memset and peer copies without a stream (CUDA forbids them there; use
+ * memcpy_async on the capturing stream); a staged
  * copy of pageable host memory on a capturing stream (copy from malloc_host memory instead).
  * The table's functions report it through the error handler, as every failure.
  */

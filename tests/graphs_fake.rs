@@ -115,6 +115,17 @@ fn cudart() -> Cudart {
     }
 }
 
+/// Ends the capture begun on `s` with cudart's own call and destroys its graph.
+fn end_and_destroy(
+    end: extern "C" fn(*mut libc::c_void, *mut *mut libc::c_void) -> libc::c_int,
+    destroy: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    s: *mut libc::c_void,
+) {
+    let mut g = null_mut();
+    assert_eq!(end(s, &mut g), 0);
+    assert_eq!(destroy(g), 0);
+}
+
 /// The capture status of `s` (0 none, 1 active).
 fn status(s: *mut libc::c_void) -> i32 {
     let mut st = -1;
@@ -483,9 +494,7 @@ fn child_flush_while_capturing() {
         let all = device_frees(ALL_FREES);
         ok(ffi::llaisysNvidiaFreeDevice(y));
         assert_eq!(device_frees(ALL_FREES), all, "freed during the capture");
-        let mut g = null_mut();
-        assert_eq!(end(s1, &mut g), 0);
-        assert_eq!(destroy(g), 0);
+        end_and_destroy(end, destroy, s1);
         // This thread captures device 0 in global mode; its next free does the kept one, of
         // device 1, which no capture forbids now, in relaxed mode: cudaFree would otherwise
         // invalidate this thread's capture.
@@ -502,6 +511,7 @@ fn child_flush_while_capturing() {
             not_relaxed,
             "a call that may synchronize on a thread capturing in global mode"
         );
+        let mut g = null_mut();
         ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
         ok(ffi::llaisysNvidiaGraphDestroy(g));
         assert_eq!(
@@ -569,9 +579,7 @@ fn child_oom_beside_a_capture() {
             msg.contains("device 0") && msg.contains("other devices"),
             "{msg}"
         );
-        let mut g = null_mut();
-        assert_eq!(end(s0, &mut g), 0);
-        assert_eq!(destroy(g), 0);
+        end_and_destroy(end, destroy, s0);
         ok(ffi::llaisysNvidiaReleaseCachedMemory());
         ok(ffi::llaisysNvidiaFreeDevice(z));
         ok(ffi::llaisysNvidiaFreeDevice(y));
@@ -647,5 +655,89 @@ fn an_allocation_whose_ordering_fails_is_not_left_in_use() {
         "child_failed_ordering",
         &[("FAKE_DEVICES", "2")],
         "failed-ordering",
+    );
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_thread_capturing_in_global_mode_makes_no_call_it_forbids"]
+fn child_global_capture_calls() {
+    support::child::require_child("child_global_capture_calls");
+    const CAPTURE: libc::c_int = 8;
+    let Cudart {
+        begin,
+        end,
+        destroy,
+    } = cudart();
+    let s0 = stream_on(0, 0);
+    let (mut a, mut b, mut big, mut pinned) = (null_mut(), null_mut(), null_mut(), null_mut());
+    let n = 1 << 20;
+    // SAFETY: the status API's functions with streams, graphs and blocks of ours; cudart's own
+    // capture calls on a stream of ours.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut a, n));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut big, 32 << 20));
+        ok(ffi::llaisysNvidiaMallocHost(&mut pinned, n));
+        ok(ffi::llaisysNvidiaFreeHost(pinned));
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut b, n));
+        // This thread captures device 0 in global mode through the library (device 1 current
+        // again after the begin): what waits is refused, nothing it forbids is called.
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        ok(ffi::llaisysNvidiaStreamBeginCapture(s0, 0, 0));
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        let forbidden = unsafe_calls();
+        assert_eq!(
+            ffi::llaisysNvidiaMemset(b, 0, n),
+            CAPTURE,
+            "a memset that waits"
+        );
+        assert_eq!(
+            ffi::llaisysNvidiaMemcpyPeer(b, 1, a, 0, n),
+            CAPTURE,
+            "a peer copy that waits"
+        );
+        assert_eq!(
+            unsafe_calls(),
+            forbidden,
+            "a call the capture forbids this thread"
+        );
+        // A block from cudaMalloc has no free a graph could hold: refused on the capturing
+        // stream, and still allocated.
+        assert_eq!(ffi::llaisysNvidiaFreeAsync(big, s0), CAPTURE);
+        let mut g = null_mut();
+        ok(ffi::llaisysNvidiaStreamEndCapture(s0, &mut g));
+        ok(ffi::llaisysNvidiaGraphDestroy(g));
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        ok(ffi::llaisysNvidiaFreeAsync(big, s0));
+        ok(ffi::llaisysNvidiaStreamSynchronize(s0));
+
+        // Device 0 captures in global mode (begun with cudart on this thread) and holds no
+        // cached device memory (the cache is off): releasing the caches from device 1 frees
+        // nothing, pinned blocks included, and says why.
+        assert_eq!(begin(s0, 0), 0);
+        ok(ffi::llaisysNvidiaSetDevice(1));
+        let forbidden = unsafe_calls();
+        assert_eq!(ffi::llaisysNvidiaReleaseCachedMemory(), CAPTURE);
+        assert_eq!(
+            unsafe_calls(),
+            forbidden,
+            "a release the capture forbids this thread"
+        );
+        end_and_destroy(end, destroy, s0);
+        ok(ffi::llaisysNvidiaReleaseCachedMemory());
+        ok(ffi::llaisysNvidiaFreeDevice(b));
+        ok(ffi::llaisysNvidiaSetDevice(0));
+        ok(ffi::llaisysNvidiaFreeDevice(a));
+        ok(ffi::llaisysNvidiaStreamDestroy(s0));
+    }
+    println!("graphs global-capture-calls child: ok");
+}
+
+#[test]
+fn a_thread_capturing_in_global_mode_makes_no_call_it_forbids() {
+    run_child(
+        "child_global_capture_calls",
+        &[("FAKE_DEVICES", "2"), ("LLAISYS_NVIDIA_DEVICE_CACHE", "0")],
+        "global-capture-calls",
     );
 }

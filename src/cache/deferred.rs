@@ -55,10 +55,6 @@ pub(crate) fn flush() -> Result<()> {
     if !any() {
         return Ok(());
     }
-    // The caller may capture (another device) in global or thread-local mode, which forbids its
-    // thread cudaFree: done in relaxed mode, the frees of devices that no capture forbids now
-    // leave its capture alone.
-    let _relaxed = crate::capture::Relaxed::new();
     let all = std::mem::take(&mut *lock(&KEPT));
     let mut left = Vec::new();
     let mut first_err = None;
@@ -91,6 +87,10 @@ fn free_now(k: &Kept) -> Result<bool> {
     let Some(_legacy) = crate::legacy::usable(k.device)? else {
         return Ok(false);
     };
+    // The caller may capture another device in global or thread-local mode, which forbids its
+    // thread cudaFree: done in relaxed mode, a free of a device that no capture forbids now
+    // leaves its capture alone.
+    let _relaxed = crate::capture::Relaxed::new();
     super::cross::order_before_free(k.device)?;
     let p = k.block.ptr as *mut c_void;
     match k.how {

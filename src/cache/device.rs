@@ -536,10 +536,24 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // NULL here; this function's contract), ordered after its users on `stream`.
             unsafe { free_block(block, live.device, how, stream) }
         } else {
+            // A cudaMalloc block has no stream-ordered free a graph could hold: refused on a
+            // capturing stream (the block stays allocated), before a wait there would
+            // invalidate the capture.
+            // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
+            if unsafe { crate::capture::capturing(stream) }? {
+                return Err(Error::capture(
+                    "cudaFree",
+                    crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
+                    format!(
+                        "stream={stream:p} is capturing a graph: a block from cudaMalloc (a large \
+                         block, or the cache switched off) cannot be freed in its order; free it \
+                         after the capture, or on the legacy stream"
+                    ),
+                ));
+            }
             // cudaFree below waits for the block's device only; `stream` may be another
             // device's (a runtime stream made while another device was current). A wait that
-            // touches no captured work: relaxed mode lets it through a capture of any mode (a
-            // capturing `stream` fails it).
+            // touches no captured work: relaxed mode lets it through a capture of any mode.
             let relaxed = RelaxedMode::new();
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
             unsafe { crate::stream::synchronize(stream) }?;

@@ -121,6 +121,9 @@ fn flush_blocks(
 ) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
     let mut left = Vec::new();
     let mut first_err = None;
+    // cudaFree, by a thread that may capture another device in global or thread-local mode
+    // (the callers ask `legacy::usable` of this one): relaxed mode, only when there are blocks.
+    let _relaxed = (!blocks.is_empty()).then(crate::capture::Relaxed::new);
     for b in blocks {
         // SAFETY: parked blocks are ours, kept by no list and handed out to no one.
         if let Err(e) = unsafe { free_now(b, device) } {

@@ -532,6 +532,13 @@ pub unsafe fn memcpy_peer(
     if size == 0 {
         return Ok(());
     }
+    if stream.is_none() {
+        super::capturing::refuse_waits_while_capturing(
+            "cudaMemcpyPeer",
+            "a peer copy without a stream returns once it is done; give it the capturing stream \
+             to make it part of the graph",
+        )?;
+    }
     let _legacy = crate::legacy::permit(
         s.is_null(),
         "cudaMemcpyPeerAsync",

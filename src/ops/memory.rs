@@ -202,6 +202,13 @@ pub unsafe fn memset(
     if ptr.is_null() && size > 0 {
         return Err(Error::invalid_argument(format!("ptr=NULL size={size}")));
     }
+    if size > 0 && stream.is_none() {
+        super::capturing::refuse_waits_while_capturing(
+            "cudaMemset",
+            "a memset without a stream returns once it is done; give it the capturing stream to \
+             make it part of the graph",
+        )?;
+    }
     let on_legacy = size > 0 && stream.is_none_or(|s| s.is_null());
     let _legacy = crate::legacy::permit(on_legacy, "cudaMemset", "a memset on the legacy stream")?;
     if let (Some(s), Some(stream_device)) = (stream, stream_device) {
@@ -256,12 +263,25 @@ pub fn release_cached() -> Result<()> {
     {
         return devices;
     }
-    if crate::legacy::usable_current()?.is_none() {
+    if crate::legacy::usable_current()?.is_none() || a_device_in_use_captures()? {
         return Err(refused());
     }
     devices?;
     cache::host::release_cached()?;
     crate::pageable::release_staging()
+}
+
+/// True while a stream of a device in use captures (its legacy stream is forbidden): also one
+/// that holds no cached device memory, which the device cache's release does not look at.
+fn a_device_in_use_captures() -> Result<bool> {
+    let seen = cache::in_use::seen();
+    for d in (0..64).filter(|d| seen & (1u64 << d) != 0) {
+        let captures = crate::device::with(d, || crate::legacy::usable(d).map(|u| u.is_none()))?;
+        if captures {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Resets the peak statistics of both allocators to their current use.
