@@ -97,9 +97,23 @@ fn run_child(name: &str, env: &[(&str, &str)], done: &str) {
 
 /// cudart's own capture calls, for a capture the library does not see begin or end.
 struct Cudart {
-    begin: extern "C" fn(*mut libc::c_void, libc::c_int) -> libc::c_int,
-    end: extern "C" fn(*mut libc::c_void, *mut *mut libc::c_void) -> libc::c_int,
-    destroy: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    begin_capture: extern "C" fn(*mut libc::c_void, libc::c_int) -> libc::c_int,
+    end_capture: extern "C" fn(*mut libc::c_void, *mut *mut libc::c_void) -> libc::c_int,
+    graph_destroy: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+}
+
+impl Cudart {
+    /// Begins a capture on `s` in `mode` with `cudaStreamBeginCapture`.
+    fn begin(&self, s: *mut libc::c_void, mode: libc::c_int) {
+        assert_eq!((self.begin_capture)(s, mode), 0);
+    }
+
+    /// Ends the capture on `s` with `cudaStreamEndCapture` and destroys its graph.
+    fn end(&self, s: *mut libc::c_void) {
+        let mut g = null_mut();
+        assert_eq!((self.end_capture)(s, &mut g), 0);
+        assert_eq!((self.graph_destroy)(g), 0);
+    }
 }
 
 /// The stand-in's `cudaStreamBeginCapture`, `cudaStreamEndCapture` and `cudaGraphDestroy`.
@@ -108,22 +122,11 @@ fn cudart() -> Cudart {
     // types.
     unsafe {
         Cudart {
-            begin: fake(c"cudaStreamBeginCapture"),
-            end: fake(c"cudaStreamEndCapture"),
-            destroy: fake(c"cudaGraphDestroy"),
+            begin_capture: fake(c"cudaStreamBeginCapture"),
+            end_capture: fake(c"cudaStreamEndCapture"),
+            graph_destroy: fake(c"cudaGraphDestroy"),
         }
     }
-}
-
-/// Ends the capture begun on `s` with cudart's own call and destroys its graph.
-fn end_and_destroy(
-    end: extern "C" fn(*mut libc::c_void, *mut *mut libc::c_void) -> libc::c_int,
-    destroy: extern "C" fn(*mut libc::c_void) -> libc::c_int,
-    s: *mut libc::c_void,
-) {
-    let mut g = null_mut();
-    assert_eq!(end(s, &mut g), 0);
-    assert_eq!(destroy(g), 0);
 }
 
 /// The capture status of `s` (0 none, 1 active).
@@ -473,11 +476,7 @@ fn a_free_on_a_stream_waits_for_a_capture_of_its_device() {
 #[ignore = "entry point of a child process: run by frees_kept_for_another_device_are_done_in_relaxed_mode"]
 fn child_flush_while_capturing() {
     support::child::require_child("child_flush_while_capturing");
-    let Cudart {
-        begin,
-        end,
-        destroy,
-    } = cudart();
+    let raw = cudart();
     let s0 = stream_on(0, 0);
     let s1 = stream_on(1, 0);
     let (mut x, mut y) = (null_mut(), null_mut());
@@ -490,11 +489,11 @@ fn child_flush_while_capturing() {
         ok(ffi::llaisysNvidiaSetDevice(0));
         // Freed while device 1 captures (begun with cudart, whose end flushes nothing): the
         // free is kept.
-        assert_eq!(begin(s1, 2), 0);
+        raw.begin(s1, 2);
         let all = device_frees(ALL_FREES);
         ok(ffi::llaisysNvidiaFreeDevice(y));
         assert_eq!(device_frees(ALL_FREES), all, "freed during the capture");
-        end_and_destroy(end, destroy, s1);
+        raw.end(s1);
         // This thread captures device 0 in global mode; its next free does the kept one, of
         // device 1, which no capture forbids now, in relaxed mode: cudaFree would otherwise
         // invalidate this thread's capture.
@@ -540,11 +539,7 @@ fn frees_kept_for_another_device_are_done_in_relaxed_mode() {
 fn child_oom_beside_a_capture() {
     support::child::require_child("child_oom_beside_a_capture");
     const CAPTURE: libc::c_int = 8;
-    let Cudart {
-        begin,
-        end,
-        destroy,
-    } = cudart();
+    let raw = cudart();
     // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
     let fail_mallocs = unsafe { fake::<extern "C" fn(libc::c_long)>(c"fake_fail_next_mallocs") };
     let s0 = stream_on(0, 0);
@@ -559,7 +554,7 @@ fn child_oom_beside_a_capture() {
         // Device 0 captures, in global mode (begun with cudart on this thread); device 1 runs
         // out of memory once: its caches are released (device 0's stay), in relaxed mode, and
         // the allocation is tried again.
-        assert_eq!(begin(s0, 0), 0);
+        raw.begin(s0, 0);
         fail_mallocs(1);
         let forbidden = unsafe_calls();
         let st = ffi::llaisysNvidiaMallocDevice(&mut z, 4 << 20);
@@ -579,7 +574,7 @@ fn child_oom_beside_a_capture() {
             msg.contains("device 0") && msg.contains("other devices"),
             "{msg}"
         );
-        end_and_destroy(end, destroy, s0);
+        raw.end(s0);
         ok(ffi::llaisysNvidiaReleaseCachedMemory());
         ok(ffi::llaisysNvidiaFreeDevice(z));
         ok(ffi::llaisysNvidiaFreeDevice(y));
@@ -663,11 +658,7 @@ fn an_allocation_whose_ordering_fails_is_not_left_in_use() {
 fn child_global_capture_calls() {
     support::child::require_child("child_global_capture_calls");
     const CAPTURE: libc::c_int = 8;
-    let Cudart {
-        begin,
-        end,
-        destroy,
-    } = cudart();
+    let raw = cudart();
     let s0 = stream_on(0, 0);
     let (mut a, mut b, mut big, mut pinned) = (null_mut(), null_mut(), null_mut(), null_mut());
     let n = 1 << 20;
@@ -714,7 +705,7 @@ fn child_global_capture_calls() {
         // Device 0 captures in global mode (begun with cudart on this thread) and holds no
         // cached device memory (the cache is off): releasing the caches from device 1 frees
         // nothing, pinned blocks included, and says why.
-        assert_eq!(begin(s0, 0), 0);
+        raw.begin(s0, 0);
         ok(ffi::llaisysNvidiaSetDevice(1));
         let forbidden = unsafe_calls();
         assert_eq!(ffi::llaisysNvidiaReleaseCachedMemory(), CAPTURE);
@@ -723,7 +714,7 @@ fn child_global_capture_calls() {
             forbidden,
             "a release the capture forbids this thread"
         );
-        end_and_destroy(end, destroy, s0);
+        raw.end(s0);
         ok(ffi::llaisysNvidiaReleaseCachedMemory());
         ok(ffi::llaisysNvidiaFreeDevice(b));
         ok(ffi::llaisysNvidiaSetDevice(0));

@@ -703,21 +703,27 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
 /// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
 /// that frees queued on it have landed in the pool). A device whose legacy stream a capture
 /// forbids keeps its memory, the others are released all the same, and the capture error is
-/// returned then (before any other).
+/// returned then (before any other), also for a device in use that holds no pool.
 pub(crate) fn release_cached() -> Result<()> {
     let mut kept_back = flush_kept();
     // Waits and frees on devices no capture forbids them, by a thread that may capture another
     // device (or sit beside a capture of global mode): relaxed mode lets them through.
     let _relaxed = RelaxedMode::new();
     let mut capturing = None;
+    let seen = in_use::seen();
     for (device, slot) in POOLS.iter().enumerate() {
-        let Some(Some(pool)) = slot.get() else {
-            continue;
+        let pool = match slot.get() {
+            Some(Some(pool)) => Some(*pool),
+            _ if seen & (1 << device) != 0 => None,
+            _ => continue,
         };
         let d = device as i32;
         let released = crate::device::with(d, || {
             let Some(_legacy) = crate::legacy::usable(d)? else {
                 return Ok(false);
+            };
+            let Some(pool) = pool else {
+                return Ok(true);
             };
             // A block that cannot be freed stays kept (reported at the end).
             if let Err(e) = return_to_pool(d, recycle::drain(d)) {
@@ -738,8 +744,10 @@ pub(crate) fn release_cached() -> Result<()> {
         });
         match released {
             Ok(true) => {
-                RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
-                FREED_EST[device].store(0, Relaxed);
+                if let Some(pool) = pool {
+                    RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
+                    FREED_EST[device].store(0, Relaxed);
+                }
             }
             Ok(false) => {
                 capturing.get_or_insert(d);

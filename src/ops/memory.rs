@@ -244,9 +244,9 @@ pub fn host_memory_stats() -> AllocatorStats {
 /// and the pinned staging buffers of the pageable fast path.
 pub fn release_cached() -> Result<()> {
     // Freeing waits for the device (cudaFree, cudaFreeHost, the legacy stream): nothing on a
-    // thread capturing through the library; a device whose stream captures keeps its cached
-    // memory (the other devices' is released), and then so do the pinned caches, whose frees
-    // wait for every device.
+    // thread capturing through the library; a device in use whose stream captures keeps its
+    // cached memory (the other devices' is released), and then so do the pinned caches, whose
+    // frees wait for every device.
     let refused = || {
         crate::legacy::refused(
             "cudaFree",
@@ -263,25 +263,12 @@ pub fn release_cached() -> Result<()> {
     {
         return devices;
     }
-    if crate::legacy::usable_current()?.is_none() || a_device_in_use_captures()? {
+    if crate::legacy::usable_current()?.is_none() {
         return Err(refused());
     }
     devices?;
     cache::host::release_cached()?;
     crate::pageable::release_staging()
-}
-
-/// True while a stream of a device in use captures (its legacy stream is forbidden): also one
-/// that holds no cached device memory, which the device cache's release does not look at.
-fn a_device_in_use_captures() -> Result<bool> {
-    let seen = cache::in_use::seen();
-    for d in (0..64).filter(|d| seen & (1u64 << d) != 0) {
-        let captures = crate::device::with(d, || crate::legacy::usable(d).map(|u| u.is_none()))?;
-        if captures {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// Resets the peak statistics of both allocators to their current use.

@@ -469,7 +469,6 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
             false
         });
     loop {
-        job.panic_seen()?;
         let mut progressed = false;
         match c.direction {
             Direction::DeviceToHost => {
