@@ -12,7 +12,7 @@
 - weights_torch.py's table (medians, GB/s, ours' speed-up from weights_load's CSV) and its stop
   without torch;
 - trace_summary.py on a synthetic copy trace: loads split at pauses, each size's medians, GB/s and
-  the time before its copies;
+  the time before its copies, the host threads' copy rate, waits, sleep and joins;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
 - table_bench, pageable_probe and alloc_probe built with g++ against the real cudart: without a
@@ -714,11 +714,12 @@ def tearDownModule():
     shutil.rmtree(BUILD, ignore_errors=True)
 
 
-def trace_line(direction, size, start_us, took_us):
-    """A line as src/pageable/trace.rs writes it (the phases after the times are not read)."""
+def trace_line(direction, size, start_us, took_us, threads=""):
+    """A line as src/pageable/trace.rs writes it (the phases after the times are not read);
+    `threads`: the host threads' marks it ends with, if any."""
     return ("llaisys-nvidia pageable trace: %s %d B, 2 chunks, 12 threads, stream 0x0: %.1f us, from %.1f us; "
             "slot wait 0.0 us x0; host copy 1.0 us x1; enqueue 1.0 us x1; record 0.5 us x1; other 0.5 us; "
-            "queued0 @1.0\n" % (direction, size, took_us, start_us))
+            "queued0 @1.0%s\n" % (direction, size, took_us, start_us, threads))
 
 
 class TraceSummary(unittest.TestCase):
@@ -756,6 +757,29 @@ class TraceSummary(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertNotIn("### Load 2", out)
         self.assertIn("- 4 copies, 0.011 GB", out)
+
+    def test_host_threads(self):
+        mb = 1000000
+        # handed to the threads at 10 us; the last joined at 20, 110 and 1010 us (10, 100 and
+        # 1000 us after); 2 MB copied in 1000 us of thread time each; waits of 50, 0 and 250 us
+        marks = ["; pieces8 @1.0; asleep%d @10.0; joined_first4 @12.0; joined_last4 @%.1f; "
+                 "busy8 =1000.0 us; waited8 =%.1f us" % (a, j, w)
+                 for a, j, w in ((0, 20.0, 50.0), (3, 110.0, 0.0), (6, 1010.0, 250.0))]
+        lines = [trace_line("HostToDevice", 2 * mb, 0.0, 100.0, marks[0]),
+                 trace_line("HostToDevice", 2 * mb, 200.0, 100.0, marks[1]),
+                 trace_line("HostToDevice", 2 * mb, 400.0, 100.0, marks[2]),
+                 # a copy behind a pending DMA, no helpers: it counts to nothing here
+                 trace_line("HostToDevice", 3072, 600.0, 5.0)]
+        rc, out, err = self.run_on(lines)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("- host threads: 2.00 GB/s per thread copying (bytes over their summed copy time), "
+                      "0.3 ms in all waiting for chunks; 3.0 of the pool's threads asleep when handed a copy "
+                      "(mean of 3 copies); the last joined 100.0 us after (median), 1000.0 us (90th "
+                      "percentile)", out)
+        # a trace without the threads' marks has no such line
+        rc, out, _ = self.run_on([trace_line("HostToDevice", 2 * mb, 0.0, 100.0)])
+        self.assertEqual(rc, 0)
+        self.assertNotIn("host threads", out)
 
     def test_no_trace_lines_is_an_error(self):
         rc, out, err = self.run_on(["nothing traced\n"])

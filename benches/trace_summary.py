@@ -10,11 +10,16 @@ start begins a new load (weights_load checks a load's data between loads). Per l
 bytes, the span from the first start to the last return, the time inside copies and between
 them, and the bytes' time at --link GB/s (the pinned link; 55.1 by default). Per direction and
 size: the copies, the median time from start to return, the GB/s of all of them, and the median
-and total time from the previous copy's return to its start. Trace every copy (=1): with every
-N-th, the spans and gaps mean nothing. Standard library only.
+and total time from the previous copy's return to its start. Per load, the host threads: the
+bytes over their summed copy time (`busy`: the rate of one thread), their summed time waiting
+for a chunk to be ready (`waited`), how many of the pool's threads slept when a copy was handed
+to them (`asleep`), and how long after that the last of them joined it (`joined_last`), median
+and 90th percentile. Trace every copy (=1): with every N-th, the spans and gaps mean nothing.
+Standard library only.
 """
 
 import argparse
+import math
 import re
 import statistics
 import sys
@@ -24,14 +29,66 @@ LINE = re.compile(
     r"([\d.]+) us, from ([\d.]+) us")
 
 
+THREADS = {
+    "busy": re.compile(r"; busy\d+ =([\d.]+) us"),
+    "waited": re.compile(r"; waited\d+ =([\d.]+) us"),
+    "asleep": re.compile(r"; asleep(\d+) @([\d.]+)"),
+    "joined_last": re.compile(r"; joined_last\d+ @([\d.]+)"),
+}
+
+
+def threads_of(line):
+    """The host threads' marks of one trace line: busy and waited us (summed over threads), the
+    threads asleep and when they were handed the copy, when the last one joined (us since the
+    copy's start); None where the line has none."""
+    m = {k: r.search(line) for k, r in THREADS.items()}
+    return {
+        "busy": float(m["busy"].group(1)) if m["busy"] else None,
+        "waited": float(m["waited"].group(1)) if m["waited"] else None,
+        "asleep": int(m["asleep"].group(1)) if m["asleep"] else None,
+        "handed": float(m["asleep"].group(2)) if m["asleep"] else None,
+        "joined_last": float(m["joined_last"].group(1)) if m["joined_last"] else None,
+    }
+
+
 def parse(lines):
-    """[(direction, bytes, start us, duration us)] of the trace lines, in start order."""
+    """[(direction, bytes, start us, duration us, threads_of)] of the trace lines, in start
+    order."""
     out = []
     for line in lines:
         m = LINE.search(line)
         if m:
-            out.append((m.group(1), int(m.group(2)), float(m.group(4)), float(m.group(3))))
+            out.append((m.group(1), int(m.group(2)), float(m.group(4)), float(m.group(3)),
+                        threads_of(line)))
     return sorted(out, key=lambda c: c[2])
+
+
+def percentile(values, q):
+    """The q-th percentile (nearest rank) of a non-empty list."""
+    v = sorted(values)
+    return v[min(len(v), max(1, math.ceil(q / 100.0 * len(v)))) - 1]
+
+
+def threads_summary(load):
+    """The markdown line of a load's host threads, or None when its lines carry no marks."""
+    busy = [(c[1], c[4]["busy"]) for c in load if c[4]["busy"] is not None]
+    if not busy:
+        return None
+    busy_us = sum(b for _, b in busy)
+    rate = sum(n for n, _ in busy) / busy_us / 1e3 if busy_us > 0 else 0.0
+    waited = sum(c[4]["waited"] or 0.0 for c in load)
+    asleep = [c[4]["asleep"] for c in load if c[4]["asleep"] is not None]
+    joins = [c[4]["joined_last"] - c[4]["handed"] for c in load
+             if c[4]["joined_last"] is not None and c[4]["handed"] is not None]
+    line = ("- host threads: %.2f GB/s per thread copying (bytes over their summed copy time), "
+            "%.1f ms in all waiting for chunks" % (rate, waited / 1e3))
+    if asleep:
+        line += "; %.1f of the pool's threads asleep when handed a copy (mean of %d copies)" % (
+            statistics.mean(asleep), len(asleep))
+    if joins:
+        line += "; the last joined %.1f us after (median), %.1f us (90th percentile)" % (
+            statistics.median(joins), percentile(joins, 90))
+    return line
 
 
 def loads(copies, gap_us):
@@ -53,6 +110,11 @@ def summary(load, link_gbs):
         "- %d copies, %.3f GB: span %.1f ms, in copies %.1f ms, between them %.1f ms; the bytes at "
         "%.1f GB/s: %.1f ms" % (len(load), nbytes / 1e9, span / 1e3, inside / 1e3, (span - inside) / 1e3,
                                link_gbs, nbytes / link_gbs / 1e6),
+    ]
+    threads = threads_summary(load)
+    if threads:
+        lines.append(threads)
+    lines += [
         "",
         "| direction | bytes | copies | time per copy (median) | GB/s | time before it (median) | "
         "time before them (total) |",
