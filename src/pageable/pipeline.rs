@@ -13,8 +13,9 @@
 //! The helpers start once there is work for them (D2H: the first chunk has landed; H2D: the
 //! first staging buffer is free), but a D2H on an idle stream whose helpers sleep wakes them as
 //! soon as its first DMAs are queued (waking takes longer than a chunk takes to land); until
-//! then the calling thread waits as the application's device flags say. A thread whose piece is
-//! not ready spins on the published count (250 us, then naps of 20 us).
+//! then the calling thread waits as the application's device flags say. A pool thread claims a
+//! piece only once its chunk is ready; until then it spins on the published count (250 us, then
+//! naps of 20 us), holding no piece.
 
 use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
@@ -85,8 +86,8 @@ struct Job {
     helped: AtomicBool,
     /// A traced copy's start: the pool's threads note when they joined (`joined`).
     clock: Option<Instant>,
-    /// Pool threads that copied a piece, and when the first and the last of them claimed their
-    /// first one (ns since `clock`).
+    /// Pool threads that copied a piece, and when the first and the last of them joined the copy
+    /// (took it up, before waiting for a chunk; ns since `clock`).
     joined: AtomicUsize,
     first_join: AtomicU64,
     last_join: AtomicU64,
@@ -147,10 +148,43 @@ impl Job {
         }
     }
 
-    /// Claims the next piece.
-    fn claim(&self) -> Option<usize> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        (i < self.pieces.len()).then_some(i)
+    /// Claims the next piece once its chunk is ready (or the copy failed); None once every piece
+    /// is claimed. A thread waiting for a chunk holds no piece: the chunk's pieces go to the
+    /// threads awake when it is ready, the caller's among them, and its DMA never waits for a
+    /// thread that napped while holding one of them and wakes late. The wait reads `ready`
+    /// alone: no piece of a chunk is claimed before the chunk is ready (but in a failed copy).
+    fn claim_ready(&self) -> Option<usize> {
+        let mut since = None;
+        let mut i = self.next.load(Ordering::Relaxed);
+        let claimed = loop {
+            if i >= self.pieces.len() {
+                break None;
+            }
+            let chunk = self.pieces[i].chunk;
+            while self.ready.load(Ordering::Acquire) <= chunk
+                && !self.failed.load(Ordering::Relaxed)
+            {
+                if since.get_or_insert_with(Instant::now).elapsed() < SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(NAP);
+                }
+            }
+            match self
+                .next
+                .compare_exchange(i, i + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break Some(i),
+                Err(now) => i = now,
+            }
+        };
+        // The time a piece waited for its chunk, for the trace (a thread that leaves with none
+        // held nothing up).
+        if let (Some(_), Some(since), Some(_)) = (self.clock, since, claimed) {
+            let ns = since.elapsed().as_nanos() as u64;
+            self.waited.fetch_add(ns, Ordering::Relaxed);
+        }
+        claimed
     }
 
     /// Claims the next piece if its chunk passes `ok`.
@@ -175,28 +209,19 @@ impl Job {
         self.copied[c].load(Ordering::Acquire) >= self.per_chunk[c]
     }
 
-    /// Waits until the chunk of piece `i` is ready (or the copy failed), copies the piece unless
-    /// it failed, and counts it done, also when the copy panics (the job then fails).
+    /// Copies piece `i`, claimed once its chunk was ready (`claim_ready`, `claim_if`), unless the
+    /// copy failed, and counts it done, also when the copy panics (the job then fails).
     fn do_piece(&self, i: usize) {
         let p = &self.pieces[i];
         let _counted = Counted {
             job: self,
             chunk: p.chunk,
         };
-        let mut since = None;
-        while self.ready.load(Ordering::Acquire) <= p.chunk && !self.failed.load(Ordering::Relaxed)
-        {
-            if since.get_or_insert_with(Instant::now).elapsed() < SPIN {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(NAP);
-            }
-        }
+        debug_assert!(
+            self.failed.load(Ordering::Relaxed) || self.ready.load(Ordering::Acquire) > p.chunk,
+            "piece {i} claimed before its chunk was ready"
+        );
         let traced = self.clock.map(|_| Instant::now());
-        if let (Some(at), Some(since)) = (traced, since) {
-            let ns = at.duration_since(since).as_nanos() as u64;
-            self.waited.fetch_add(ns, Ordering::Relaxed);
-        }
         if !self.failed.load(Ordering::Relaxed) {
             let (start, _) = self.chunks[p.chunk];
             let staged = self.bufs[p.chunk % self.bufs.len()] + (p.off - start);
@@ -263,15 +288,16 @@ impl Drop for Counted<'_> {
 
 impl Task for Job {
     fn work(&self) {
+        // When this thread joined the copy (before it waits for a chunk), for the trace.
+        let entered = self.clock.map(|clock| clock.elapsed().as_nanos() as u64);
         let mut first = true;
-        while let Some(i) = self.claim() {
+        while let Some(i) = self.claim_ready() {
             // A pool thread's first piece (the caller claims through `claim_if`, or here only
-            // on the way out after an error): when it joined the copy, for the trace. The piece
+            // on the way out after an error): the thread joined, noted for the trace. The piece
             // is counted done after this, so the caller reads it once the job has finished.
             if first && !self.failed.load(Ordering::Relaxed) {
                 self.helped.store(true, Ordering::Relaxed);
-                if let Some(clock) = self.clock {
-                    let ns = clock.elapsed().as_nanos() as u64;
+                if let Some(ns) = entered {
                     self.joined.fetch_add(1, Ordering::Relaxed);
                     self.first_join.fetch_min(ns, Ordering::Relaxed);
                     self.last_join.fetch_max(ns, Ordering::Relaxed);
@@ -690,14 +716,45 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_waits_for_a_chunk_without_holding_its_pieces() {
+        let mut host = vec![7u8; 1 << 16];
+        let staging = vec![1u8; 1 << 16];
+        let job = two_chunk_d2h(&mut host, &staging);
+        assert!(job.pieces.len() >= 2 && job.pieces[0].chunk == 0);
+        std::thread::scope(|s| {
+            // No chunk ready: a thread waits, past its spin, and claims nothing meanwhile.
+            let waiting = s.spawn(|| job.claim_ready());
+            std::thread::sleep(SPIN * 8);
+            assert!(!waiting.is_finished(), "still waiting past its spin");
+            assert_eq!(job.next.load(Ordering::Relaxed), 0, "nothing claimed");
+            job.ready.store(1, Ordering::Release);
+            assert_eq!(waiting.join().expect("no panic"), Some(0));
+            // The caller takes chunk 0's other pieces; chunk 1 is not ready: a thread waits
+            // for it, holding nothing, until the copy fails, then takes the next piece (to
+            // skip it).
+            let mut taken = 1;
+            while job.claim_if(|ch| ch < 1).is_some() {
+                taken += 1;
+            }
+            assert_eq!(job.pieces[taken].chunk, 1);
+            let waiting = s.spawn(|| job.claim_ready());
+            std::thread::sleep(SPIN * 8);
+            assert!(!waiting.is_finished(), "still waiting past its spin");
+            assert_eq!(job.next.load(Ordering::Relaxed), taken, "nothing claimed");
+            job.failed.store(true, Ordering::Relaxed);
+            assert_eq!(waiting.join().expect("no panic"), Some(taken));
+        });
+    }
+
+    #[test]
     fn a_failed_job_skips_what_is_left_and_finishes() {
         let mut host = vec![7u8; 1 << 16];
         let staging = vec![1u8; 1 << 16];
         let job = two_chunk_d2h(&mut host, &staging);
         // Chunk 0 ready: its two pieces are copied; then the copy fails before chunk 1.
         job.ready.store(1, Ordering::Release);
-        let a = job.claim().expect("piece 0");
-        let b = job.claim().expect("piece 1");
+        let a = job.claim_ready().expect("piece 0");
+        let b = job.claim_ready().expect("piece 1");
         job.do_piece(a);
         job.do_piece(b);
         assert!(job.chunk_done(0) && !job.chunk_done(1));
@@ -717,7 +774,7 @@ mod tests {
         let job = two_chunk_d2h(&mut host, &staging);
         job.ready.store(2, Ordering::Release);
         assert!(job.panic_seen().is_ok());
-        let a = job.claim().expect("piece 0");
+        let a = job.claim_ready().expect("piece 0");
         PANIC_IN_PIECE.set(a + 1);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.do_piece(a)));
         PANIC_IN_PIECE.set(0);
