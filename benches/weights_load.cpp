@@ -6,7 +6,7 @@
 // and a third: the file read through a fresh mapping by the host threads alone, as a staged copy
 // reads it (its page faults, and cold the storage reads they start), with no device, and hot once
 // more while the copy engine streams from other pinned memory (the host copy and the DMAs share
-// the host's memory).
+// the host's memory). Each load's malloc_device calls are also timed inside it.
 // benches/weights_torch.py measures torch's loader on the same file and merges the tables.
 //
 // The file is made by this program (random bf16 data, a Qwen2 shape: by default that of
@@ -47,10 +47,11 @@ struct Backend {
 };
 
 // One load through `b`: open, map, read the header, then per tensor malloc_device + memcpy_sync
-// H2D from the mapping, then device_synchronize. Returns the seconds; leaves the device pointers
-// in `ptrs` and the mapping in `map` for the check.
+// H2D from the mapping, then device_synchronize. Returns the seconds, and in `alloc_s` those
+// spent in its malloc_device calls; leaves the device pointers in `ptrs` and the mapping in `map`
+// for the check.
 double load(const Backend &b, const std::string &path, std::vector<Tensor> &ts, std::vector<void *> &ptrs,
-            void *&map, size_t &map_len, const unsigned char *&data) {
+            void *&map, size_t &map_len, const unsigned char *&data, double &alloc_s) {
     double t0 = now_s();
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) die(1, "cannot open %s: %s", path.c_str(), std::strerror(errno));
@@ -69,7 +70,9 @@ double load(const Backend &b, const std::string &path, std::vector<Tensor> &ts, 
     for (size_t k = 0; k < ts.size(); ++k) {
         size_t n = ts[k].bytes();
         if (data + ts[k].end > base + map_len) die(1, "%s: tensor %s lies past the end", path.c_str(), ts[k].name.c_str());
+        double a = now_s();
         ptrs[k] = b.t->malloc_device(n);
+        alloc_s += now_s() - a;
         if (!ptrs[k]) die(1, "%s: malloc_device(%zu) returned NULL", b.label.c_str(), n);
         b.t->memcpy_sync(ptrs[k], data + ts[k].begin, n, LLAISYS_MEMCPY_H2D);
     }
@@ -360,7 +363,7 @@ int main(int argc, char **argv) {
                               cache, fmt_time(median(busy_sec)), fmt_gbs(busy_gbs), "-", "-", "-",
                               format("%.0f%%", rel_iqr(busy_sec) * 100)});
         }
-        std::vector<double> sec[2];
+        std::vector<double> sec[2], in_load[2];
         for (int r = 0; r < o.reps; ++r) {
             for (int j = 0; j < 2; ++j) {
                 const Backend &b = backends[(r + j) % 2];  // alternating which goes first
@@ -373,7 +376,8 @@ int main(int argc, char **argv) {
                 void *map = nullptr;
                 size_t map_len = 0;
                 const unsigned char *data = nullptr;
-                double x = load(b, path, ts, ptrs, map, map_len, data);
+                double alloc_s = 0;
+                double x = load(b, path, ts, ptrs, map, map_len, data, alloc_s);
                 std::string bad = check_and_free(b, ts, ptrs, map, map_len, data);
                 if (!bad.empty()) {
                     data_ok = false;
@@ -381,9 +385,11 @@ int main(int argc, char **argv) {
                                            b.label.c_str(), cache, r, bad.c_str()));
                 }
                 sec[(r + j) % 2].push_back(x);
+                in_load[(r + j) % 2].push_back(alloc_s);
                 record(b.label.c_str(), cache, x);
-                std::fprintf(stderr, "weights_load: %s %s %.3f s (%.1f GB/s)%s\n", b.label.c_str(), cache, x,
-                             bytes / x / 1e9, bad.empty() ? "" : " DATA CHECK FAILED");
+                std::fprintf(stderr, "weights_load: %s %s %.3f s (%.1f GB/s), malloc_device %.2f ms%s\n",
+                             b.label.c_str(), cache, x, bytes / x / 1e9, alloc_s * 1e3,
+                             bad.empty() ? "" : " DATA CHECK FAILED");
             }
         }
         if (!cold) {
@@ -407,6 +413,10 @@ int main(int argc, char **argv) {
                               fmt_time(m), fmt_gbs(gbs), fmt_ratio(ref / m), fmt_ratio(gbs / floor_gbs),
                               fmt_ratio(gbs / mapping_gbs), format("%.0f%%", rel_iqr(sec[i]) * 100)});
         }
+        for (int i = 0; i < 2; ++i)
+            t.rows.push_back({backends[i].label + ": of which its malloc_device calls", cache,
+                              fmt_time(median(in_load[i])), "-", "-", "-", "-",
+                              format("%.0f%%", rel_iqr(in_load[i]) * 100)});
     }
     if (csv) std::fclose(csv);
     for (unsigned char *b : bufs) backends[0].t->free_host(b);

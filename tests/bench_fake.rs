@@ -262,6 +262,15 @@ fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
             2,
             "{err}"
         );
+        // Each load's own malloc_device calls, timed inside it: per load and as a row.
+        let per_load = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("weights_load: {who} hot ")))
+            .filter(|l| l.contains(" GB/s), malloc_device ") && l.ends_with(" ms"))
+            .count();
+        assert_eq!(per_load, 2, "{err}");
+        let row = format!("| {who}: of which its malloc_device calls | hot | ");
+        assert!(md.contains(&row), "{row:?} missing:\n{md}");
     }
     // The mapping read beside each state's loads, with the loads' ratio over it.
     let mapping = md

@@ -509,7 +509,8 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
         // Read again: a second device may have come into use since `recycled` was decided.
         if recycled && !cross::active() {
             // A failed barrier keeps nothing: the block is freed below, in order, as ever.
-            if let Ok(evicted) = recycle::keep(live.device, block) {
+            let total = total_memory(live.device).unwrap_or(0);
+            if let Ok(evicted) = recycle::keep(live.device, block, recycle::ready_limit(total)) {
                 return Ok(Released::Kept(evicted));
             }
             crate::runtime::take_last_cuda_error();

@@ -10,10 +10,12 @@
 //! every use of the new owner is queued after that barrier, which is after every use of the old
 //! owner, as with the pool. One event record per `BATCH` frees instead of one free each.
 //!
-//! Ready bytes are bounded (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0
-//! turns this off), pending ones by half of it; beyond that, ready blocks of the largest sizes
-//! go back to the pool (large blocks, from cudaMalloc, are parked for cudaFree: `cache::large`).
-//! Blocks larger than an eighth of the budget bypass it. Used only with one device in use and on
+//! The budget (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0 turns this
+//! off) bounds the pending bytes by half of it; the ready bytes are bounded by the setting when
+//! set, else by a sixteenth of the device's memory when that is more than the budget
+//! (`ready_limit`). Beyond that, ready blocks of the largest sizes go back to the pool (large
+//! blocks, from cudaMalloc, are parked for cudaFree: `cache::large`). Blocks larger than an
+//! eighth of the budget bypass it. Used only with one device in use and on
 //! the legacy stream (`cache::device` decides); `drain` empties it for release_cached and
 //! out-of-memory retries. While a capture forbids the legacy stream (`crate::legacy`), frees
 //! stay pending: nothing freed then is handed out before the capture has ended and a barrier
@@ -68,10 +70,30 @@ static LISTS: [Mutex<Lists>; DEVICES] = [const {
     })
 }; DEVICES];
 
-/// The byte budget per device (0: off). Read once.
+/// `LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES` when set. Read once.
+fn setting() -> Option<usize> {
+    static B: OnceLock<Option<usize>> = OnceLock::new();
+    *B.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES"))
+}
+
+/// The byte budget per device (0: off): the setting, else `BUDGET`. It bounds the pending bytes
+/// (half of it), the blocks kept (an eighth of it at most) and the parked large blocks; the
+/// ready bytes may grow past it (`ready_limit`).
 pub(crate) fn budget() -> usize {
-    static B: OnceLock<usize> = OnceLock::new();
-    *B.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES").unwrap_or(1 << 30))
+    setting().unwrap_or(BUDGET)
+}
+
+/// The default budget.
+const BUDGET: usize = 1 << 30;
+/// Without the setting, the ready bytes of a device are bounded by this fraction of its memory
+/// when that is more than the budget: a model freed and loaded again (its matrices each an exact
+/// size kept here) finds its blocks ready instead of making them again (docs/caches.md).
+const READY_SHARE: usize = 16;
+
+/// The most ready bytes kept for a device with `total` bytes of memory: the setting when set,
+/// else the larger of the budget and `total / READY_SHARE`.
+pub(crate) fn ready_limit(total: usize) -> usize {
+    setting().unwrap_or(BUDGET.max(total / READY_SHARE))
 }
 
 fn lists(device: i32) -> Option<&'static Mutex<Lists>> {
@@ -186,8 +208,9 @@ pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
 /// a later free may record it. Err: the barrier could not be recorded; the block is not kept
 /// (the caller frees it the ordinary way) and the pending ones wait for the next barrier. A
 /// block that another free's barrier made ready meanwhile (the lists' lock is let go before
-/// the barrier) is kept whatever this one's barrier did (`not_kept`).
-pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
+/// the barrier) is kept whatever this one's barrier did (`not_kept`). At most `limit` bytes
+/// stay ready (`ready_limit`).
+pub(crate) fn keep(device: i32, block: Block, limit: usize) -> Result<Vec<Block>> {
     let lists = lists_of(device)?;
     let due = {
         let mut l = lock(lists);
@@ -217,7 +240,7 @@ pub(crate) fn keep(device: i32, block: Block) -> Result<Vec<Block>> {
     }
     l.pending = moved;
     let mut out = Vec::new();
-    while l.ready_bytes > budget() || l.ready_count > MAX_READY {
+    while l.ready_bytes > limit || l.ready_count > MAX_READY {
         match l.evict() {
             Some(b) => out.push(b),
             None => break,
@@ -298,6 +321,7 @@ mod tests {
                     size: 4096,
                     raw: false,
                 },
+                budget(),
             );
             assert_eq!(back.ok(), Some(Vec::new()));
         }
@@ -319,7 +343,8 @@ mod tests {
                     ptr: 0x1000 * (i + 1),
                     size: 512,
                     raw: false,
-                }
+                },
+                budget(),
             )
             .is_ok());
         }
@@ -328,7 +353,10 @@ mod tests {
             size: 512,
             raw: false,
         };
-        assert!(keep(62, last).is_err(), "no driver: the barrier fails");
+        assert!(
+            keep(62, last, budget()).is_err(),
+            "no driver: the barrier fails"
+        );
         assert_eq!(take(62, 512), None, "nothing became ready");
         assert_eq!(
             kept_bytes(62),
@@ -336,6 +364,22 @@ mod tests {
             "the failed block is not kept"
         );
         assert!(!drain(62).contains(&last));
+    }
+
+    #[test]
+    fn the_ready_bytes_grow_with_the_device_memory_unless_set() {
+        match setting() {
+            None => {
+                assert_eq!(ready_limit(0), 1 << 30, "the budget at least");
+                assert_eq!(ready_limit(8 << 30), 1 << 30);
+                assert_eq!(ready_limit(80 << 30), 5 << 30, "a sixteenth of 80 GiB");
+                assert_eq!(ready_limit(141 << 30), (141 << 30) / 16);
+            }
+            Some(set) => {
+                assert_eq!(ready_limit(0), set);
+                assert_eq!(ready_limit(141 << 30), set, "the setting wins");
+            }
+        }
     }
 
     /// Test-only: puts blocks on the ready list as a barrier would.
