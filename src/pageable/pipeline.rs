@@ -154,28 +154,24 @@ impl Job {
     /// thread that napped while holding one of them and wakes late. The wait reads `ready`
     /// alone: no piece of a chunk is claimed before the chunk is ready (but in a failed copy).
     fn claim_ready(&self) -> Option<usize> {
+        let ready = |chunk: usize| {
+            self.ready.load(Ordering::Acquire) > chunk || self.failed.load(Ordering::Relaxed)
+        };
         let mut since = None;
-        let mut i = self.next.load(Ordering::Relaxed);
         let claimed = loop {
-            if i >= self.pieces.len() {
+            let Some(next) = self.pieces.get(self.next.load(Ordering::Relaxed)) else {
                 break None;
-            }
-            let chunk = self.pieces[i].chunk;
-            while self.ready.load(Ordering::Acquire) <= chunk
-                && !self.failed.load(Ordering::Relaxed)
-            {
+            };
+            while !ready(next.chunk) {
                 if since.get_or_insert_with(Instant::now).elapsed() < SPIN {
                     std::hint::spin_loop();
                 } else {
                     std::thread::sleep(NAP);
                 }
             }
-            match self
-                .next
-                .compare_exchange(i, i + 1, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break Some(i),
-                Err(now) => i = now,
+            // None: another thread took the chunk's last piece; wait for the next one's.
+            if let Some(i) = self.claim_if(ready) {
+                break Some(i);
             }
         };
         // The time a piece waited for its chunk, for the trace (a thread that leaves with none
