@@ -72,6 +72,7 @@ pub(crate) mod graph;
 pub mod memory;
 pub(crate) mod memory_kinds;
 pub(crate) mod nccl;
+pub(crate) mod pinned_pages;
 pub mod pointer;
 pub(crate) mod pool;
 pub mod runtime;

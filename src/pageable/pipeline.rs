@@ -369,6 +369,7 @@ pub(super) unsafe fn run(
     tr: &Trace,
 ) -> Result<Option<InFlight>> {
     let slots = c.set.slots.len().min(chunks.len());
+    c.set.make_buffers();
     let mut bufs = (0..slots)
         .map(|k| c.slot(k).buffer().map(|b| b as usize))
         .collect::<Result<Vec<_>>>()?;

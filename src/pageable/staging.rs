@@ -12,6 +12,7 @@ use super::plan::CHUNK_MAX;
 use crate::cudart::StreamHandle;
 use crate::error::Result;
 use crate::event::Event;
+use crate::pinned_pages::{Mapping, Pinned};
 use crate::sync::lock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,6 +25,9 @@ const MAX_SETS: usize = 2;
 /// One staging buffer and the event of its last use.
 pub(super) struct Slot {
     buf: *mut u8,
+    /// The huge pages that `buf` points into, when it was made of them (`Set::make_buffers`);
+    /// None for a buffer from `cudaHostAlloc`.
+    pages: Option<Pinned>,
     /// Made on `device` (events are per device); None before the first use.
     event: Option<Event>,
     device: i32,
@@ -172,6 +176,7 @@ impl Set {
                 .map(|_| {
                     Mutex::new(Slot {
                         buf: std::ptr::null_mut(),
+                        pages: None,
                         event: None,
                         device: -1,
                         busy: false,
@@ -255,6 +260,41 @@ impl Set {
     }
 
     /// The slot of chunk `k`.
+    /// Makes the buffers of the slots that have none out of huge pages, where the kernel gives
+    /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
+    /// then each page-locked on this thread. Four 8 MiB buffers took 3-4 ms so against 16-17
+    /// ms of `cudaHostAlloc` (docs/caches.md), all of it in a process's first staged copy. A
+    /// slot whose buffer could not be made so is left to `Slot::buffer` (`cudaHostAlloc`, which
+    /// reports any error).
+    pub(super) fn make_buffers(&self) {
+        if !crate::pinned_pages::available() {
+            return;
+        }
+        let missing: Vec<usize> = (0..self.slots.len())
+            .filter(|&k| lock(&self.slots[k]).buf.is_null())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let mappings = map_at_once(missing.len());
+        // Bookkeeping that touches no captured work: allowed while another thread captures.
+        let _relaxed = crate::capture::Relaxed::new();
+        for (k, mapping) in missing.into_iter().zip(mappings) {
+            let Some(mapping) = mapping else { continue };
+            match mapping.register() {
+                Ok(pages) => {
+                    let mut s = lock(&self.slots[k]);
+                    s.buf = pages.as_ptr();
+                    s.pages = Some(pages);
+                }
+                // Left to `cudaHostAlloc`, which meets any lasting error again and reports it.
+                Err(_) => {
+                    crate::runtime::take_last_cuda_error();
+                }
+            }
+        }
+    }
+
     pub(super) fn slot(&self, k: usize) -> MutexGuard<'_, Slot> {
         lock(&self.slots[k % self.slots.len()])
     }
@@ -279,18 +319,45 @@ impl Set {
         for s in &self.slots {
             let mut s = lock(s);
             s.event = None;
-            if !s.buf.is_null() {
-                // SAFETY: a buffer from `alloc_host_portable`, freed once (set to NULL next);
-                // the set is idle (`free`'s callers: `idle` or `wait_all` said so), so no copy
-                // in flight reads or writes it.
-                if let Err(e) = unsafe { crate::memory::free_host(s.buf.cast()) } {
-                    first_err.get_or_insert(e);
-                }
-                s.buf = std::ptr::null_mut();
+            // The set is idle (`free`'s callers: `idle` or `wait_all` said so), so no copy in
+            // flight reads or writes the buffer, freed once (taken, or set to NULL next).
+            let freed = match s.pages.take() {
+                // SAFETY: huge pages of `make_buffers`, unused by queued work (above).
+                Some(pages) => unsafe { pages.free() },
+                // SAFETY: a buffer from `alloc_host_portable`, unused by queued work (above).
+                None if !s.buf.is_null() => unsafe { crate::memory::free_host(s.buf.cast()) },
+                None => Ok(()),
+            };
+            if let Err(e) = freed {
+                first_err.get_or_insert(e);
             }
+            s.buf = std::ptr::null_mut();
         }
         first_err.map_or(Ok(()), Err)
     }
+}
+
+/// `n` mappings of `CHUNK_MAX` bytes (`Mapping::new`), made at once: one on this thread, the
+/// others on a thread each (this thread makes those whose thread could not start). None where
+/// one could not be made.
+fn map_at_once(n: usize) -> Vec<Option<Mapping>> {
+    std::thread::scope(|scope| {
+        let others: Vec<_> = (1..n)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("llaisys-staging".into())
+                    .spawn_scoped(scope, || Mapping::new(CHUNK_MAX).ok())
+            })
+            .collect();
+        let mut made = vec![Mapping::new(CHUNK_MAX).ok()];
+        for other in others {
+            made.push(match other {
+                Ok(thread) => thread.join().ok().flatten(),
+                Err(_) => Mapping::new(CHUNK_MAX).ok(),
+            });
+        }
+        made
+    })
 }
 
 /// A set for one copy: one known to be idle; else, of several free sets, one whose events have
