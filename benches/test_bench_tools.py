@@ -33,6 +33,7 @@ import importlib.util
 import io
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -481,6 +482,11 @@ class AllocProbeOnFakeCudart(unittest.TestCase):
             self.assertRegex(r.stdout, r"\| 8 x 65536 B, %s \| %d \| [0-9.]+ \| [0-9.]+ \|" % (row, calls))
         self.assertRegex(r.stdout, r"400 x 8 MiB H2D pinned copies, each waited for: [0-9.]+ GB/s alone, [0-9.]+ GB/s "
                                    r"with 8 cudaMallocs of 65536 B on another thread")
+        for way in ("cudaHostAlloc, one after another", "cudaHostAlloc, a thread each",
+                    "huge pages touched one after another, then cudaHostRegister",
+                    "huge pages touched on a thread each, then cudaHostRegister",
+                    "4 KiB pages touched one after another, then cudaHostRegister"):
+            self.assertRegex(r.stdout, r"\| %s \| [0-9.]+(, [0-9.]+){4} \|" % re.escape(way))
 
 
 

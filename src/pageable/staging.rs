@@ -262,8 +262,8 @@ impl Set {
     /// The slot of chunk `k`.
     /// Makes the buffers of the slots that have none out of huge pages, where the kernel gives
     /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
-    /// then each page-locked on this thread. Four 8 MiB buffers took 3-4 ms so against 16-17
-    /// ms of `cudaHostAlloc` (docs/caches.md), all of it in a process's first staged copy. A
+    /// then each page-locked on this thread, which costs a fraction of `cudaHostAlloc`'s 4 KiB
+    /// pages (`alloc_probe`, docs/caches.md); a process's first staged copy pays for its set. A
     /// slot whose buffer could not be made so is left to `Slot::buffer` (`cudaHostAlloc`, which
     /// reports any error).
     pub(super) fn make_buffers(&self) {
