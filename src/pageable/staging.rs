@@ -259,7 +259,6 @@ impl Set {
         (total, oldest)
     }
 
-    /// The slot of chunk `k`.
     /// Makes the buffers of the slots that have none out of huge pages, where the kernel gives
     /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
     /// then each page-locked on this thread, which costs a fraction of `cudaHostAlloc`'s 4 KiB
@@ -295,6 +294,7 @@ impl Set {
         }
     }
 
+    /// The slot of chunk `k`.
     pub(super) fn slot(&self, k: usize) -> MutexGuard<'_, Slot> {
         lock(&self.slots[k % self.slots.len()])
     }
