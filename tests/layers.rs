@@ -48,6 +48,7 @@ const LIBRARY: Layout = Layout {
             "event",
             "memory",
             "memory_kinds",
+            "pinned_pages",
             "pointer",
             "pool",
             "copy",
