@@ -9,7 +9,8 @@
 //! and event queries, and the trace. With the stand-in's queue held until the host waits for it
 //! (`fake_hold`): small copies behind a pending DMA wait for nothing, fall back to cudaMemcpy
 //! once its buffer is full, and a copy that comes round to that buffer waits for their DMAs. A
-//! copy larger than its device memory is refused before anything is read or written.
+//! copy larger than its device memory is refused before anything is read or written. Where
+//! `cudaHostRegister` refuses the huge-page staging buffers, a set's buffers are tried once.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi::{self, TABLE};
@@ -485,6 +486,54 @@ fn run_child(name: &str, done: &str) {
         "{}",
         out.report()
     );
+}
+
+/// The child of `staging_buffers_whose_pages_cudart_refuses_to_register_are_made_once`: every
+/// `cudaHostRegister` fails, and staged copies of two chunks (of four staging buffers) follow one
+/// another.
+#[test]
+#[ignore = "entry point of a child process: run by staging_buffers_whose_pages_cudart_refuses_to_register_are_made_once"]
+fn child_refused_registers() {
+    support::child::require_child("child_refused_registers");
+    // SAFETY: the fake is on the loader path (the parent's doing); its two test functions have
+    // these C types.
+    let (fail_next, registers) = unsafe {
+        (
+            support::fake_function::<extern "C" fn(libc::c_long)>(c"fake_fail_next_registers"),
+            support::fake_function::<extern "C" fn() -> libc::c_long>(c"fake_host_registers"),
+        )
+    };
+    fail_next(libc::c_long::MAX);
+    // Whether the library makes staging buffers of huge pages here (the kernel's setting).
+    let huge = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"));
+    // The smallest staged H2D copy: two chunks, so two staging buffers stay unused.
+    let n = 512 << 10;
+    let copies = 8;
+    let mut want = vec![0u8; n * copies];
+    // SAFETY: a block of ours of `n * copies` bytes; each copy writes `n` bytes inside it.
+    unsafe {
+        let dev = (TABLE.malloc_device)(n * copies);
+        assert!(!dev.is_null());
+        for k in 0..copies {
+            copy_in(dev, k * n, n, k, &mut want);
+        }
+        let made = registers();
+        let per_set = if huge { 4 } else { 0 };
+        assert!(
+            (per_set..=2 * per_set).contains(&made),
+            "{made} cudaHostRegister calls for {copies} copies (huge pages: {huge}): the buffers \
+             of a set are tried once"
+        );
+        assert_device_holds(dev, &want, "copies through cudaHostAlloc buffers");
+        (TABLE.free_device)(dev);
+    }
+    println!("refused-registers child: ok");
+}
+
+#[test]
+fn staging_buffers_whose_pages_cudart_refuses_to_register_are_made_once() {
+    run_child("child_refused_registers", "refused-registers");
 }
 
 #[test]

@@ -263,8 +263,9 @@ impl Set {
     /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
     /// then each page-locked on this thread, which costs a fraction of `cudaHostAlloc`'s 4 KiB
     /// pages (`alloc_probe`, docs/caches.md); a process's first staged copy pays for its set. A
-    /// slot whose buffer could not be made so is left to `Slot::buffer` (`cudaHostAlloc`, which
-    /// reports any error).
+    /// slot whose buffer could not be made so gets one from `cudaHostAlloc` (`Slot::buffer`) at
+    /// once, so that no later copy maps and registers again; should that fail too, the copy that
+    /// uses the slot meets the error again and reports it.
     pub(super) fn make_buffers(&self) {
         if !crate::pinned_pages::available() {
             return;
@@ -279,16 +280,25 @@ impl Set {
         // Bookkeeping that touches no captured work: allowed while another thread captures.
         let _relaxed = crate::capture::Relaxed::new();
         for (k, mapping) in missing.into_iter().zip(mappings) {
-            let Some(mapping) = mapping else { continue };
-            match mapping.register() {
-                Ok(pages) => {
-                    let mut s = lock(&self.slots[k]);
+            // Failures are handled here: not left as cudart's last error for the application.
+            let pages = match mapping.map(Mapping::register) {
+                Some(Ok(pages)) => Some(pages),
+                Some(Err(_)) => {
+                    crate::runtime::take_last_cuda_error();
+                    None
+                }
+                None => None,
+            };
+            let mut s = lock(&self.slots[k]);
+            match pages {
+                Some(pages) => {
                     s.buf = pages.as_ptr();
                     s.pages = Some(pages);
                 }
-                // Left to `cudaHostAlloc`, which meets any lasting error again and reports it.
-                Err(_) => {
-                    crate::runtime::take_last_cuda_error();
+                None => {
+                    if s.buffer().is_err() {
+                        crate::runtime::take_last_cuda_error();
+                    }
                 }
             }
         }
