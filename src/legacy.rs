@@ -85,6 +85,14 @@ pub(crate) fn usable(device: i32) -> Result<Option<Usable>> {
     Ok(Some(permission))
 }
 
+/// The gate alone, for a caller that checks each device itself ([`capturing`], then the CUDA
+/// query of the legacy stream): while it lives no capture through the library begins, so a
+/// check that found none still holds when the caller then queues its work. Take it before any
+/// lock of the caches, as every other use of the legacy stream does.
+pub(crate) fn gate() -> Usable {
+    Usable::take()
+}
+
 /// As [`usable`] for the current device, asking which device that is only while a capture
 /// through the library is in progress somewhere (the eager path: the gate and one query).
 pub(crate) fn usable_current() -> Result<Option<Usable>> {

@@ -146,8 +146,10 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
         )));
     }
     let reused = if cache_on() {
-        with_state(|s| {
-            s.take_ready(class).or_else(|| {
+        with_state(|s| s.take_ready(class)).or_else(|| {
+            // `retry_waiting` may record on a legacy stream: the gate first, then the lock.
+            let _gate = crate::legacy::gate();
+            with_state(|s| {
                 // Queries of our own events: allowed through any capture in relaxed mode.
                 let _relaxed = crate::capture::Relaxed::new();
                 s.retry_waiting();
@@ -220,6 +222,8 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     let mut reusable = true;
     let mut capturing = Vec::new();
     for &stream in &block.streams {
+        // For the legacy stream: held from the check to the record (`captures`).
+        let _gate = (stream.0 == 0).then(crate::legacy::gate);
         if captures(stream) {
             capturing.push(stream);
             continue;
@@ -269,10 +273,15 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
 }
 
 /// True when no event may be recorded on `stream` now: it captures a graph (for NULL: a
-/// blocking stream of its device does). A failed query counts as not capturing (the record that
-/// follows reports the error).
+/// blocking stream of its device does, or a capture through the library is counted there and
+/// may be about to begin). A failed query counts as not capturing (the record that follows
+/// reports the error). For NULL the caller holds `legacy::gate()` until it has recorded, so
+/// that no capture through the library begins between this check and the record.
 fn captures((stream, device): Stream) -> bool {
     let s = stream as StreamHandle;
+    if s.is_null() && crate::legacy::capturing(device) {
+        return true;
+    }
     // SAFETY: `s` is NULL or a stream noted while live (see `synchronize`).
     let ask = || Ok(unsafe { crate::capture::capturing(s) }.unwrap_or(false));
     if device < 0 {
@@ -435,7 +444,7 @@ fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) ->
 
 impl State {
     /// Records the events of waiting blocks on their streams that no longer capture; a block
-    /// with all its events moves to `pending`.
+    /// with all its events moves to `pending`. The caller holds `legacy::gate()` (`captures`).
     fn retry_waiting(&mut self) {
         let mut i = 0;
         while i < self.waiting.len() {
@@ -507,6 +516,8 @@ impl State {
 
 /// Frees every cached block (waiting for the work pending blocks wait on).
 pub(crate) fn release_cached() -> Result<()> {
+    // `retry_waiting` may record on a legacy stream: the gate first, then the lock.
+    let gate = crate::legacy::gate();
     let (ready, pending) = with_state(|s| {
         let _relaxed = crate::capture::Relaxed::new();
         s.retry_waiting();
@@ -517,6 +528,7 @@ pub(crate) fn release_cached() -> Result<()> {
         s.cached_bytes = s.waiting.iter().map(|w| w.class).sum();
         (ready, pending)
     });
+    drop(gate);
     let mut first_err = None;
     for p in pending {
         for e in p.events {
@@ -567,4 +579,52 @@ pub(crate) fn is_ours(ptr: *const c_void) -> bool {
             .next_back()
             .is_some_and(|(&start, b)| addr < start + b.class)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn the_legacy_stream_counts_as_capturing_from_the_moment_a_capture_through_the_library_is_counted(
+    ) {
+        // A device slot no other test counts captures on, and no machine has: the CUDA query
+        // for it fails, so only the library's own count can say "capturing".
+        const DEVICE: i32 = 63;
+        let legacy: Stream = (0, DEVICE);
+        let seen = crate::legacy::begin_counted(DEVICE, || {
+            // Counted, and cudart not yet asked to begin: recording here could invalidate it.
+            let _gate = crate::legacy::gate();
+            Ok(captures(legacy))
+        });
+        crate::legacy::ended(DEVICE);
+        assert_eq!(seen.ok(), Some(true));
+        assert!(!captures(legacy));
+    }
+
+    #[test]
+    fn no_capture_through_the_library_begins_while_the_gate_is_held() {
+        const DEVICE: i32 = 62;
+        let begun = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let gate = crate::legacy::gate();
+            let t = scope.spawn(|| {
+                crate::legacy::begin_counted(DEVICE, || {
+                    begun.store(true, Ordering::SeqCst);
+                    Ok(())
+                })
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                !begun.load(Ordering::SeqCst),
+                "a capture was counted while the gate was held"
+            );
+            drop(gate);
+            assert!(t.join().expect("the capturing thread").is_ok());
+        });
+        crate::legacy::ended(DEVICE);
+        assert!(begun.load(Ordering::SeqCst));
+    }
 }
