@@ -52,6 +52,7 @@ fn piece_for(len: usize, threads: usize) -> usize {
 }
 
 /// A piece: `len` bytes at `off` of the copy, in chunk `chunk`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     chunk: usize,
     off: usize,
@@ -67,9 +68,12 @@ struct Job {
     bufs: Vec<usize>,
     /// (offset, length) of each chunk in the copy.
     chunks: Vec<(usize, usize)>,
-    pieces: Vec<Piece>,
-    /// Pieces per chunk.
-    per_chunk: Vec<usize>,
+    /// The index of each chunk's first piece, and after the last chunk's the number of pieces
+    /// (piece i's chunk, offset and length follow from these: `piece`; a copy of 256 MiB has
+    /// about 4000 pieces, whose list alone took longer to make than the first chunk's copy).
+    first_piece: Vec<usize>,
+    /// Each chunk's piece length (its last piece may be shorter).
+    piece_len: Vec<usize>,
     stores: Stores,
     /// Chunks below this may be copied.
     ready: AtomicUsize,
@@ -107,31 +111,24 @@ impl Job {
         stores: Stores,
         clock: Option<Instant>,
     ) -> Job {
-        let mut pieces = Vec::new();
-        let mut per_chunk = Vec::with_capacity(chunks.len());
-        for (c, &(off, len)) in chunks.iter().enumerate() {
-            let before = pieces.len();
+        let mut first_piece = Vec::with_capacity(chunks.len() + 1);
+        let mut piece_len = Vec::with_capacity(chunks.len());
+        let mut pieces = 0;
+        for &(_, len) in &chunks {
             let piece = piece_for(len, threads);
-            let mut at = 0;
-            while at < len {
-                let n = piece.min(len - at);
-                pieces.push(Piece {
-                    chunk: c,
-                    off: off + at,
-                    len: n,
-                });
-                at += n;
-            }
-            per_chunk.push(pieces.len() - before);
+            first_piece.push(pieces);
+            piece_len.push(piece);
+            pieces += len.div_ceil(piece);
         }
+        first_piece.push(pieces);
         Job {
             direction,
             host: host as usize,
             bufs,
             copied: chunks.iter().map(|_| AtomicUsize::new(0)).collect(),
             chunks,
-            pieces,
-            per_chunk,
+            first_piece,
+            piece_len,
             stores,
             ready: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
@@ -148,6 +145,34 @@ impl Job {
         }
     }
 
+    /// The number of pieces.
+    fn pieces(&self) -> usize {
+        self.first_piece.last().copied().unwrap_or(0)
+    }
+
+    /// The chunk of piece `i` (below `pieces()`).
+    fn chunk_of(&self, i: usize) -> usize {
+        // The last chunk whose first piece is at most i (the first chunk's is 0).
+        self.first_piece.partition_point(|&f| f <= i) - 1
+    }
+
+    /// Piece `i` (below `pieces()`).
+    fn piece(&self, i: usize) -> Piece {
+        let chunk = self.chunk_of(i);
+        let (start, len) = self.chunks[chunk];
+        let at = (i - self.first_piece[chunk]) * self.piece_len[chunk];
+        Piece {
+            chunk,
+            off: start + at,
+            len: self.piece_len[chunk].min(len - at),
+        }
+    }
+
+    /// The number of pieces of chunk `c`.
+    fn pieces_of(&self, c: usize) -> usize {
+        self.first_piece[c + 1] - self.first_piece[c]
+    }
+
     /// Claims the next piece once its chunk is ready (or the copy failed); None once every piece
     /// is claimed. A thread waiting for a chunk holds no piece: the chunk's pieces go to the
     /// threads awake when it is ready, the caller's among them, and its DMA never waits for a
@@ -159,10 +184,12 @@ impl Job {
         };
         let mut since = None;
         let claimed = loop {
-            let Some(next) = self.pieces.get(self.next.load(Ordering::Relaxed)) else {
+            let next = self.next.load(Ordering::Relaxed);
+            if next >= self.pieces() {
                 break None;
-            };
-            while !ready(next.chunk) {
+            }
+            let chunk = self.chunk_of(next);
+            while !ready(chunk) {
                 if since.get_or_insert_with(Instant::now).elapsed() < SPIN {
                     std::hint::spin_loop();
                 } else {
@@ -187,7 +214,7 @@ impl Job {
     fn claim_if(&self, ok: impl Fn(usize) -> bool) -> Option<usize> {
         let mut i = self.next.load(Ordering::Relaxed);
         loop {
-            if i >= self.pieces.len() || !ok(self.pieces[i].chunk) {
+            if i >= self.pieces() || !ok(self.chunk_of(i)) {
                 return None;
             }
             match self
@@ -202,13 +229,13 @@ impl Job {
 
     /// True once every piece of chunk `c` is done.
     fn chunk_done(&self, c: usize) -> bool {
-        self.copied[c].load(Ordering::Acquire) >= self.per_chunk[c]
+        self.copied[c].load(Ordering::Acquire) >= self.pieces_of(c)
     }
 
     /// Copies piece `i`, claimed once its chunk was ready (`claim_ready`, `claim_if`), unless the
     /// copy failed, and counts it done, also when the copy panics (the job then fails).
     fn do_piece(&self, i: usize) {
-        let p = &self.pieces[i];
+        let p = self.piece(i);
         let _counted = Counted {
             job: self,
             chunk: p.chunk,
@@ -305,7 +332,7 @@ impl Task for Job {
     }
 
     fn finished(&self) -> bool {
-        self.done.load(Ordering::Acquire) >= self.pieces.len()
+        self.done.load(Ordering::Acquire) >= self.pieces()
     }
 }
 
@@ -385,7 +412,7 @@ pub(super) unsafe fn run(
         c.stores,
         tr.clock(),
     ));
-    tr.mark("pieces", job.pieces.len());
+    tr.mark("pieces", job.pieces());
     let mut helpers = Helpers {
         job: job.clone(),
         threads: c.threads,
@@ -412,7 +439,7 @@ pub(super) unsafe fn run(
         tr.mark_at("joined_last", joined, job.last_join.load(Ordering::Relaxed));
     }
     // Every thread's time copying pieces and waiting for their chunks, summed.
-    let pieces = job.pieces.len();
+    let pieces = job.pieces();
     tr.total("busy", pieces, job.busy.load(Ordering::Relaxed));
     tr.total("waited", pieces, job.waited.load(Ordering::Relaxed));
     result?;
@@ -462,7 +489,7 @@ impl Helpers {
     }
 
     fn helpers(&self) -> usize {
-        (self.threads.saturating_sub(1)).min(self.job.pieces.len().saturating_sub(1))
+        (self.threads.saturating_sub(1)).min(self.job.pieces().saturating_sub(1))
     }
 }
 
@@ -663,9 +690,9 @@ mod tests {
             Stores::Cached,
             None,
         );
-        assert_eq!(job.per_chunk, vec![4, 2, 1]);
+        assert_eq!(per_chunk(&job), vec![4, 2, 1]);
         let mut off = 0;
-        for p in &job.pieces {
+        for p in all_pieces(&job) {
             assert_eq!(p.off, off);
             let (s, l) = chunks[p.chunk];
             assert!(p.off >= s && p.off + p.len <= s + l && p.len <= 64 << 10);
@@ -692,11 +719,71 @@ mod tests {
             Stores::Cached,
             None,
         );
-        assert_eq!(job.per_chunk, vec![11, 16]);
-        assert!(job.pieces[..11]
+        assert_eq!(per_chunk(&job), vec![11, 16]);
+        let pieces = all_pieces(&job);
+        assert!(pieces[..11]
             .iter()
             .all(|p| p.chunk == 0 && p.len <= 24 << 10));
-        assert_eq!(job.pieces.iter().map(|p| p.len).sum::<usize>(), 1280 << 10);
+        assert_eq!(pieces.iter().map(|p| p.len).sum::<usize>(), 1280 << 10);
+    }
+
+    /// Every piece of `job`, in order.
+    fn all_pieces(job: &Job) -> Vec<Piece> {
+        (0..job.pieces()).map(|i| job.piece(i)).collect()
+    }
+
+    /// The number of pieces of each chunk of `job`.
+    fn per_chunk(job: &Job) -> Vec<usize> {
+        (0..job.chunks.len()).map(|c| job.pieces_of(c)).collect()
+    }
+
+    #[test]
+    fn each_piece_follows_from_its_index_as_if_the_chunks_were_cut_one_by_one() {
+        let mib = 1 << 20;
+        let plans = [
+            super::super::plan::chunks(256 * mib, Direction::HostToDevice, 0, 0),
+            super::super::plan::chunks(64 * mib + 12_345, Direction::HostToDevice, 0, 0),
+            super::super::plan::chunks(3 * mib + 1, Direction::DeviceToHost, 0, 0),
+            vec![(0, 1)],
+            vec![(0, 100_000), (100_000, 4096), (104_096, 65_537)],
+        ];
+        for chunks in plans {
+            for threads in [1, 3, 12, 16] {
+                // The chunks cut one by one: each into pieces of `piece_for`, the last shorter.
+                let mut want = Vec::new();
+                for (c, &(off, len)) in chunks.iter().enumerate() {
+                    let piece = piece_for(len, threads);
+                    let mut at = 0;
+                    while at < len {
+                        let n = piece.min(len - at);
+                        want.push(Piece {
+                            chunk: c,
+                            off: off + at,
+                            len: n,
+                        });
+                        at += n;
+                    }
+                }
+                let job = Job::new(
+                    Direction::HostToDevice,
+                    std::ptr::null_mut(),
+                    vec![0; 4],
+                    chunks.clone(),
+                    threads,
+                    Stores::Cached,
+                    None,
+                );
+                assert_eq!(
+                    all_pieces(&job),
+                    want,
+                    "{} chunks, {threads} threads",
+                    chunks.len()
+                );
+                for (c, n) in per_chunk(&job).into_iter().enumerate() {
+                    assert_eq!(n, want.iter().filter(|p| p.chunk == c).count());
+                }
+            }
+        }
     }
 
     /// A D2H job of two 32 KiB chunks from `staging` (one slot) into `host`, two threads.
@@ -717,7 +804,7 @@ mod tests {
         let mut host = vec![7u8; 1 << 16];
         let staging = vec![1u8; 1 << 16];
         let job = two_chunk_d2h(&mut host, &staging);
-        assert!(job.pieces.len() >= 2 && job.pieces[0].chunk == 0);
+        assert!(job.pieces() >= 2 && job.piece(0).chunk == 0);
         std::thread::scope(|s| {
             // No chunk ready: a thread waits, past its spin, and claims nothing meanwhile.
             let waiting = s.spawn(|| job.claim_ready());
@@ -733,7 +820,7 @@ mod tests {
             while job.claim_if(|ch| ch < 1).is_some() {
                 taken += 1;
             }
-            assert_eq!(job.pieces[taken].chunk, 1);
+            assert_eq!(job.piece(taken).chunk, 1);
             let waiting = s.spawn(|| job.claim_ready());
             std::thread::sleep(SPIN * 8);
             assert!(!waiting.is_finished(), "still waiting past its spin");
