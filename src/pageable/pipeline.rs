@@ -70,7 +70,8 @@ struct Job {
     chunks: Vec<(usize, usize)>,
     /// The index of each chunk's first piece, and after the last chunk's the number of pieces
     /// (piece i's chunk, offset and length follow from these: `piece`; a copy of 256 MiB has
-    /// about 4000 pieces, whose list alone took longer to make than the first chunk's copy).
+    /// about 4000 pieces, and making a list of them would take longer than the first chunk's
+    /// copy).
     first_piece: Vec<usize>,
     /// Each chunk's piece length (its last piece may be shorter).
     piece_len: Vec<usize>,
