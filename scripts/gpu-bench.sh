@@ -29,6 +29,11 @@
 #                     cold page cache, beside the pinned link and the storage's read speed) and
 #                     benches/weights_torch.py (torch's loader on the same file); $OUT/weights.md.
 #                     Extra arguments go to weights_load (--reps, --modes). A few minutes.
+#   bench.sh --fresh-sources benches/fresh_sources.cpp (H2D copies from pageable sources no
+#                     recent copy read, one at a time, in the CPU caches and in memory: ours by
+#                     default and with LLAISYS_NVIDIA_PAGEABLE_STORES=size, and the reference, in
+#                     alternating processes); $OUT/fresh-sources.md. Extra arguments go to it.
+#                     About two minutes.
 #   bench.sh --probe  benches/pageable_probe.cpp (raw cudart: the floor for pageable H2D/D2H
 #                     copies; extra arguments go to it; `--parts dl --library
 #                     gpu-stage/static/libllaisys_nvidia.so` sets our library beside its pipeline,
@@ -119,6 +124,32 @@ if [ "${1:-}" = --weights ]; then
       echo "bench: weights_torch.py failed or found no torch" >&2
   fi
   if [ -n "$out" ]; then mkdir -p "$out"; cp "$work"/weights*.md "$work"/weights*.csv "$out/" 2>/dev/null || true; fi
+  exit "$rc"
+fi
+
+if [ "${1:-}" = --fresh-sources ]; then
+  # H2D copies from sources no recent copy read, one at a time: benches/fresh_sources.cpp, ours
+  # (by default, then with LLAISYS_NVIDIA_PAGEABLE_STORES=size) and the reference, in alternating
+  # processes, two rounds. Extra arguments go to fresh_sources (--sizes, --reps).
+  shift
+  nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
+    -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"
+  nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -I"$stage/csrc" -I"$stage/benches" \
+    -o "$work/fresh_sources" "$stage/benches/fresh_sources.cpp" -ldl
+  rc=0
+  for round in 1 2; do
+    for stores in default size; do
+      echo "## round $round, $stores" | tee -a "$work/fresh-sources.md"
+      if [ "$stores" = default ]; then
+        env -u LLAISYS_NVIDIA_PAGEABLE_STORES timeout -k 5 200 "$work/fresh_sources" "$@" \
+          "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee -a "$work/fresh-sources.md" || rc=$?
+      else
+        LLAISYS_NVIDIA_PAGEABLE_STORES=$stores timeout -k 5 200 "$work/fresh_sources" "$@" \
+          "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee -a "$work/fresh-sources.md" || rc=$?
+      fi
+    done
+  done
+  [ -z "$out" ] || { mkdir -p "$out"; cp "$work/fresh-sources.md" "$out/"; }
   exit "$rc"
 fi
 

@@ -12,30 +12,32 @@ const STREAMING_FROM: usize = 32 << 20;
 /// H2D copies from this size write the staging buffers with ordinary stores: their source comes
 /// from memory rather than the CPU caches, and the copy engine then reads the staging buffers
 /// from the last-level cache instead of memory, which non-temporal stores would have sent them
-/// to; smaller copies keep non-temporal stores, which were faster there (docs/caches.md).
+/// to; smaller copies keep non-temporal stores where their source was read lately (in the CPU
+/// caches, where they were faster) and take ordinary ones where it was not (`StorePolicy::Fresh`,
+/// docs/caches.md).
 const H2D_CACHED_FROM: usize = 128 << 20;
 
 /// How an H2D copy writes the staging buffers (`LLAISYS_NVIDIA_PAGEABLE_STORES`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum StorePolicy {
-    /// By size (the default, `size`): non-temporal stores below `H2D_CACHED_FROM`, ordinary
-    /// ones from it.
+    /// By size (`size`): non-temporal stores below `H2D_CACHED_FROM`, ordinary ones from it.
     Size,
     /// Ordinary stores for every copy (`cached`).
     Cached,
     /// As `Size`, but ordinary stores also below `H2D_CACHED_FROM` for a source that none of
-    /// the last copies read (`fresh`, `recent`): it comes from memory rather than the CPU
-    /// caches, as a model's weights do.
+    /// the last copies read (`recent`): it comes from memory rather than the CPU caches, as a
+    /// model's weights do, while a source copied again (a buffer the application reuses) keeps
+    /// non-temporal stores. The default (`fresh`).
     Fresh,
 }
 
 impl StorePolicy {
-    /// The policy a value of the variable names; unset or unknown: `Size`.
+    /// The policy a value of the variable names; unset or unknown: `Fresh`.
     fn named(v: Option<&str>) -> StorePolicy {
         match v.map(str::trim) {
+            Some("size") => StorePolicy::Size,
             Some("cached") => StorePolicy::Cached,
-            Some("fresh") => StorePolicy::Fresh,
-            _ => StorePolicy::Size,
+            _ => StorePolicy::Fresh,
         }
     }
 }
@@ -84,11 +86,13 @@ pub(super) fn stores(direction: Direction, size: usize, host: usize) -> Stores {
     })
 }
 
-/// The stores of a copy's host side: H2D writes the staging buffers, by default with
-/// non-temporal stores below `H2D_CACHED_FROM` bytes (the copy engine then reads memory, not
-/// lines dirty in a core's cache) and ordinary ones from it, as `policy` says (`seen_again`:
-/// whether the copy's source is that of a recent copy, asked once for `Fresh`); with `demote`
-/// ordinary stores into a staging buffer are followed by moving the lines to the shared cache.
+/// The stores of a copy's host side. H2D writes the staging buffers as `policy` says; by
+/// default with ordinary stores from `H2D_CACHED_FROM` bytes and for a source no recent copy
+/// read (the staging buffers then stay in the last-level cache, where the copy engine reads
+/// them), else with non-temporal ones (the copy engine then reads memory, not lines dirty in a
+/// core's cache). `seen_again` says whether the copy's source is that of a recent copy, asked
+/// once for `Fresh`. With `demote` ordinary stores into a staging buffer are followed by moving
+/// the lines to the shared cache.
 /// D2H writes the caller's buffer, with non-temporal stores from `STREAMING_FROM` bytes.
 fn stores_as(
     policy: StorePolicy,
@@ -220,10 +224,10 @@ mod tests {
 
     #[test]
     fn the_store_policy_is_named_by_its_variable() {
-        assert_eq!(StorePolicy::named(None), StorePolicy::Size);
+        assert_eq!(StorePolicy::named(None), StorePolicy::Fresh);
+        assert_eq!(StorePolicy::named(Some("fresh")), StorePolicy::Fresh);
         assert_eq!(StorePolicy::named(Some("size")), StorePolicy::Size);
         assert_eq!(StorePolicy::named(Some(" cached ")), StorePolicy::Cached);
-        assert_eq!(StorePolicy::named(Some("fresh")), StorePolicy::Fresh);
-        assert_eq!(StorePolicy::named(Some("bogus")), StorePolicy::Size);
+        assert_eq!(StorePolicy::named(Some("bogus")), StorePolicy::Fresh);
     }
 }
