@@ -4,20 +4,25 @@
 //   fresh_sources [--sizes MIB,...] [--reps N] [--buffers N] [--flush-mib M] OURS.so REFERENCE.so
 //
 // Per size, each library copies from --buffers (16) buffers in turn, so that no source is one
-// of the last 8 copies' (the library's store policy, docs/caches.md, tells such a source from a
-// buffer copied again). Before each copy the caller writes the whole source, which then sits in
-// the CPU caches as far as they hold it (`cached`), or writes it and then --flush-mib MiB of
-// other memory, which sends it to memory (`memory`). The clock runs from the call to
-// device_synchronize after it; the libraries alternate copy by copy. Every copy is read back
-// and compared outside the clock (exit 1 on a mismatch). The process's
+// of its last 8 copies' (the library's store policy, docs/caches.md, tells such a source from a
+// buffer copied again; 8 is `KEPT` in src/pageable/recent.rs). Before each copy the caller
+// writes --flush-mib MiB (1024) of other memory, which sends everything else out of the CPU
+// caches (the staging buffers too, as after other work), then writes the whole source, which
+// then sits in the caches as far as they hold it (`cached`); or it writes the source first and
+// then flushes, which sends the source to memory as well (`memory`). The clock runs from the
+// call to device_synchronize after it; the libraries alternate copy by copy. Every copy is read
+// back and compared outside the clock (exit 1 on a mismatch). The process's
 // LLAISYS_NVIDIA_PAGEABLE_STORES is named in the output: run it once per setting, in
 // alternating processes, to compare settings (bench.sh --fresh-sources does).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "bench_util.hpp"
 #include "runtime_table.hpp"
@@ -84,11 +89,24 @@ Options parse(int argc, char **argv) {
     return o;
 }
 
-// Writes every 8-byte word of `p` (n bytes, a multiple of 8) from `seed`: a chunk copied to the
-// wrong place, or left out, shows in the check.
+// Writes every 8-byte word of `p` (n bytes, a multiple of 8) as a hash of `seed` and its index
+// (splitmix64): every byte differs from copy to copy, so a chunk copied to the wrong place, left
+// out or cut short shows in the check.
 void fill(unsigned char *p, size_t n, uint64_t seed) {
     uint64_t *w = reinterpret_cast<uint64_t *>(p);
-    for (size_t i = 0; i < n / 8; ++i) w[i] = (seed << 32) ^ (i * 0x9E3779B97F4A7C15ull);
+    for (size_t i = 0; i < n / 8; ++i) {
+        uint64_t z = seed * 0x9E3779B97F4A7C15ull + (i + 1) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        w[i] = z ^ (z >> 31);
+    }
+}
+
+// Writes one byte of every 64-byte line of `v`, so that the lines the caches held before are
+// written back and dropped; the compiler must not leave the stores out.
+void flush_caches(std::vector<unsigned char> &v) {
+    for (size_t i = 0; i < v.size(); i += 64) v[i] = static_cast<unsigned char>(v[i] + 1);
+    asm volatile("" : : "r"(v.data()) : "memory");
 }
 
 }  // namespace
@@ -107,6 +125,17 @@ int main(int argc, char **argv) {
     const std::string setting = stores ? format("LLAISYS_NVIDIA_PAGEABLE_STORES=%s", stores) : "default";
     const char *modes[2] = {"cached", "memory"};
 
+    // What the run holds in host memory: every size's buffers, the flush, one read-back buffer.
+    size_t total = o.flush_mib * MiB, largest = 0;
+    for (size_t mib : o.sizes_mib) {
+        total += mib * MiB * static_cast<size_t>(o.buffers);
+        largest = std::max(largest, mib * MiB);
+    }
+    total += largest;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && total > static_cast<size_t>(pages) / 4 * 3 * static_cast<size_t>(page))
+        die(2, "the run needs %zu MiB of host memory, more than 3/4 of this machine's %zu MiB: fewer --sizes or --buffers",
+            total / MiB, static_cast<size_t>(pages) * static_cast<size_t>(page) / MiB);
     std::vector<unsigned char> flush(o.flush_mib * MiB, 1);
     std::printf("fresh_sources: ours %s (%s), reference %s; %d buffers a size, %d copies a row; flush %zu MiB\n\n",
                 o.ours.c_str(), setting.c_str(), o.reference.c_str(), o.buffers, o.reps, o.flush_mib);
@@ -143,9 +172,9 @@ int main(int argc, char **argv) {
                 for (int l = 0; l < 2; ++l) {
                     unsigned char *src = bufs[next[l]++ % o.buffers];
                     const uint64_t seed = (uint64_t(mib) << 20) ^ (uint64_t(m) << 16) ^ (uint64_t(r) << 1) ^ uint64_t(l);
+                    if (m == 0) flush_caches(flush);
                     fill(src, n, seed);
-                    if (m == 1)
-                        for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<unsigned char>(flush[i] + 1);
+                    if (m == 1) flush_caches(flush);
                     const double t0 = now_s();
                     libs[l].t->memcpy_sync(dev[l], src, n, LLAISYS_MEMCPY_H2D);
                     libs[l].t->device_synchronize();

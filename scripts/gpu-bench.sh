@@ -130,7 +130,8 @@ fi
 if [ "${1:-}" = --fresh-sources ]; then
   # H2D copies from sources no recent copy read, one at a time: benches/fresh_sources.cpp, ours
   # (by default, then with LLAISYS_NVIDIA_PAGEABLE_STORES=size) and the reference, in alternating
-  # processes, two rounds. Extra arguments go to fresh_sources (--sizes, --reps).
+  # processes, two rounds. Extra arguments go to fresh_sources (--sizes, --reps, --buffers,
+  # --flush-mib).
   shift
   nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL \
     -o "$work/libseed_runtime.so" "$stage/reference/seed_runtime.cu"

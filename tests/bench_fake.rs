@@ -384,6 +384,7 @@ fn fresh_sources(reference: &Path, stores: Option<&str>) -> (i32, String, String
         .arg(reference)
         .env("LD_LIBRARY_PATH", fake)
         .env("LLAISYS_NVIDIA_PAGEABLE_TRACE", "1")
+        .env_remove("LLAISYS_NVIDIA_PAGEABLE_FAST")
         .env_remove("LLAISYS_NVIDIA_PAGEABLE_STORES");
     if let Some(v) = stores {
         cmd.env("LLAISYS_NVIDIA_PAGEABLE_STORES", v);
