@@ -1,4 +1,4 @@
-// bench_util.hpp: host clock, statistics, number formatting and Markdown tables for table_bench.
+// bench_util.hpp: host clock, random fill, statistics, number formatting and Markdown tables for the benchmarks.
 // Knows nothing about CUDA or llaisys.
 // Also the machine as /proc tells it (CPU model, NVIDIA kernel module version).
 #pragma once
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,20 @@ __attribute__((format(printf, 2, 3), noreturn)) inline void die(int code, const 
     va_end(ap);
     std::fprintf(stderr, "%s: %s\n", program_name(), s.c_str());
     std::exit(code);
+}
+
+// Random bytes (xorshift64*), one stream per seed (a weights file's tensors, a copy's source).
+inline void fill_random(unsigned char *p, size_t n, uint64_t seed) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        uint64_t v = x * 0x2545F4914F6CDD1Dull;
+        std::memcpy(p + i, &v, 8);
+    }
+    for (; i < n; ++i) p[i] = static_cast<unsigned char>(x >> (8 * (i % 8)));
 }
 
 // Quantile q in [0, 1] with linear interpolation; NaN for an empty sample.

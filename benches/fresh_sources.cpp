@@ -89,19 +89,6 @@ Options parse(int argc, char **argv) {
     return o;
 }
 
-// Writes every 8-byte word of `p` (n bytes, a multiple of 8) as a hash of `seed` and its index
-// (splitmix64): every byte differs from copy to copy, so a chunk copied to the wrong place, left
-// out or cut short shows in the check.
-void fill(unsigned char *p, size_t n, uint64_t seed) {
-    uint64_t *w = reinterpret_cast<uint64_t *>(p);
-    for (size_t i = 0; i < n / 8; ++i) {
-        uint64_t z = seed * 0x9E3779B97F4A7C15ull + (i + 1) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        w[i] = z ^ (z >> 31);
-    }
-}
-
 // Writes one byte of every 64-byte line of `v`, so that the lines the caches held before are
 // written back and dropped; the compiler must not leave the stores out.
 void flush_caches(std::vector<unsigned char> &v) {
@@ -173,7 +160,9 @@ int main(int argc, char **argv) {
                     unsigned char *src = bufs[next[l]++ % o.buffers];
                     const uint64_t seed = (uint64_t(mib) << 20) ^ (uint64_t(m) << 16) ^ (uint64_t(r) << 1) ^ uint64_t(l);
                     if (m == 0) flush_caches(flush);
-                    fill(src, n, seed);
+                    // A random stream of its own per copy: a chunk copied to the wrong place,
+                    // left out or cut short shows in the check.
+                    fill_random(src, n, seed);
                     if (m == 1) flush_caches(flush);
                     const double t0 = now_s();
                     libs[l].t->memcpy_sync(dev[l], src, n, LLAISYS_MEMCPY_H2D);

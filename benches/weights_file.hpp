@@ -169,20 +169,6 @@ bool parse_header(const char *h, size_t n, std::vector<Tensor> &out) {
     }
 }
 
-// Random bytes (xorshift64*), one stream per tensor.
-void fill_random(unsigned char *p, size_t n, uint64_t seed) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t v = x * 0x2545F4914F6CDD1Dull;
-        std::memcpy(p + i, &v, 8);
-    }
-    for (; i < n; ++i) p[i] = static_cast<unsigned char>(x >> (8 * (i % 8)));
-}
-
 void write_all(int fd, const void *p, size_t n, const std::string &path) {
     const char *c = static_cast<const char *>(p);
     while (n) {

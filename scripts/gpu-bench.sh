@@ -141,13 +141,10 @@ if [ "${1:-}" = --fresh-sources ]; then
   for round in 1 2; do
     for stores in default size; do
       echo "## round $round, $stores" | tee -a "$work/fresh-sources.md"
-      if [ "$stores" = default ]; then
-        env -u LLAISYS_NVIDIA_PAGEABLE_STORES timeout -k 5 200 "$work/fresh_sources" "$@" \
-          "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee -a "$work/fresh-sources.md" || rc=$?
-      else
-        LLAISYS_NVIDIA_PAGEABLE_STORES=$stores timeout -k 5 200 "$work/fresh_sources" "$@" \
-          "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee -a "$work/fresh-sources.md" || rc=$?
-      fi
+      setting=(-u LLAISYS_NVIDIA_PAGEABLE_STORES)
+      [ "$stores" = default ] || setting=("LLAISYS_NVIDIA_PAGEABLE_STORES=$stores")
+      env "${setting[@]}" timeout -k 5 200 "$work/fresh_sources" "$@" \
+        "$stage/static/libllaisys_nvidia.so" "$work/libseed_runtime.so" | tee -a "$work/fresh-sources.md" || rc=$?
     done
   done
   [ -z "$out" ] || { mkdir -p "$out"; cp "$work/fresh-sources.md" "$out/"; }
