@@ -13,6 +13,15 @@ const CHUNK_MIN: usize = 256 << 10;
 /// which were faster for them (docs/caches.md).
 const H2D_FIRST_CHUNK: usize = 256 << 10;
 
+/// The smallest H2D copy that ramps down on an idle link: its last chunks halve down to
+/// `H2D_FIRST_CHUNK`, so that once the host has copied its last bytes in, whoever waits for the
+/// copy (a synchronize after it) waits for a short DMA instead of a whole chunk's. A copy on an
+/// idle link is likely waited for alone; the copy that may follow it right away starts with
+/// short chunks itself. Such copies write the staging buffers with ordinary stores, and the host
+/// is their limit; at 64 MiB, from a source read again (non-temporal stores), the ramp was not
+/// faster (docs/benchmark.md).
+const RAMP_DOWN_FROM: usize = 128 << 20;
+
 /// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
 /// overlaps host copying with the copy engine, within [CHUNK_MIN, CHUNK_MAX] (docs/caches.md).
 fn chunk_for(size: usize) -> usize {
@@ -22,22 +31,48 @@ fn chunk_for(size: usize) -> usize {
 }
 
 /// The chunks (offset, length) of a copy of `size` bytes: the first `first` bytes long (when
-/// set and smaller than the largest chunk), each next one twice the last, up to `largest`.
-fn plan(size: usize, largest: usize, first: usize) -> Vec<(usize, usize)> {
-    let mut out = Vec::with_capacity(size.div_ceil(largest) + 8);
-    let mut next = if first > 0 {
+/// set and smaller than the largest chunk), each next one twice the last, up to `largest`. With
+/// `down` the copy ramps down as well: its last chunk is `first` bytes long (or shorter), each
+/// one before it twice the next, so that the copy's tail, the DMA of its last chunk after the
+/// host has copied it in, is short. The bytes the two ramps leave go in the middle, as chunks
+/// of `largest` and one shorter one.
+fn plan(size: usize, largest: usize, first: usize, down: bool) -> Vec<(usize, usize)> {
+    let start = if first > 0 {
         first.min(largest)
     } else {
         largest
     };
-    let mut off = 0;
-    while off < size {
-        let n = next.min(size - off);
-        out.push((off, n));
-        off += n;
-        next = (next * 2).min(largest);
+    let mut front = Vec::with_capacity(size.div_ceil(largest) + 16);
+    let mut back = Vec::new();
+    let (mut next_front, mut next_back) = (start, if down { start } else { largest });
+    let mut left = size;
+    // The ramps take their chunks in turn, until both have reached the largest chunk.
+    while left > 0 && (next_front < largest || next_back < largest) {
+        let n = next_front.min(left);
+        front.push(n);
+        left -= n;
+        next_front = (next_front * 2).min(largest);
+        if left > 0 && next_back < largest {
+            let n = next_back.min(left);
+            back.push(n);
+            left -= n;
+            next_back = (next_back * 2).min(largest);
+        }
     }
-    out
+    while left > 0 {
+        let n = largest.min(left);
+        front.push(n);
+        left -= n;
+    }
+    front.extend(back.into_iter().rev());
+    let mut off = 0;
+    front
+        .into_iter()
+        .map(|n| {
+            off += n;
+            (off - n, n)
+        })
+        .collect()
 }
 
 /// The first chunk of an H2D copy whose chunks are at most `largest` bytes, queued behind
@@ -70,11 +105,13 @@ pub(super) fn chunks(
     match direction {
         Direction::HostToDevice => {
             // Behind DMAs in flight a copy needs no short chunks to start the copy engine: its
-            // chunks may be as long as its first (up to a slot's buffer).
+            // chunks may be as long as its first (up to a slot's buffer). A large copy on an
+            // idle link ramps down as well as up (`RAMP_DOWN_FROM`).
             let first = first_chunk(pending, oldest, CHUNK_MAX);
-            plan(size, chunk_for(size).max(first), first)
+            let down = first == H2D_FIRST_CHUNK && size >= RAMP_DOWN_FROM;
+            plan(size, chunk_for(size).max(first), first, down)
         }
-        Direction::DeviceToHost => plan(size, chunk_for(size), 0),
+        Direction::DeviceToHost => plan(size, chunk_for(size), 0, false),
     }
 }
 
@@ -92,9 +129,16 @@ mod tests {
 
     #[test]
     fn plans_cover_every_byte_once_and_ramp_up() {
-        for size in [1usize, (1 << 20) - 1, 1 << 20, (64 << 20) + 3] {
-            for (largest, first) in [(256 << 10, 0), (1 << 20, 256 << 10), (8 << 20, 64 << 10)] {
-                let p = plan(size, largest, first);
+        for size in [1usize, (1 << 20) - 1, 1 << 20, (64 << 20) + 3, 300 << 20] {
+            for (largest, first, down) in [
+                (256 << 10, 0, false),
+                (256 << 10, 0, true),
+                (1 << 20, 256 << 10, false),
+                (1 << 20, 256 << 10, true),
+                (8 << 20, 64 << 10, false),
+                (8 << 20, 64 << 10, true),
+            ] {
+                let p = plan(size, largest, first, down);
                 let mut off = 0;
                 for &(o, n) in &p {
                     assert_eq!(o, off, "size {size}: contiguous");
@@ -104,7 +148,14 @@ mod tests {
                 assert_eq!(off, size);
                 if first > 0 && size > first {
                     assert_eq!(p[0].1, first);
-                    assert_eq!(p[1].1, (2 * first).min(largest).min(size - first));
+                    if down {
+                        // The second chunk is the last one, or the ramps left it less.
+                        let last = p.last().map_or(0, |c| c.1);
+                        assert!(last <= first, "size {size}: ends with {last}");
+                        assert!(p.len() == 2 || p[1].1 <= (2 * first).min(largest));
+                    } else {
+                        assert_eq!(p[1].1, (2 * first).min(largest).min(size - first));
+                    }
                 }
             }
         }
@@ -159,5 +210,44 @@ mod tests {
         assert_eq!(h2d[1].1, 2 * mib);
         assert!(h2d.iter().all(|c| c.1 <= chunk_for(27 * mib)));
         assert_eq!(h2d.iter().map(|c| c.1).sum::<usize>(), 27 * mib);
+    }
+
+    #[test]
+    fn a_large_h2d_copy_on_an_idle_link_ramps_down_to_a_short_last_chunk() {
+        let mib = 1 << 20;
+        let sizes = |p: &[(usize, usize)]| p.iter().map(|c| c.1 >> 10).collect::<Vec<_>>();
+        // 256 MiB on an idle link: up to 8 MiB, then whole chunks and what the ramps leave,
+        // then down.
+        let idle = chunks(256 * mib, Direction::HostToDevice, 0, 0);
+        assert_eq!(sizes(&idle[..6]), [256, 512, 1024, 2048, 4096, 8192]);
+        assert_eq!(
+            sizes(&idle[idle.len() - 7..]),
+            [8192, 512, 4096, 2048, 1024, 512, 256]
+        );
+        assert_eq!(idle.iter().filter(|c| c.1 == CHUNK_MAX).count(), 30);
+        // Only the first slot's DMA pending is as good as idle.
+        assert_eq!(
+            chunks(256 * mib, Direction::HostToDevice, 8 * mib, 8 * mib),
+            idle
+        );
+        // Below `RAMP_DOWN_FROM` an idle copy ends with whole chunks and what is left.
+        let mid = chunks(64 * mib, Direction::HostToDevice, 0, 0);
+        assert_eq!(
+            sizes(&mid),
+            [256, 512, 1024, 2048, 4096, 8192, 8192, 8192, 8192, 8192, 8192, 8192, 256]
+        );
+        assert_eq!(
+            sizes(&chunks(2 * mib, Direction::HostToDevice, 0, 0)),
+            [256, 512, 512, 512, 256]
+        );
+        // Behind DMAs in flight the copy does not ramp down: it ends with a whole chunk and
+        // what is left, as the copy engine has the other slots' DMAs to run.
+        let behind = chunks(256 * mib, Direction::HostToDevice, 24 * mib, 8 * mib);
+        assert_eq!(sizes(&behind), [8192; 32]);
+        // The largest copies ramp down to the short chunk too, after whole slots.
+        let big = chunks(1 << 30, Direction::HostToDevice, 0, 0);
+        assert_eq!(big.last().map(|c| c.1), Some(H2D_FIRST_CHUNK));
+        assert_eq!(big.iter().filter(|c| c.1 == CHUNK_MAX).count(), 126);
+        assert_eq!(big.iter().map(|c| c.1).sum::<usize>(), 1 << 30);
     }
 }
