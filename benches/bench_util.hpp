@@ -1,4 +1,5 @@
-// bench_util.hpp: host clock, random fill, statistics, number formatting and Markdown tables for the benchmarks.
+// bench_util.hpp: host clock, random fill, statistics, number formatting and Markdown tables
+// for the benchmarks.
 // Knows nothing about CUDA or llaisys.
 // Also the machine as /proc tells it (CPU model, NVIDIA kernel module version).
 #pragma once

@@ -1,11 +1,10 @@
 //! The host side of a staged copy: how a piece's bytes are written. Writes can bypass the CPU
 //! caches (non-temporal stores; `super::policy::stores` says when): into a staging buffer (H2D
 //! below 128 MiB from a source read again, or every such copy with the `size` policy) the copy
-//! engine then reads memory, not lines dirty in a core's cache, and the
-//! copy does not first read the lines it overwrites; into the caller's buffer of a large D2H
-//! copy they spare the caches bytes they could not keep anyway (docs/caches.md). Ordinary stores
-//! into a staging buffer may be followed by moving the lines to the shared cache
-//! (`Stores::Demoted`).
+//! engine then reads memory, not lines dirty in a core's cache, and the copy does not first read
+//! the lines it overwrites; into the caller's buffer of a large D2H copy they spare the caches
+//! bytes they could not keep anyway (docs/caches.md). Ordinary stores into a staging buffer may
+//! be followed by moving the lines to the shared cache (`Stores::Demoted`).
 //!
 //! The non-temporal copy asks for the source a page ahead of its loads: the processor's own
 //! prefetchers stop at the end of a 4 KiB page, so without it every page of a source that comes

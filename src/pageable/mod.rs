@@ -24,9 +24,10 @@
 //! machine; `policy` reads them all); `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`, a developer tool,
 //! prints where the time of every N-th copy goes (`trace`). The shape of a copy (chunks:
 //! `plan`; pieces, staging buffers, the default stores, the threads' spin) is fixed by
-//! constants and, for the stores of an H2D copy below 128 MiB, by whether a recent copy read its
-//! source (`recent`), chosen with `pageable_probe` and the table benchmark (docs/caches.md); H2D copies
-//! of 8 to 128 MiB with non-temporal stores adapt their thread count below the bound (`adapt`).
+//! constants and, for the stores of an H2D copy below 128 MiB, by whether a recent copy read
+//! its source (`recent`), chosen with `pageable_probe` and the table benchmark
+//! (docs/caches.md); H2D copies of 8 to 128 MiB with non-temporal stores adapt their thread
+//! count below the bound (`adapt`).
 
 mod adapt;
 mod hostcopy;
