@@ -188,7 +188,8 @@ private:
 // stores (they bypass the caches: the copy engine then reads memory, and the copy does not first
 // read the lines it overwrites), as the library writes its staging buffers below 128 MiB for a
 // source read again: 16-byte stores, the source asked for a page ahead of the loads (the
-// processor's prefetchers stop at the end of a 4 KiB page). stream-noahead: the same stores without that prefetch, for comparison.
+// processor's prefetchers stop at the end of a 4 KiB page). stream-noahead: the same stores
+// without that prefetch, for comparison.
 // Or demote: glibc's memcpy in blocks of 16 KiB, each followed by CLDEMOTE of its lines (a hint
 // that moves them from the core's own caches to the shared last-level cache, where the copy
 // engine's reads find them without a snoop of that core; executed as a NOP where the processor

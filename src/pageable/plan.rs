@@ -106,7 +106,8 @@ pub(super) fn chunks(
         Direction::HostToDevice => {
             // Behind DMAs in flight a copy needs no short chunks to start the copy engine: its
             // chunks may be as long as its first (up to a slot's buffer). A large copy on an
-            // idle link ramps down as well as up (`RAMP_DOWN_FROM`).
+            // idle link, its first chunk the short one (at most that much in flight from the
+            // other slots), ramps down as well as up (`RAMP_DOWN_FROM`).
             let first = first_chunk(pending, oldest, CHUNK_MAX);
             let down = first == H2D_FIRST_CHUNK && size >= RAMP_DOWN_FROM;
             plan(size, chunk_for(size).max(first), first, down)
