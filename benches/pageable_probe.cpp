@@ -189,22 +189,26 @@ private:
 // read the lines it overwrites), as the library writes its staging buffers below 128 MiB for a
 // source read again: 16-byte stores, the source asked for a page ahead of the loads (the
 // processor's prefetchers stop at the end of a 4 KiB page). stream-noahead: the same stores
-// without that prefetch, for comparison.
+// without that prefetch, for comparison. ahead: the same loads and prefetch with ordinary 16-byte
+// stores, against glibc's memcpy, with which the library writes its staging buffers from 128 MiB
+// and for a source no recent copy read.
 // Or demote: glibc's memcpy in blocks of 16 KiB, each followed by CLDEMOTE of its lines (a hint
 // that moves them from the core's own caches to the shared last-level cache, where the copy
 // engine's reads find them without a snoop of that core; executed as a NOP where the processor
 // lacks it).
-enum class Stores { Memcpy, Stream, Demote, StreamNoAhead };
+enum class Stores { Memcpy, Stream, Demote, StreamNoAhead, Ahead };
 const char *stores_name(Stores s) {
     return s == Stores::Stream     ? "stream"
            : s == Stores::Demote   ? "demote"
            : s == Stores::StreamNoAhead ? "stream-noahead"
+           : s == Stores::Ahead        ? "ahead"
                                    : "memcpy";
 }
 Stores stores_of(const std::string &name) {
     return name == "stream"     ? Stores::Stream
            : name == "demote"   ? Stores::Demote
            : name == "stream-noahead" ? Stores::StreamNoAhead
+           : name == "ahead"    ? Stores::Ahead
                                 : Stores::Memcpy;
 }
 
@@ -222,9 +226,9 @@ void demote_copy(unsigned char *dst, const unsigned char *src, size_t n) {
     }
 }
 
-// 16-byte non-temporal stores; with `ahead`, each line's loads preceded by a prefetch of the
-// source one page further, as the library's copy does.
-void stream_copy(unsigned char *dst, const unsigned char *src, size_t n, bool ahead) {
+// 16-byte non-temporal (`stream`) or ordinary stores; with `ahead`, each line's loads preceded by a
+// prefetch of the source one page further, as the library's copies do.
+void lined_copy(unsigned char *dst, const unsigned char *src, size_t n, bool ahead, bool stream) {
 #if defined(__x86_64__)
     size_t head = std::min(n, static_cast<size_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
     std::memcpy(dst, src, head);
@@ -236,15 +240,23 @@ void stream_copy(unsigned char *dst, const unsigned char *src, size_t n, bool ah
         __m128i *d = reinterpret_cast<__m128i *>(dst + i);
         __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
                 e = _mm_loadu_si128(s + 3);
-        _mm_stream_si128(d, a);
-        _mm_stream_si128(d + 1, b);
-        _mm_stream_si128(d + 2, c);
-        _mm_stream_si128(d + 3, e);
+        if (stream) {
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d + 1, b);
+            _mm_stream_si128(d + 2, c);
+            _mm_stream_si128(d + 3, e);
+        } else {
+            _mm_store_si128(d, a);
+            _mm_store_si128(d + 1, b);
+            _mm_store_si128(d + 2, c);
+            _mm_store_si128(d + 3, e);
+        }
     }
     std::memcpy(dst + i, src + i, n - i);
-    _mm_sfence();
+    if (stream) _mm_sfence();
 #else
     (void)ahead;
+    (void)stream;
     std::memcpy(dst, src, n);
 #endif
 }
@@ -263,8 +275,8 @@ void copy_range(const CopyJob &j, int i, int count) {
     size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
     if (hi <= lo) return;
     const double t0 = j.busy_ns ? now_s() : 0;
-    if (j.stores == Stores::Stream || j.stores == Stores::StreamNoAhead)
-        stream_copy(j.dst + lo, j.src + lo, hi - lo, j.stores == Stores::Stream);
+    if (j.stores == Stores::Stream || j.stores == Stores::StreamNoAhead || j.stores == Stores::Ahead)
+        lined_copy(j.dst + lo, j.src + lo, hi - lo, j.stores != Stores::StreamNoAhead, j.stores != Stores::Ahead);
     else if (j.stores == Stores::Demote) demote_copy(j.dst + lo, j.src + lo, hi - lo);
     else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
     if (j.busy_ns) j.busy_ns->fetch_add(static_cast<uint64_t>((now_s() - t0) * 1e9), std::memory_order_relaxed);
@@ -342,7 +354,7 @@ struct Result {
     size_t size = 0, chunk = 0;
     int threads = 0, slots = 0;
     std::string mode;  // "hot", "cold" or ""
-    std::string stores;  // "memcpy", "stream", "stream-noahead", "demote" or "" (no host copy)
+    std::string stores;  // "memcpy", "stream", "stream-noahead", "ahead", "demote" or "" (no host copy)
     int busy = 0;        // (g) "host copy under DMA load": repetitions whose DMAs outlasted the copy
     double med = 0;      // seconds
     std::vector<double> samples;
@@ -1495,7 +1507,8 @@ void usage(const char *argv0) {
                  "  --slots LIST     staging buffers for (d), 2 to 4 (default 2,4)\n"
                  "  --evict-mib M    before each timed repetition of (c), (d), (g) read M MiB of other memory (caches cold)\n"
                  "  --stores LIST    host copies of (c), (d), (g): memcpy (glibc), stream (non-temporal stores, as the\n"
-                 "                   library's), stream-noahead (the same without its prefetch), demote (memcpy,\n"
+                 "                   library's), stream-noahead (the same without its prefetch), ahead (ordinary\n"
+                 "                   stores with that prefetch), demote (memcpy,\n"
                  "                   then CLDEMOTE of the lines written; default memcpy,stream)\n"
                  "  --library PATH   part l: a llaisys runtime table library (e.g. libllaisys_nvidia.so) measured\n"
                  "                   beside the probe's pipeline; --parts must name l (not in the default parts);\n"
@@ -1588,13 +1601,19 @@ int main(int argc, char **argv) {
         die(2, "--parts takes letters of abcdefglr, got '%s'", P.parts.c_str());
     if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
-        // 1: memcpy, 2: stream, 3: demote, 4: stream-noahead
-        auto kinds = parse_list<int>("--stores", stores_opt, 1, 4, [](const std::string &v) {
-            return v == "memcpy" ? 1 : v == "stream" ? 2 : v == "demote" ? 3 : v == "stream-noahead" ? 4 : 0;
+        // 1: memcpy, 2: stream, 3: demote, 4: stream-noahead, 5: ahead
+        auto kinds = parse_list<int>("--stores", stores_opt, 1, 5, [](const std::string &v) {
+            return v == "memcpy"           ? 1
+                   : v == "stream"         ? 2
+                   : v == "demote"         ? 3
+                   : v == "stream-noahead" ? 4
+                   : v == "ahead"          ? 5
+                                           : 0;
         });
         P.stores.clear();
         for (int k : kinds)
-            P.stores.push_back(k == 4   ? Stores::StreamNoAhead
+            P.stores.push_back(k == 5   ? Stores::Ahead
+                               : k == 4 ? Stores::StreamNoAhead
                                : k == 3 ? Stores::Demote
                                : k == 2 ? Stores::Stream
                                         : Stores::Memcpy);
