@@ -275,10 +275,15 @@ void copy_range(const CopyJob &j, int i, int count) {
     size_t lo = std::min(j.n, part * static_cast<size_t>(i)), hi = std::min(j.n, lo + part);
     if (hi <= lo) return;
     const double t0 = j.busy_ns ? now_s() : 0;
-    if (j.stores == Stores::Stream || j.stores == Stores::StreamNoAhead || j.stores == Stores::Ahead)
-        lined_copy(j.dst + lo, j.src + lo, hi - lo, j.stores != Stores::StreamNoAhead, j.stores != Stores::Ahead);
-    else if (j.stores == Stores::Demote) demote_copy(j.dst + lo, j.src + lo, hi - lo);
-    else std::memcpy(j.dst + lo, j.src + lo, hi - lo);
+    unsigned char *dst = j.dst + lo;
+    const unsigned char *src = j.src + lo;
+    switch (j.stores) {
+    case Stores::Stream: lined_copy(dst, src, hi - lo, /*ahead=*/true, /*stream=*/true); break;
+    case Stores::StreamNoAhead: lined_copy(dst, src, hi - lo, false, true); break;
+    case Stores::Ahead: lined_copy(dst, src, hi - lo, true, false); break;
+    case Stores::Demote: demote_copy(dst, src, hi - lo); break;
+    case Stores::Memcpy: std::memcpy(dst, src, hi - lo); break;
+    }
     if (j.busy_ns) j.busy_ns->fetch_add(static_cast<uint64_t>((now_s() - t0) * 1e9), std::memory_order_relaxed);
 }
 void copy_part(void *ctx, int i, int count) { copy_range(*static_cast<const CopyJob *>(ctx), i, count); }
@@ -1601,22 +1606,14 @@ int main(int argc, char **argv) {
         die(2, "--parts takes letters of abcdefglr, got '%s'", P.parts.c_str());
     if (P.want('l') && P.library.empty()) die(2, "part l needs --library PATH (a llaisys runtime table library)");
     if (!stores_opt.empty()) {
-        // 1: memcpy, 2: stream, 3: demote, 4: stream-noahead, 5: ahead
-        auto kinds = parse_list<int>("--stores", stores_opt, 1, 5, [](const std::string &v) {
-            return v == "memcpy"           ? 1
-                   : v == "stream"         ? 2
-                   : v == "demote"         ? 3
-                   : v == "stream-noahead" ? 4
-                   : v == "ahead"          ? 5
-                                           : 0;
-        });
+        // Each kind as 1 + its enumerator (0: not a kind's name), in the enumeration's order.
+        auto kinds = parse_list<int>("--stores", stores_opt, 1, static_cast<int>(Stores::Ahead) + 1,
+                                     [](const std::string &v) {
+                                         const Stores s = stores_of(v);
+                                         return v == stores_name(s) ? static_cast<int>(s) + 1 : 0;
+                                     });
         P.stores.clear();
-        for (int k : kinds)
-            P.stores.push_back(k == 5   ? Stores::Ahead
-                               : k == 4 ? Stores::StreamNoAhead
-                               : k == 3 ? Stores::Demote
-                               : k == 2 ? Stores::Stream
-                                        : Stores::Memcpy);
+        for (int k : kinds) P.stores.push_back(static_cast<Stores>(k - 1));
     }
 
     if (P.quick) {
