@@ -1,7 +1,7 @@
 //! The `loaded` mode's own runtimes: for each CUDA major whose `libcudart_static.a` the build
 //! found, a shared library `libllaisys_nvidia_cudart<major>.so` made of that archive, which
 //! exports the runtime's `cuda*` functions under their own names. The library loads it first,
-//! from beside itself (src/cudart_lib.rs): NVIDIA's static runtime costs about 20-30 ns less per
+//! from beside itself (src/cudart/loaded.rs): NVIDIA's static runtime costs about 20-30 ns less per
 //! call than its shared `libcudart.so` (docs/benchmark.md, "The link modes' cost per call").
 //!
 //! The archive's symbols are all hidden (it is meant to be linked into one program), so each
@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The file name of the runtime made for `major` (src/cudart_lib.rs's `bundled_file_name`).
+/// The file name of the runtime made for `major` (src/cudart/loaded.rs's `bundled_file_name`).
 pub fn file_name(major: u32) -> String {
     format!("libllaisys_nvidia_cudart{major}.so")
 }

@@ -4,7 +4,7 @@
 //! functions of the first set (the headers the crate's code is compiled against).
 //!
 //! Each `raw::cudaX` resolves its symbol in the runtime loaded at run time on first use
-//! (`crate::cudart_lib::resolve`: a table slot filled by `dlsym`). What it calls depends on the
+//! (`crate::cudart::loaded::resolve`: a table slot filled by `dlsym`). What it calls depends on the
 //! major loaded, decided here once per function by comparing the two declarations:
 //! - the same declaration in the other set, under this name or a versioned one of the same
 //!   base name (CUDA 12's `cudaMemPrefetchAsync_v2` is CUDA 13's `cudaMemPrefetchAsync`): the
@@ -116,7 +116,7 @@ fn dispatch(sets: &[HeaderSet], p: &Set, cmps: &[Compare], out_dir: &Path) -> Re
     let _ = writeln!(
         c,
         "/// What the loader needs to know of these headers.\n\
-         pub(crate) static SPEC: crate::cudart_lib::Spec = crate::cudart_lib::Spec {{\n    \
+         pub(crate) static SPEC: crate::cudart::loaded::Spec = crate::cudart::loaded::Spec {{\n    \
          majors: &[{}],\n    build_dirs: &[{}],\n    runtime_version: probe_runtime_version,\n    \
          runtime_version_symbols: &[{}],\n    driver_version: probe_driver_version,\n    \
          driver_version_symbol: c{:?},\n    \
@@ -180,7 +180,7 @@ fn dispatch(sets: &[HeaderSet], p: &Set, cmps: &[Compare], out_dir: &Path) -> Re
             .collect();
         let _ = writeln!(
             symbols,
-            "    crate::cudart_lib::Symbol::new({:?}, &[{}], &[{}]),",
+            "    crate::cudart::loaded::Symbol::new({:?}, &[{}], &[{}]),",
             f.rust,
             links.join(", "),
             why.join(", ")
@@ -200,7 +200,7 @@ fn dispatch(sets: &[HeaderSet], p: &Set, cmps: &[Compare], out_dir: &Path) -> Re
     }
     let _ = writeln!(
         c,
-        "static SYMBOLS: [crate::cudart_lib::Symbol; {index}] = [\n{symbols}];"
+        "static SYMBOLS: [crate::cudart::loaded::Symbol; {index}] = [\n{symbols}];"
     );
     c.push_str(&shims);
     for ((name, to_primary), ()) in &conversions {
@@ -215,7 +215,7 @@ fn dispatch(sets: &[HeaderSet], p: &Set, cmps: &[Compare], out_dir: &Path) -> Re
         "/// The loader's note on a failure of `call` (a function the loaded runtime lacks), if \
          any.\npub(crate) fn loaded_note(call: &str) -> Option<String> {\n    \
          let s = SYMBOLS.iter().find(|s| s.name() == call)?;\n    \
-         crate::cudart_lib::note(&SPEC, s)\n}\n",
+         crate::cudart::loaded::note(&SPEC, s)\n}\n",
     );
     Ok(Dispatch { code: c })
 }
@@ -353,7 +353,7 @@ fn shim(f: &Function, index: usize, plans: &[Plan], sets: &[HeaderSet], text_fn:
             f.params[0].0
         )
     } else {
-        "crate::cudart_lib::failure_text(&SPEC).as_ptr()".to_string()
+        "crate::cudart::loaded::failure_text(&SPEC).as_ptr()".to_string()
     };
     let per_major: Vec<String> = plans
         .iter()
@@ -376,7 +376,7 @@ fn shim(f: &Function, index: usize, plans: &[Plan], sets: &[HeaderSet], text_fn:
          /// # Safety\n/// As for the C function: the arguments are what its documentation \
          requires; a `*mut` structure whose layout differs between the majors is read as well \
          as written, so it is initialized.\n#[inline]\npub unsafe fn {name}({}) -> {ret} {{\n    \
-         let (llaisys_f, {}) = match crate::cudart_lib::resolve(&SPEC, &SYMBOLS[{index}]) {{\n        \
+         let (llaisys_f, {}) = match crate::cudart::loaded::resolve(&SPEC, &SYMBOLS[{index}]) {{\n        \
          Ok(r) => r,\n        Err({}) => return {failure},\n    }};\n",
         per_major.join(", "),
         params.join(", "),

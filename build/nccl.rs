@@ -9,7 +9,7 @@
 //! - `nccl.h` includes `cuda_runtime.h`, `cuda_fp16.h` and `cuda_bf16.h`; it uses only
 //!   `cudaStream_t` and `cudaEvent_t` from them. A three-line stand-in for those headers (written
 //!   to OUT_DIR) replaces them, so the bindings do not depend on which CUDA root the build uses, and
-//!   the Rust side uses `crate::raw::cudaStream_t` (the bindings leave the two types out).
+//!   the Rust side uses `crate::cudart::sys::cudaStream_t` (the bindings leave the two types out).
 //! - `ncclConfig_t` must be initialized with the header's `NCCL_CONFIG_INITIALIZER`; a macro
 //!   bindgen cannot translate. It is translated here, field by field from the macro's text, into
 //!   `config_initializer()`: a field the macro gains is then there too, or the build fails naming it.

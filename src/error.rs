@@ -2,7 +2,7 @@
 //! headers did not know is never undefined behaviour), and `Error`, which adds which CUDA call
 //! failed, where, and why.
 
-use crate::raw;
+use crate::cudart::sys as raw;
 use std::ffi::CStr;
 use std::fmt;
 use std::panic::Location;

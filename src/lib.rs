@@ -43,44 +43,26 @@
 #[cfg(not(any(feature = "static", feature = "dynamic", feature = "loaded")))]
 compile_error!("enable one of the features `static` (libcudart_static.a, the default), `dynamic` (shared libcudart) or `loaded` (libcudart loaded at run time)");
 
-// Layer 0: what loads libraries at run time, then the raw bindings.
-#[cfg(llaisys_loaded)]
-pub(crate) mod cudart_lib;
+// Layer 0 and 1: CUDA's runtime (the loaded runtime, the bindings, one function per call),
+// the errors, the helpers.
+pub(crate) mod cudart;
+pub mod error;
 pub(crate) mod libsearch;
-mod raw;
+pub(crate) mod util;
 
 /// The raw cudart bindings (bindgen output over `cuda_runtime.h`), for tests and tools that want
 /// CUDA itself as an independent witness. The crate's own code above `cudart` never uses them.
 #[doc(hidden)]
 pub mod sys {
-    pub use crate::raw::*;
+    pub use crate::cudart::sys::*;
 }
 
-// Layer 1.
-pub(crate) mod cudart;
-pub(crate) mod env;
-pub mod error;
-pub(crate) mod hash;
-pub(crate) mod sync;
-
-// Layer 2: the safe layer.
-pub(crate) mod capture;
-pub mod copy;
-pub mod device;
-pub mod event;
-pub(crate) mod graph;
-pub mod memory;
-pub(crate) mod memory_kinds;
+// Layer 2: the safe layer, and NCCL's (the communicator's lowest layers).
 pub(crate) mod nccl;
-pub(crate) mod pinned_pages;
-pub mod pointer;
-pub(crate) mod pool;
-pub mod runtime;
-pub mod stream;
+pub(crate) mod safe;
 
 // Layer 3: caches and fast paths.
 pub(crate) mod cache;
-pub(crate) mod legacy;
 pub(crate) mod pageable;
 
 // Layer 4: the operations.
@@ -89,11 +71,12 @@ pub mod ops;
 // Layer 5: the C faces.
 pub(crate) mod capi;
 
-pub use copy::MemcpyKind;
 pub use error::{CudaError, Error, ErrorKind, Result};
-pub use event::Event;
-pub use memory::{DeviceBuffer, PinnedBuffer};
-pub use stream::Stream;
+pub use safe::copy::{self, MemcpyKind};
+pub use safe::event::{self, Event};
+pub use safe::memory::{self, DeviceBuffer, PinnedBuffer};
+pub use safe::stream::{self, Stream};
+pub use safe::{device, pointer, runtime};
 
 /// The C ABI's items, as declared in `csrc/llaisys_runtime.h`: every `repr(C)` type, the table,
 /// and every exported `llaisysNvidia*` function (callable from Rust too).

@@ -7,9 +7,10 @@
 //!   its own children do not count as use);
 //! - every module has a layer (a new one must be placed on purpose).
 //!
-//! Besides: in the library only `error` and `cudart` touch the raw bindings; in the doctor only
-//! `backend` names the library, and no module names an item of the crate root (its lib.rs only
-//! declares the modules, so a module names the module it uses and the check sees it).
+//! Besides: in the library only `error` and `cudart::calls` touch the raw bindings
+//! (`cudart::sys`); in the doctor only `backend` names the library. In both crates no module names
+//! an item of the crate root (a re-export there is for users, so a module names the module it
+//! uses and the check sees it).
 //!
 //! The checks are functions of a set of files, so that tests below run them on small made-up
 //! crates too and show that each one fails where it should.
@@ -32,36 +33,24 @@ struct Layout {
     root_items: bool,
 }
 
-/// The library: what loads libraries at run time -> raw bindings -> safe layer -> resources ->
-/// caches and the pageable path -> operations -> the C ABI.
+/// The library: helpers -> what loads libraries at run time -> raw bindings -> errors and one
+/// function per cudart call -> the safe layer -> caches and the pageable path -> operations ->
+/// the C faces. A layer names top-level modules or, inside `cudart/`, its files.
 const LIBRARY: Layout = Layout {
     src: "src",
     layers: &[
+        &["util"],
         &["libsearch"],
-        &["cudart_lib"],
-        &["raw"],
-        &["error", "cudart", "sync", "env", "hash"],
-        &[
-            "runtime",
-            "device",
-            "stream",
-            "event",
-            "memory",
-            "memory_kinds",
-            "pinned_pages",
-            "pointer",
-            "pool",
-            "copy",
-            "nccl",
-            "capture",
-            "graph",
-        ],
-        &["cache", "pageable", "legacy"],
+        &["cudart::loaded"],
+        &["cudart::sys"],
+        &["error", "cudart", "cudart::calls"],
+        &["safe", "nccl"],
+        &["cache", "pageable"],
         &["ops"],
         &["capi"],
     ],
     not_modules: &[],
-    root_items: true,
+    root_items: false,
 };
 
 /// The doctor: data and names -> the door into the library -> gathering -> the probe process
@@ -89,9 +78,16 @@ const DOCTOR: Layout = Layout {
 /// Modules outside the layering: the crate root (module map and re-exports).
 const OUTSIDE: &[&str] = &[""];
 
+/// The layer of `module`: that of the longest entry of the layout it is or lies inside.
 fn layer_of(layout: &Layout, module: &str) -> Option<usize> {
-    let top = module.split("::").next().unwrap_or("");
-    layout.layers.iter().position(|l| l.contains(&top))
+    let inside = |entry: &str| module == entry || module.starts_with(&format!("{entry}::"));
+    layout
+        .layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.iter().filter(|e| inside(e)).map(move |e| (e.len(), i)))
+        .max()
+        .map(|(_, i)| i)
 }
 
 fn outside(module: &str) -> bool {
@@ -535,17 +531,17 @@ fn only_the_thin_layer_touches_the_raw_bindings() {
     let raw_users: BTreeSet<&String> = g
         .uses
         .iter()
-        .filter(|(_, used)| used.iter().any(|(t, _)| t == "raw"))
+        .filter(|(_, used)| used.iter().any(|(t, _)| t == "cudart::sys"))
         .map(|(m, _)| m)
         .collect();
-    let allowed: BTreeSet<String> = ["error", "cudart", ""].map(String::from).into();
+    let allowed: BTreeSet<String> = ["error", "cudart::calls", ""].map(String::from).into();
     let extra: Vec<&&String> = raw_users
         .iter()
         .filter(|m| !allowed.contains(**m) && !outside(m))
         .collect();
     assert!(extra.is_empty(), "raw bindings used by {extra:?}");
     assert!(
-        raw_users.contains(&"cudart".to_string()),
+        raw_users.contains(&"cudart::calls".to_string()),
         "the check sees the thin layer's use"
     );
 }
@@ -687,6 +683,18 @@ fn the_checks_fail_on_a_crate_that_breaks_them() {
     );
     // A module without a layer.
     let g = made_up(&[root, ("stray", "")]);
+    // A layer entry inside a folder wins over its folder's (the longest entry a module lies in).
+    const NESTED: Layout = Layout {
+        src: "",
+        layers: &[&["low::sys"], &["low", "low::calls"]],
+        not_modules: &[],
+        root_items: false,
+    };
+    assert_eq!(layer_of(&NESTED, "low::sys"), Some(0));
+    assert_eq!(layer_of(&NESTED, "low::sys::inner"), Some(0));
+    assert_eq!(layer_of(&NESTED, "low::calls"), Some(1));
+    assert_eq!(layer_of(&NESTED, "low"), Some(1));
+    assert_eq!(layer_of(&NESTED, "lower"), None);
     assert_eq!(unplaced(&MADE_UP, &g), ["stray"]);
     // Naming a crate: `name::` or `use name as`, not a longer name that starts with it.
     let g = made_up(&[

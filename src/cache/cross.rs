@@ -10,15 +10,15 @@
 //! stream first, and destroy_stream does the same before the stream goes. With one device
 //! nothing is noted and nothing is paid.
 //!
-//! These orderings are work on legacy streams: while a capture forbids one (`crate::legacy`),
+//! These orderings are work on legacy streams: while a capture forbids one (`legacy_stream`),
 //! an allocation that needs it is refused with a capture error instead, and a free is kept
 //! (`deferred`), ordered when it is done.
 
 use super::in_use;
-use crate::cudart::StreamHandle;
+use crate::cache::legacy_stream::Usable;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{CudaError, Error, Result};
-use crate::event::Event;
-use crate::legacy::Usable;
+use crate::safe::event::Event;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -56,23 +56,25 @@ pub(crate) fn active() -> bool {
 }
 
 fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    f(crate::sync::lock(&STATE).get_or_insert_with(State::default))
+    f(crate::util::sync::lock(&STATE).get_or_insert_with(State::default))
 }
 
 /// Permission to use the legacy stream of `device`, or the refusal while a capture forbids it.
 /// Taken before `STATE` (the gate comes first); taken again inside, it does not lock again.
 fn legacy_of(device: i32) -> Result<Usable> {
-    crate::device::with(device, || crate::legacy::usable(device))?.ok_or_else(|| {
-        Error::capture(
-            "cudaEventRecord",
-            CudaError::STREAM_CAPTURE_IMPLICIT,
-            format!(
+    crate::safe::device::with(device, || crate::cache::legacy_stream::usable(device))?.ok_or_else(
+        || {
+            Error::capture(
+                "cudaEventRecord",
+                CudaError::STREAM_CAPTURE_IMPLICIT,
+                format!(
                 "device {device}: ordering work across devices uses its legacy stream, which a \
                  capture in progress forbids; synchronize the streams of other devices that use \
                  this device's memory before the capture, or end it first"
             ),
-        )
-    })
+            )
+        },
+    )
 }
 
 /// Called before a copy (or memset) touching device memory of `memory_device` is queued on
@@ -90,7 +92,7 @@ pub(crate) fn before_use(
     }
     let stream_device = match stream_device {
         Some(d) => d,
-        None => crate::device::current()?,
+        None => crate::safe::device::current()?,
     };
     if stream_device == memory_device {
         return Ok(());
@@ -111,7 +113,7 @@ pub(crate) fn before_use(
             s.wait(note.stream, note.stream_device, memory_device)?;
             s.notes.push(note);
         }
-        Ok::<(), crate::Error>(())
+        Ok::<(), crate::error::Error>(())
     })?;
     LAST.with(|l| l.set((Some(note), epoch)));
     Ok(())
@@ -141,7 +143,7 @@ impl State {
         };
         let s = stream as StreamHandle;
         let e = self.event(device)?;
-        crate::device::for_stream(s, stream_device, || {
+        crate::safe::device::for_stream(s, stream_device, || {
             // SAFETY: `s` is NULL or a live stream of `stream_device` (noted while live and
             // forgotten before it is destroyed); the event is of that device.
             unsafe { e.record_raw(s) }
@@ -158,9 +160,9 @@ impl State {
         };
         let s = stream as StreamHandle;
         let e = self.event(device)?.as_raw();
-        crate::device::for_stream(s, stream_device, || {
+        crate::safe::device::for_stream(s, stream_device, || {
             // SAFETY: `s` is NULL or a live stream (as in `record`); `e` is our live event.
-            unsafe { crate::stream::wait_event(s, e) }
+            unsafe { crate::safe::stream::wait_event(s, e) }
         })
     }
 
@@ -217,7 +219,7 @@ pub(crate) fn stream_destroyed(stream: StreamHandle) -> Result<()> {
         return Ok(());
     }
     EPOCH.fetch_add(1, Relaxed);
-    let _legacy = legacy_of(crate::device::current()?)?;
+    let _legacy = legacy_of(crate::safe::device::current()?)?;
     with_state(|s| {
         let mine = s.notes_where(|n| n.stream == stream as usize);
         for n in mine {

@@ -2,14 +2,15 @@
 //!
 //! Returning a block to its pool is `cudaFreeAsync` on the device's legacy stream, and freeing a
 //! `cudaMalloc` block is `cudaFree`, which waits for the whole device: neither may run while a
-//! stream of the device captures a graph (`crate::legacy`). Such frees are kept here and done by
+//! stream of the device captures a graph (`legacy_stream`). Such frees are kept here and done by
 //! the first later call that finds the device's legacy stream usable ([`flush`]: free_device,
 //! malloc_device's slow path, the end of a capture through the library, release_cached). The
 //! memory is not handed out meanwhile: it was taken out of every list when it was freed.
 
 use super::{graph_pool, large, recycle::Block};
 use crate::error::Result;
-use crate::sync::lock;
+use crate::safe::pool;
+use crate::util::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -59,7 +60,7 @@ pub(crate) fn flush() -> Result<()> {
     let mut left = Vec::new();
     let mut first_err = None;
     for k in all {
-        let ran = crate::device::run_on(k.device, || free_now(&k));
+        let ran = crate::safe::device::run_on(k.device, || free_now(&k));
         match ran.result {
             Ok(true) => {}
             Ok(false) => left.push(k),
@@ -84,27 +85,27 @@ pub(crate) fn flush() -> Result<()> {
 /// As every free on the legacy stream, it is first ordered after the streams of other devices
 /// that used the device's memory (`cross`, with several devices in use).
 fn free_now(k: &Kept) -> Result<bool> {
-    let Some(_legacy) = crate::legacy::usable(k.device)? else {
+    let Some(_legacy) = crate::cache::legacy_stream::usable(k.device)? else {
         return Ok(false);
     };
     // The caller may capture another device in global or thread-local mode, which forbids its
     // thread cudaFree: done in relaxed mode, a free of a device that no capture forbids now
     // leaves its capture alone.
-    let _relaxed = crate::capture::Relaxed::new();
+    let _relaxed = crate::safe::capture::Relaxed::new();
     super::cross::order_before_free(k.device)?;
     let p = k.block.ptr as *mut c_void;
     match k.how {
         // SAFETY: pool memory of ours that nobody holds since its free_device; the free is on the
         // legacy stream, so after every use queued on the legacy and blocking streams.
-        How::Pool => unsafe { crate::pool::free_async(p, k.block.size, std::ptr::null_mut()) }?,
+        How::Pool => unsafe { pool::free_async(p, k.block.size, std::ptr::null_mut()) }?,
         // SAFETY: a large block of ours, freed once; cudaFree waits for the device.
         How::Large => unsafe { large::free_now(k.block, k.device) }?,
         // SAFETY: cudaMalloc memory of ours, freed once; cudaFree waits for the device.
-        How::Plain => unsafe { crate::memory::free_device(p) }?,
+        How::Plain => unsafe { crate::safe::memory::free_device(p) }?,
         How::Graph => {
             // SAFETY: a graph pool block nobody holds and no graph can use any more; cudaFree
             // waits for the device, so for any replay still running.
-            unsafe { crate::memory::free_device(p) }?;
+            unsafe { crate::safe::memory::free_device(p) }?;
             graph_pool::note_freed(k.device, k.block.size);
         }
     }

@@ -19,7 +19,7 @@
 //! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed
 //! out, or twice, is refused with a clear error instead of undefined behaviour.
 //!
-//! Captures (`crate::legacy`): while a stream of the device captures a graph the legacy stream
+//! Captures (`legacy_stream`): while a stream of the device captures a graph the legacy stream
 //! may not be used. Frees then stay pending in `recycle` or are kept in `deferred`, and a
 //! request the kept blocks cannot serve is allocated from the pool on the device's side stream,
 //! waited for on the host. A thread capturing through the library allocates from its capture's
@@ -28,13 +28,13 @@
 use super::deferred::{self, How};
 use super::recycle::{self, Block};
 use super::{cross, graph_pool, in_use, large, AllocatorStats, Counters};
-use crate::capture::Relaxed as RelaxedMode;
-use crate::cudart::StreamHandle;
-use crate::device::Ran;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
-use crate::hash::AddrMap;
-use crate::pool::Pool;
-use crate::sync::lock;
+use crate::safe::capture::Relaxed as RelaxedMode;
+use crate::safe::device::Ran;
+use crate::safe::pool::Pool;
+use crate::util::hash::AddrMap;
+use crate::util::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
@@ -64,11 +64,11 @@ static FREED_EST: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_D
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| crate::env::switch_on("LLAISYS_NVIDIA_DEVICE_CACHE"))
+    *ON.get_or_init(|| crate::util::env::switch_on("LLAISYS_NVIDIA_DEVICE_CACHE"))
 }
 
 fn shard(p: usize) -> &'static Mutex<Option<AddrMap<Live>>> {
-    &LIVE[crate::hash::part(p, SHARDS)]
+    &LIVE[crate::util::hash::part(p, SHARDS)]
 }
 
 fn device_index(device: i32) -> Result<usize> {
@@ -115,7 +115,7 @@ static GRANTS: Mutex<()> = Mutex::new(());
 /// memory of a pool, unlike that of cudaMalloc, is reachable from another device (a kernel there,
 /// a cudaMemcpy between the devices) only once the pool grants it access.
 fn grant(pool: Pool, owner: i32, peer: i32) -> Result<()> {
-    if !crate::device::can_access_peer(peer, owner)? {
+    if !crate::safe::device::can_access_peer(peer, owner)? {
         return Ok(());
     }
     pool.grant(owner, peer)
@@ -154,7 +154,7 @@ fn first_seen(device: i32) -> Result<()> {
 fn make_pool(device: i32) -> Result<Option<Pool>> {
     // Once per device; may be the first call of a thread inside a capture.
     let _relaxed = RelaxedMode::new();
-    if !crate::device::memory_pools_supported(device)? {
+    if !crate::safe::device::memory_pools_supported(device)? {
         return Ok(None);
     }
     Pool::new(device).map(Some)
@@ -186,7 +186,7 @@ unsafe fn try_alloc(
             RESERVED_SEEN[d].fetch_max(now, Relaxed);
             Ok((p, hit))
         }
-        None => Ok((crate::memory::alloc_device(size)?, false)),
+        None => Ok((crate::safe::memory::alloc_device(size)?, false)),
     }
 }
 
@@ -214,7 +214,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
             return alloc_for_graph(size, c.capture, c.pool, c.device);
         }
     }
-    let device = crate::device::current()
+    let device = crate::safe::device::current()
         .map_err(|e| Error::cuda(e.call(), e.cuda_error(), format!("size={size}")))?;
     let pool = pool(device)?;
     refuse_beyond_device(size, device)?;
@@ -283,7 +283,7 @@ fn discard(p: *mut c_void, live: Live) {
 pub(crate) fn set_aside(r: Result<()>) {
     use crate::error::ErrorKind;
     if r.is_err_and(|e| matches!(e.kind(), ErrorKind::Cuda | ErrorKind::DeferredCuda)) {
-        crate::runtime::take_last_cuda_error();
+        crate::safe::runtime::take_last_cuda_error();
     }
 }
 
@@ -317,7 +317,7 @@ unsafe fn alloc_new(
         return Ok((large::alloc(size, device)?, false, true));
     }
     let legacy = if stream.is_null() {
-        crate::legacy::usable(device)?
+        crate::cache::legacy_stream::usable(device)?
     } else {
         None
     };
@@ -326,13 +326,13 @@ unsafe fn alloc_new(
         let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
         return Ok((p, hit, false));
     }
-    let side = crate::legacy::side_stream(device)?;
+    let side = crate::cache::legacy_stream::side_stream(device)?;
     // SAFETY: the side stream is a live stream of `device`.
     let (p, hit) = unsafe { try_alloc(size, device, pool, side) }?;
     // SAFETY: as above. Once it has run, every stream may use the block.
-    if let Err(e) = unsafe { crate::stream::synchronize(side) } {
+    if let Err(e) = unsafe { crate::safe::stream::synchronize(side) } {
         // SAFETY: just allocated on the side stream, never handed out.
-        let _ = unsafe { crate::pool::free_async(p, size, side) };
+        let _ = unsafe { crate::safe::pool::free_async(p, size, side) };
         return Err(e);
     }
     Ok((p, hit, false))
@@ -367,7 +367,7 @@ pub(crate) fn total_memory(device: i32) -> Result<usize> {
         Some(&t) => Ok(t),
         None => {
             let _relaxed = RelaxedMode::new();
-            let (_, t) = crate::device::with(device, crate::device::mem_info)?;
+            let (_, t) = crate::safe::device::with(device, crate::safe::device::mem_info)?;
             Ok(*slot.get_or_init(|| t))
         }
     }
@@ -390,7 +390,7 @@ fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
 
 /// Counts an out-of-memory failure of the current device that the caller retries.
 pub(crate) fn note_oom_retry() {
-    if let Ok(d) = crate::device::current().and_then(device_index) {
+    if let Ok(d) = crate::safe::device::current().and_then(device_index) {
         COUNTERS[d].oom_retry();
     }
 }
@@ -499,7 +499,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
     }
     // The free goes on the given stream (NULL: the legacy stream of the block's device, after
     // the work of streams of other devices that used the device's memory).
-    crate::device::run_on(live.device, || {
+    crate::safe::device::run_on(live.device, || {
         if stream.is_null() && pooled && cross::active() {
             // Kept while one device was in use, never handed out again now: back to the pool,
             // and the large ones to CUDA (nothing parks any more, so none would be freed).
@@ -513,7 +513,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             if let Ok(evicted) = recycle::keep(live.device, block, recycle::ready_limit(total)) {
                 return Ok(Released::Kept(evicted));
             }
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
         }
         let how = if live.raw {
             How::Large
@@ -523,7 +523,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             How::Plain
         };
         if stream.is_null() {
-            let Some(_legacy) = crate::legacy::usable(live.device)? else {
+            let Some(_legacy) = crate::cache::legacy_stream::usable(live.device)? else {
                 deferred::push(live.device, block, how);
                 return Ok(Released::Deferred);
             };
@@ -541,7 +541,7 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // capturing stream (the block stays allocated), before a wait there would
             // invalidate the capture.
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
-            if unsafe { crate::capture::capturing(stream) }? {
+            if unsafe { crate::safe::capture::capturing(stream) }? {
                 return Err(Error::capture(
                     "cudaFree",
                     crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
@@ -557,11 +557,11 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // touches no captured work: relaxed mode lets it through a capture of any mode.
             let relaxed = RelaxedMode::new();
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
-            unsafe { crate::stream::synchronize(stream) }?;
+            unsafe { crate::safe::stream::synchronize(stream) }?;
             drop(relaxed);
             // cudaFree waits for the whole device, which a capture of one of its streams
             // forbids: kept until the capture has ended, as a free on the legacy stream.
-            let Some(_legacy) = crate::legacy::usable(live.device)? else {
+            let Some(_legacy) = crate::cache::legacy_stream::usable(live.device)? else {
                 deferred::push(live.device, block, how);
                 return Ok(Released::Deferred);
             };
@@ -585,7 +585,7 @@ unsafe fn free_block(
     stream: StreamHandle,
 ) -> Result<Released> {
     let p = block.ptr as *mut c_void;
-    // cudaFree runs only on a device no capture forbids it (the callers ask `legacy::usable`),
+    // cudaFree runs only on a device no capture forbids (the callers ask `legacy_stream::usable`),
     // but the calling thread may capture another device in global or thread-local mode.
     let _relaxed = (how != How::Pool).then(RelaxedMode::new);
     match how {
@@ -598,13 +598,13 @@ unsafe fn free_block(
         How::Pool => {
             // SAFETY: pool memory of ours freed once, its users ordered before the free on
             // `stream`, which is NULL or live (this function's contract).
-            unsafe { crate::pool::free_async(p, block.size, stream) }?;
+            unsafe { crate::safe::pool::free_async(p, block.size, stream) }?;
             Ok(Released::ToPool)
         }
         How::Plain | How::Graph => {
             // SAFETY: memory of ours from `memory::alloc_device` (plain, or a graph pool's
             // block), freed once (this function's contract).
-            unsafe { crate::memory::free_device(p) }?;
+            unsafe { crate::safe::memory::free_device(p) }?;
             Ok(Released::ToCuda)
         }
     }
@@ -637,7 +637,7 @@ fn flush_kept_slow() -> Result<()> {
 /// Frees the parked large blocks of `device` (current) when its legacy stream may be used; a
 /// block that cannot be freed is kept again.
 fn flush_large(device: i32) -> Result<()> {
-    let Some(_legacy) = crate::legacy::usable(device)? else {
+    let Some(_legacy) = crate::cache::legacy_stream::usable(device)? else {
         return Ok(());
     };
     if let Err((back, e)) = large::flush(device) {
@@ -667,8 +667,8 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
             return Err(e);
         }
     };
-    let result = crate::device::with(device, || {
-        let Some(_legacy) = crate::legacy::usable(device)? else {
+    let result = crate::safe::device::with(device, || {
+        let Some(_legacy) = crate::cache::legacy_stream::usable(device)? else {
             return Ok(());
         };
         let mut first_err = None;
@@ -683,7 +683,7 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
             // SAFETY: pool memory of ours, freed by its owner, not handed out since; the free is
             // ordered after its users on the legacy stream.
             match unsafe {
-                crate::pool::free_async(b.ptr as *mut c_void, b.size, std::ptr::null_mut())
+                crate::safe::pool::free_async(b.ptr as *mut c_void, b.size, std::ptr::null_mut())
             } {
                 Ok(()) => {
                     FREED_EST[d].fetch_add(b.size as u64, Relaxed);
@@ -719,8 +719,8 @@ pub(crate) fn release_cached() -> Result<()> {
             _ => continue,
         };
         let d = device as i32;
-        let released = crate::device::with(d, || {
-            let Some(_legacy) = crate::legacy::usable(d)? else {
+        let released = crate::safe::device::with(d, || {
+            let Some(_legacy) = crate::cache::legacy_stream::usable(d)? else {
                 return Ok(false);
             };
             let Some(pool) = pool else {
@@ -740,7 +740,7 @@ pub(crate) fn release_cached() -> Result<()> {
                 }
             }
             // SAFETY: NULL is the legacy stream.
-            unsafe { crate::stream::synchronize(std::ptr::null_mut()) }?;
+            unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }?;
             pool.trim(d).map(|()| true)
         });
         match released {

@@ -20,7 +20,7 @@
 //!   that may use the legacy stream; blocks still handed out are freed by their free_device.
 
 use crate::error::{Error, Result};
-use crate::sync::lock;
+use crate::util::sync::lock;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_void;
@@ -65,7 +65,7 @@ pub(crate) struct Current {
     pub(crate) capture: u64,
     pub(crate) pool: u64,
     pub(crate) device: i32,
-    /// Its capture mode (`crate::capture::MODE_*`).
+    /// Its capture mode (`crate::safe::capture::MODE_*`).
     pub(crate) mode: u32,
 }
 
@@ -300,11 +300,11 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
     if let Some(b) = reused {
         return Ok((b, true));
     }
-    let ran = crate::device::run_on(device, || {
+    let ran = crate::safe::device::run_on(device, || {
         // cudaMalloc is "potentially unsafe" during a capture of global or thread-local mode;
         // it does not touch captured work, so relaxed mode allows it.
-        let _relaxed = crate::capture::Relaxed::new();
-        crate::memory::alloc_device(class)
+        let _relaxed = crate::safe::capture::Relaxed::new();
+        crate::safe::memory::alloc_device(class)
     });
     if ran.result.is_ok() {
         // A block made: the pool holds it, handed out or not.

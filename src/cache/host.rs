@@ -15,10 +15,10 @@
 //! and allocations run in relaxed capture mode, which captures of every mode allow.
 
 use super::{AllocatorStats, Counters};
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
-use crate::hash::AddrMap;
-use crate::sync::lock;
+use crate::util::hash::AddrMap;
+use crate::util::sync::lock;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::os::raw::c_void;
@@ -42,7 +42,7 @@ struct Block {
 
 /// An ordering event and the device it was made on (events are per device).
 struct Event {
-    event: crate::event::Event,
+    event: crate::safe::event::Event,
     device: i32,
 }
 
@@ -85,7 +85,7 @@ static STREAM_LIFETIME: RwLock<()> = RwLock::new(());
 
 /// Held by whoever destroys a stream (see `STREAM_LIFETIME`).
 pub(crate) fn stream_lifetime_write() -> RwLockWriteGuard<'static, ()> {
-    crate::sync::write(&STREAM_LIFETIME)
+    crate::util::sync::write(&STREAM_LIFETIME)
 }
 static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
@@ -112,7 +112,7 @@ thread_local! {
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| crate::env::switch_on("LLAISYS_NVIDIA_HOST_CACHE"))
+    *ON.get_or_init(|| crate::util::env::switch_on("LLAISYS_NVIDIA_HOST_CACHE"))
 }
 
 fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
@@ -148,10 +148,10 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     let reused = if cache_on() {
         with_state(|s| s.take_ready(class)).or_else(|| {
             // `retry_waiting` may record on a legacy stream: the gate first, then the lock.
-            let _gate = crate::legacy::gate();
+            let _gate = crate::cache::legacy_stream::gate();
             with_state(|s| {
                 // Queries of our own events: allowed through any capture in relaxed mode.
-                let _relaxed = crate::capture::Relaxed::new();
+                let _relaxed = crate::safe::capture::Relaxed::new();
                 s.retry_waiting();
                 s.collect_completed();
                 s.take_ready(class)
@@ -163,8 +163,8 @@ pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     let (p, hit) = match reused {
         Some(p) => (p as *mut c_void, true),
         None => {
-            let _relaxed = crate::capture::Relaxed::new();
-            let p = crate::memory::alloc_host(class).map_err(|e| {
+            let _relaxed = crate::safe::capture::Relaxed::new();
+            let p = crate::safe::memory::alloc_host(class).map_err(|e| {
                 Error::cuda(
                     e.call(),
                     e.cuda_error(),
@@ -200,7 +200,7 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    let _streams_stay = crate::sync::read(&STREAM_LIFETIME);
+    let _streams_stay = crate::util::sync::read(&STREAM_LIFETIME);
     let Some(block) = with_state(|s| s.live.remove(&(p as usize))) else {
         return Err(Error::invalid_argument(format!(
             "ptr={p:p} was not returned by malloc_host, or was already freed (a device pointer, \
@@ -212,10 +212,10 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     COUNTERS.freed(block.requested);
     if !cache_on() {
         // cudaFreeHost is "potentially unsafe" during a capture; it touches no captured work.
-        let _relaxed = crate::capture::Relaxed::new();
+        let _relaxed = crate::safe::capture::Relaxed::new();
         // SAFETY: a live block of ours (just taken out of the table), freed once. With the
         // cache off no copy is noted: as with plain cudaFreeHost, the host has finished its work.
-        return unsafe { crate::memory::free_host(p) };
+        return unsafe { crate::safe::memory::free_host(p) };
     }
     let mut events = block.events;
     let mut first_err = None;
@@ -223,7 +223,7 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     let mut capturing = Vec::new();
     for &stream in &block.streams {
         // For the legacy stream: held from the check to the record (`captures`).
-        let _gate = (stream.0 == 0).then(crate::legacy::gate);
+        let _gate = (stream.0 == 0).then(crate::cache::legacy_stream::gate);
         if captures(stream) {
             capturing.push(stream);
             continue;
@@ -240,7 +240,7 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
                     first_err.get_or_insert(e);
                 } else {
                     // Handled: not left as cudart's last error for the application to find.
-                    crate::runtime::take_last_cuda_error();
+                    crate::safe::runtime::take_last_cuda_error();
                 }
             }
         }
@@ -275,19 +275,19 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
 /// True when no event may be recorded on `stream` now: it captures a graph (for NULL: a
 /// blocking stream of its device does, or a capture through the library is counted there and
 /// may be about to begin). A failed query counts as not capturing (the record that follows
-/// reports the error). For NULL the caller holds `legacy::gate()` until it has recorded, so
+/// reports the error). For NULL the caller holds `legacy_stream::gate()` until it has recorded, so
 /// that no capture through the library begins between this check and the record.
 fn captures((stream, device): Stream) -> bool {
     let s = stream as StreamHandle;
-    if s.is_null() && crate::legacy::capturing(device) {
+    if s.is_null() && crate::cache::legacy_stream::capturing(device) {
         return true;
     }
     // SAFETY: `s` is NULL or a stream noted while live (see `synchronize`).
-    let ask = || Ok(unsafe { crate::capture::capturing(s) }.unwrap_or(false));
+    let ask = || Ok(unsafe { crate::safe::capture::capturing(s) }.unwrap_or(false));
     if device < 0 {
         return ask().unwrap_or(false);
     }
-    crate::device::for_stream(s, device, ask).unwrap_or(false)
+    crate::safe::device::for_stream(s, device, ask).unwrap_or(false)
 }
 
 /// Waits for `stream` (NULL: the legacy stream of its device).
@@ -295,11 +295,11 @@ fn synchronize((stream, device): Stream) -> Result<()> {
     let s = stream as StreamHandle;
     // SAFETY: `s` is NULL or a stream noted while live; destroy_stream gives blocks their event
     // (and drops the note) before the stream goes, under the stream-lifetime lock we hold.
-    let sync = || unsafe { crate::stream::synchronize(s) };
+    let sync = || unsafe { crate::safe::stream::synchronize(s) };
     if device < 0 {
         return sync();
     }
-    crate::device::for_stream(s, device, sync)
+    crate::safe::device::for_stream(s, device, sync)
 }
 
 /// Notes that a copy on `stream` (of `stream_device`; None: NULL, the legacy stream of the
@@ -319,7 +319,7 @@ pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device
 fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
     let device = match stream_device {
         Some(d) => d,
-        None => crate::device::current().unwrap_or(-1),
+        None => crate::safe::device::current().unwrap_or(-1),
     };
     let stream: Stream = (stream as usize, device);
     let epoch = EPOCH.load(Relaxed);
@@ -419,7 +419,7 @@ fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) ->
     let device = if noted_device >= 0 {
         noted_device
     } else {
-        crate::device::current()?
+        crate::safe::device::current()?
     };
     let spare = spares
         .iter()
@@ -428,13 +428,13 @@ fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) ->
     let ev = match spare {
         Some(e) => e,
         None => Event {
-            event: crate::event::Event::on_device(device)?,
+            event: crate::safe::event::Event::on_device(device)?,
             device,
         },
     };
     // SAFETY: `s` is NULL or a live stream of `device` (see `synchronize`); the event is of
     // that device.
-    let recorded = crate::device::for_stream(s, device, || unsafe { ev.event.record_raw(s) });
+    let recorded = crate::safe::device::for_stream(s, device, || unsafe { ev.event.record_raw(s) });
     if let Err(e) = recorded {
         spares.push(ev);
         return Err(e);
@@ -444,7 +444,7 @@ fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) ->
 
 impl State {
     /// Records the events of waiting blocks on their streams that no longer capture; a block
-    /// with all its events moves to `pending`. The caller holds `legacy::gate()` (`captures`).
+    /// with all its events moves to `pending`. Caller holds `legacy_stream::gate()` (`captures`).
     fn retry_waiting(&mut self) {
         let mut i = 0;
         while i < self.waiting.len() {
@@ -463,7 +463,7 @@ impl State {
                     }
                     // Kept waiting; tried again later (not left as cudart's last error).
                     Err(_) => {
-                        crate::runtime::take_last_cuda_error();
+                        crate::safe::runtime::take_last_cuda_error();
                         j += 1;
                     }
                 }
@@ -499,7 +499,7 @@ impl State {
                 .all(|e| match e.event.query() {
                     Ok(done) => done,
                     Err(_) => {
-                        crate::runtime::take_last_cuda_error();
+                        crate::safe::runtime::take_last_cuda_error();
                         false
                     }
                 });
@@ -517,9 +517,9 @@ impl State {
 /// Frees every cached block (waiting for the work pending blocks wait on).
 pub(crate) fn release_cached() -> Result<()> {
     // `retry_waiting` may record on a legacy stream: the gate first, then the lock.
-    let gate = crate::legacy::gate();
+    let gate = crate::cache::legacy_stream::gate();
     let (ready, pending) = with_state(|s| {
-        let _relaxed = crate::capture::Relaxed::new();
+        let _relaxed = crate::safe::capture::Relaxed::new();
         s.retry_waiting();
         let mut ready: Vec<usize> = s.ready.drain().flat_map(|(_, v)| v).collect();
         ready.append(&mut s.quarantine);
@@ -538,13 +538,13 @@ pub(crate) fn release_cached() -> Result<()> {
         }
         // SAFETY: a cached block of ours, handed out to nobody, whose users have completed
         // (waited for above).
-        if let Err(err) = unsafe { crate::memory::free_host(p.ptr as *mut c_void) } {
+        if let Err(err) = unsafe { crate::safe::memory::free_host(p.ptr as *mut c_void) } {
             first_err.get_or_insert(err);
         }
     }
     for p in ready {
         // SAFETY: a cached block of ours, handed out to nobody, with no pending user.
-        if let Err(err) = unsafe { crate::memory::free_host(p as *mut c_void) } {
+        if let Err(err) = unsafe { crate::safe::memory::free_host(p as *mut c_void) } {
             first_err.get_or_insert(err);
         }
     }
@@ -594,12 +594,12 @@ mod tests {
         // for it fails, so only the library's own count can say "capturing".
         const DEVICE: i32 = 63;
         let legacy: Stream = (0, DEVICE);
-        let seen = crate::legacy::begin_counted(DEVICE, || {
+        let seen = crate::cache::legacy_stream::begin_counted(DEVICE, || {
             // Counted, and cudart not yet asked to begin: recording here could invalidate it.
-            let _gate = crate::legacy::gate();
+            let _gate = crate::cache::legacy_stream::gate();
             Ok(captures(legacy))
         });
-        crate::legacy::ended(DEVICE);
+        crate::cache::legacy_stream::ended(DEVICE);
         assert_eq!(seen.ok(), Some(true));
         assert!(!captures(legacy));
     }
@@ -609,9 +609,9 @@ mod tests {
         const DEVICE: i32 = 62;
         let begun = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            let gate = crate::legacy::gate();
+            let gate = crate::cache::legacy_stream::gate();
             let t = scope.spawn(|| {
-                crate::legacy::begin_counted(DEVICE, || {
+                crate::cache::legacy_stream::begin_counted(DEVICE, || {
                     begun.store(true, Ordering::SeqCst);
                     Ok(())
                 })
@@ -624,7 +624,7 @@ mod tests {
             drop(gate);
             assert!(t.join().expect("the capturing thread").is_ok());
         });
-        crate::legacy::ended(DEVICE);
+        crate::cache::legacy_stream::ended(DEVICE);
         assert!(begun.load(Ordering::SeqCst));
     }
 }

@@ -19,7 +19,7 @@
 
 use super::recycle::{self, Block};
 use crate::error::Result;
-use crate::sync::lock;
+use crate::util::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
@@ -38,7 +38,9 @@ static PARKED_BYTES: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICE
 /// The smallest size taken from cudaMalloc (0: none). Read once.
 fn threshold() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
-    *T.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_LARGE_BYTES").unwrap_or(16 << 20))
+    *T.get_or_init(|| {
+        crate::util::env::number("LLAISYS_NVIDIA_DEVICE_LARGE_BYTES").unwrap_or(16 << 20)
+    })
 }
 
 /// True when a block of `size` bytes (on the legacy stream, one device in use) comes from
@@ -55,7 +57,7 @@ fn slot(device: i32) -> Option<usize> {
 
 /// Allocates a large block on the current device, `device`.
 pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
-    let p = crate::memory::alloc_device(size)?;
+    let p = crate::safe::memory::alloc_device(size)?;
     if let Some(d) = slot(device) {
         HELD[d].fetch_add(size as u64, Relaxed);
     }
@@ -69,7 +71,7 @@ pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
 pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
     // SAFETY: `b` is a block of ours from `memory::alloc_device`, not yet freed, freed once here
     // (this function's contract).
-    unsafe { crate::memory::free_device(b.ptr as *mut c_void) }?;
+    unsafe { crate::safe::memory::free_device(b.ptr as *mut c_void) }?;
     if let Some(d) = slot(device) {
         HELD[d].fetch_sub(b.size as u64, Relaxed);
     }
@@ -122,8 +124,8 @@ fn flush_blocks(
     let mut left = Vec::new();
     let mut first_err = None;
     // cudaFree, by a thread that may capture another device in global or thread-local mode
-    // (the callers ask `legacy::usable` of this one): relaxed mode, only when there are blocks.
-    let _relaxed = (!blocks.is_empty()).then(crate::capture::Relaxed::new);
+    // (the callers ask `legacy_stream::usable` here): relaxed mode, only when there are blocks.
+    let _relaxed = (!blocks.is_empty()).then(crate::safe::capture::Relaxed::new);
     for b in blocks {
         // SAFETY: parked blocks are ours, kept by no list and handed out to no one.
         if let Err(e) = unsafe { free_now(b, device) } {

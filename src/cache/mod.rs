@@ -17,7 +17,7 @@
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
 //!
-//! While a stream captures a graph, the legacy stream may not be used (`crate::legacy`): the
+//! While a stream captures a graph, the legacy stream may not be used (`legacy_stream`): the
 //! caches then queue nothing there (frees wait, pending or deferred; new memory comes from the
 //! side stream) and never hand out memory freed during the capture before it has ended.
 //!
@@ -35,6 +35,7 @@ pub(crate) mod graph_pool;
 pub(crate) mod host;
 pub(crate) mod in_use;
 pub(crate) mod large;
+pub(crate) mod legacy_stream;
 pub(crate) mod recycle;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -17,13 +17,13 @@
 //! blocks, from cudaMalloc, are parked for cudaFree: `cache::large`). Blocks larger than an
 //! eighth of the budget bypass it. Used only with one device in use and on
 //! the legacy stream (`cache::device` decides); `drain` empties it for release_cached and
-//! out-of-memory retries. While a capture forbids the legacy stream (`crate::legacy`), frees
+//! out-of-memory retries. While a capture forbids the legacy stream (`legacy_stream`), frees
 //! stay pending: nothing freed then is handed out before the capture has ended and a barrier
 //! has been recorded after it.
 
 use crate::error::Result;
-use crate::event::Event;
-use crate::sync::lock;
+use crate::safe::event::Event;
+use crate::util::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -73,7 +73,7 @@ static LISTS: [Mutex<Lists>; DEVICES] = [const {
 /// `LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES` when set. Read once.
 fn setting() -> Option<usize> {
     static B: OnceLock<Option<usize>> = OnceLock::new();
-    *B.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES"))
+    *B.get_or_init(|| crate::util::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES"))
 }
 
 /// The byte budget per device (0: off): the setting, else `BUDGET`. It bounds the pending bytes
@@ -204,7 +204,7 @@ pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
 /// Keeps a freed block of `device`, which must be the current device (the barrier is recorded
 /// on its legacy stream). Ok: the block is kept; the blocks returned (ready ones of the largest
 /// sizes, over the budget) go back to the pool. While a capture forbids the legacy stream
-/// (`crate::legacy`) no barrier is recorded: the blocks stay pending, handed out to no one, until
+/// (`legacy_stream`) no barrier is recorded: the blocks stay pending, handed out to no one, until
 /// a later free may record it. Err: the barrier could not be recorded; the block is not kept
 /// (the caller frees it the ordinary way) and the pending ones wait for the next barrier. A
 /// block that another free's barrier made ready meanwhile (the lists' lock is let go before
@@ -222,7 +222,7 @@ pub(crate) fn keep(device: i32, block: Block, limit: usize) -> Result<Vec<Block>
         return Ok(Vec::new());
     }
     // Asked without the lists' lock held: the gate is always taken before it.
-    let legacy = match crate::legacy::usable(device) {
+    let legacy = match crate::cache::legacy_stream::usable(device) {
         Ok(Some(permission)) => permission,
         Ok(None) => return Ok(Vec::new()),
         Err(e) => return not_kept(&mut lock(lists), block, e),
@@ -256,7 +256,7 @@ fn not_kept(l: &mut Lists, block: Block, e: crate::error::Error) -> Result<Vec<B
     if l.take_back(block) {
         return Err(e);
     }
-    crate::runtime::take_last_cuda_error();
+    crate::safe::runtime::take_last_cuda_error();
     Ok(Vec::new())
 }
 

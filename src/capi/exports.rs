@@ -150,7 +150,7 @@ pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {
 }
 
 /// Writes the statistics to the out-parameter of the two stats functions.
-fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::Result<()> {
+fn write_out(out: *mut AllocatorStats, s: AllocatorStats) -> crate::error::Result<()> {
     // SAFETY: `out` is the stats functions' out-parameter: NULL or valid for writing an
     // `AllocatorStats` by their contract.
     unsafe { super::api::out(out, "out", s) }

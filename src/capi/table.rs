@@ -72,8 +72,8 @@ static COUNT_REASON: Mutex<Option<Arc<policy::Record>>> = Mutex::new(None);
 /// Set once the reason of a broken setup was printed (once per process).
 static COUNT_REASON_PRINTED: AtomicBool = AtomicBool::new(false);
 
-fn count_reason(e: &crate::Error) -> Arc<policy::Record> {
-    let mut kept = crate::sync::lock(&COUNT_REASON);
+fn count_reason(e: &crate::error::Error) -> Arc<policy::Record> {
+    let mut kept = crate::util::sync::lock(&COUNT_REASON);
     if let Some(record) = kept.as_ref() {
         return record.clone();
     }

@@ -130,7 +130,7 @@ impl Communicator {
         let mut first_err = None;
         for (rank, &device) in devices.iter().enumerate() {
             let mut raw: sys::ncclComm_t = std::ptr::null_mut();
-            let r = crate::device::with(device, || {
+            let r = crate::safe::device::with(device, || {
                 // SAFETY: `raw` is writable; `cfg` comes from the header's initializer.
                 Ok(unsafe {
                     api::comm_init_rank_config(lib, &mut raw, n, id, rank as c_int, &mut cfg)

@@ -65,7 +65,7 @@ impl fmt::Debug for NcclResult {
 #[derive(Clone)]
 pub enum Error {
     /// A CUDA failure or bad input: the crate's own error (its status 1 to 4).
-    Base(crate::Error),
+    Base(crate::error::Error),
     /// An NCCL call failed.
     Nccl {
         /// The NCCL function (`ncclCommInitRankConfig`).
@@ -98,8 +98,8 @@ pub enum Error {
 /// `Result` with the communicator's `Error`.
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl From<crate::Error> for Error {
-    fn from(e: crate::Error) -> Error {
+impl From<crate::error::Error> for Error {
+    fn from(e: crate::error::Error) -> Error {
         Error::Base(e)
     }
 }
@@ -108,7 +108,7 @@ impl Error {
     /// Bad input, refused before NCCL or CUDA saw it.
     #[track_caller]
     pub fn invalid(detail: impl Into<String>) -> Error {
-        Error::Base(crate::Error::invalid_argument(detail))
+        Error::Base(crate::error::Error::invalid_argument(detail))
     }
 
     /// The C status (`llaisysNvidiaStatus_t`).

@@ -12,6 +12,6 @@
     rustdoc::all
 )]
 
-pub(crate) use crate::cudart::{EventHandle as cudaEvent_t, StreamHandle as cudaStream_t};
+pub(crate) use crate::cudart::calls::{EventHandle as cudaEvent_t, StreamHandle as cudaStream_t};
 
 include!(concat!(env!("OUT_DIR"), "/nccl.rs"));

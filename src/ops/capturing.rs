@@ -10,21 +10,21 @@
 //! - Waiting for or querying a stream that captures is refused everywhere ([`not_capturing`]),
 //!   as is device_synchronize while any stream of the device captures.
 //! - Work on the legacy stream (a NULL stream) while a blocking stream of the device captures is
-//!   refused (`crate::legacy::refused`).
+//!   refused (`crate::cache::legacy_stream::refused`).
 //! - While a capture through the library is in progress, every call of another thread runs in
 //!   relaxed mode ([`relaxed_for_other_threads`]): a global capture would otherwise forbid its
 //!   allocations, waits and stream calls, none of which touches the capture.
 
 use crate::cache::graph_pool;
-use crate::capture::{self, Relaxed};
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{CudaError, Error, Result};
+use crate::safe::capture::{self, Relaxed};
 
 /// Relaxed capture mode for the calling thread while a capture through the library is in
 /// progress and this thread is not the one capturing (one relaxed load otherwise).
 #[inline]
 pub(crate) fn relaxed_for_other_threads() -> Option<Relaxed> {
-    if !crate::legacy::any_capture() || graph_pool::current().is_some() {
+    if !crate::cache::legacy_stream::any_capture() || graph_pool::current().is_some() {
         return None;
     }
     Some(Relaxed::new())
@@ -56,7 +56,7 @@ pub(crate) fn refuse_waits_while_capturing(call: &'static str, why: &str) -> Res
 /// thread-local mode, else relaxed mode while any capture through the library is in progress.
 #[inline]
 pub(crate) fn before_wait(call: &'static str) -> Result<Option<Relaxed>> {
-    if !crate::legacy::any_capture() {
+    if !crate::cache::legacy_stream::any_capture() {
         return Ok(None);
     }
     before_wait_slow(call)
@@ -92,7 +92,7 @@ fn before_wait_slow(call: &'static str) -> Result<Option<Relaxed>> {
 /// `s` is NULL or a live stream.
 #[inline]
 pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Result<()> {
-    if !s.is_null() && !crate::legacy::any_capture() {
+    if !s.is_null() && !crate::cache::legacy_stream::any_capture() {
         // A stream captured by the host itself (cudaStreamBeginCapture) is not known here:
         // CUDA answers for it.
         return Ok(());
@@ -109,8 +109,8 @@ pub(crate) unsafe fn not_capturing(s: StreamHandle, call: &'static str) -> Resul
 #[inline(never)]
 unsafe fn not_capturing_slow(s: StreamHandle, call: &'static str) -> Result<()> {
     if s.is_null() {
-        if crate::legacy::usable_current()?.is_none() {
-            return Err(crate::legacy::refused(
+        if crate::cache::legacy_stream::usable_current()?.is_none() {
+            return Err(crate::cache::legacy_stream::refused(
                 call,
                 "waiting for NULL (the legacy stream)",
             ));
@@ -133,7 +133,8 @@ unsafe fn not_capturing_slow(s: StreamHandle, call: &'static str) -> Result<()> 
 
 /// Refuses device_synchronize while a stream of the current device captures.
 pub(crate) fn device_not_capturing() -> Result<()> {
-    let busy = crate::legacy::usable_current()?.is_none() || graph_pool::current().is_some();
+    let busy =
+        crate::cache::legacy_stream::usable_current()?.is_none() || graph_pool::current().is_some();
     if busy {
         return Err(Error::capture(
             "cudaDeviceSynchronize",

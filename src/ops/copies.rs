@@ -5,11 +5,11 @@
 
 use super::validate;
 use crate::cache;
-use crate::copy::{self, MemcpyKind};
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use crate::pageable::{self, Direction};
-use crate::pointer::{self, MemoryKind};
+use crate::safe::copy::{self, MemcpyKind};
+use crate::safe::pointer::{self, MemoryKind};
 use std::os::raw::c_void;
 
 /// From this size up, copies check that their kind matches the pointers (our tables, else an
@@ -56,7 +56,7 @@ pub(crate) fn locate(p: *const c_void) -> Result<Place> {
         }),
         Err(e) if no_usable_gpu(&e) => {
             // cudart keeps the error as its last error; the copy's own call will report it.
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
             Ok(Place::NoGpu)
         }
         Err(e) => Err(e),
@@ -303,7 +303,7 @@ impl Copy {
     /// When the copy's kind is H2H, its pointers are valid host memory for its size.
     unsafe fn host_copy_without_gpu(&self, failed: &Error) -> bool {
         if self.kind == MemcpyKind::H2H && no_usable_gpu(failed) {
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
             // SAFETY: H2H, so both are host memory valid for the size (this function's
             // contract); `std::ptr::copy` allows overlap, as cudaMemcpy.
             unsafe { std::ptr::copy(self.src().cast::<u8>(), self.dst().cast::<u8>(), self.size) };
@@ -317,7 +317,7 @@ impl Copy {
 /// the device too (H2D and D2D wait for the legacy stream), for debugging. Read once.
 pub fn complete_on_return() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| crate::env::flag_on("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE"))
+    *ON.get_or_init(|| crate::util::env::flag_on("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE"))
 }
 
 /// memcpy_sync: copies `size` bytes with exactly `cudaMemcpy`'s host-visible guarantees, and
@@ -354,7 +354,7 @@ pub unsafe fn memcpy_sync(
         "memcpy_sync returns once its copy is done; use memcpy_async on the capturing stream to \
          make the copy part of the graph",
     )?;
-    let Some(_legacy) = crate::legacy::usable_current()? else {
+    let Some(_legacy) = crate::cache::legacy_stream::usable_current()? else {
         // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
         // function's contract).
         return unsafe { side_copy(&mut c) };
@@ -382,7 +382,7 @@ pub unsafe fn memcpy_sync(
     }
     if complete && matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
         // SAFETY: NULL is the legacy stream.
-        unsafe { crate::stream::synchronize(std::ptr::null_mut()) }.map_err(|e| {
+        unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }.map_err(|e| {
             Error::cuda(
                 e.call(),
                 e.cuda_error(),
@@ -406,14 +406,14 @@ pub unsafe fn memcpy_sync(
 #[inline(never)]
 unsafe fn side_copy(c: &mut Copy) -> Result<()> {
     if cache::cross::active() {
-        return Err(crate::legacy::refused(
+        return Err(crate::cache::legacy_stream::refused(
             "cudaMemcpy",
             "memcpy_sync with several devices in use",
         ));
     }
-    let device = crate::device::current()?;
-    let side = crate::legacy::side_stream(device)?;
-    let _relaxed = crate::capture::Relaxed::new();
+    let device = crate::safe::device::current()?;
+    let side = crate::cache::legacy_stream::side_stream(device)?;
+    let _relaxed = crate::safe::capture::Relaxed::new();
     if let Some(direction) = c.staged()? {
         // SAFETY: the pointers are valid for the size as the kind says (this function's
         // contract); the side stream is live; waits for the copy.
@@ -422,7 +422,7 @@ unsafe fn side_copy(c: &mut Copy) -> Result<()> {
     // SAFETY: the pointers as above (this function's contract); the side stream is live.
     unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, side) }?;
     // SAFETY: as above.
-    unsafe { crate::stream::synchronize(side) }.map_err(|e| {
+    unsafe { crate::safe::stream::synchronize(side) }.map_err(|e| {
         Error::cuda(
             e.call(),
             e.cuda_error(),
@@ -459,7 +459,7 @@ pub unsafe fn memcpy_async(
     if !c.check()? {
         return Ok(());
     }
-    let _legacy = crate::legacy::permit(
+    let _legacy = crate::cache::legacy_stream::permit(
         s.is_null(),
         "cudaMemcpyAsync",
         "memcpy_async on NULL (the legacy stream)",
@@ -469,7 +469,7 @@ pub unsafe fn memcpy_async(
         // A staged copy reuses its pinned buffers as soon as its DMAs have run: captured, the
         // graph would read them long after.
         // SAFETY: `s` is a live stream of ours (checked) or NULL.
-        if !s.is_null() && unsafe { crate::capture::capturing(s) }.unwrap_or(false) {
+        if !s.is_null() && unsafe { crate::safe::capture::capturing(s) }.unwrap_or(false) {
             return Err(Error::capture(
                 "cudaMemcpyAsync",
                 crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
@@ -539,7 +539,7 @@ pub unsafe fn memcpy_peer(
              to make it part of the graph",
         )?;
     }
-    let _legacy = crate::legacy::permit(
+    let _legacy = crate::cache::legacy_stream::permit(
         s.is_null(),
         "cudaMemcpyPeerAsync",
         "a peer copy on the legacy stream",
@@ -561,7 +561,7 @@ pub unsafe fn memcpy_peer(
     unsafe { copy::memcpy_peer_async(dst, dst_device, src, src_device, size, s) }?;
     if stream.is_none() {
         // SAFETY: NULL is the legacy stream.
-        unsafe { crate::stream::synchronize(s) }.map_err(|e| {
+        unsafe { crate::safe::stream::synchronize(s) }.map_err(|e| {
             Error::cuda(
                 e.call(),
                 e.cuda_error(),

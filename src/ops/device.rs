@@ -2,15 +2,15 @@
 //! functions do. A device a caller makes current counts as in use (the caches' peer access).
 
 use crate::cache;
-use crate::device;
 use crate::error::{Error, Result};
+use crate::safe::device;
 use std::sync::OnceLock;
 
 /// The device count of this process, read once (CUDA fixes it at init too), and when it is 0
 /// because of an error, that error.
 pub fn device_count() -> (i32, Option<&'static Error>) {
     static COUNT: OnceLock<(i32, Option<Error>)> = OnceLock::new();
-    let (n, e) = COUNT.get_or_init(|| match crate::runtime::device_count() {
+    let (n, e) = COUNT.get_or_init(|| match crate::safe::runtime::device_count() {
         Ok(n) => (n, None),
         Err(e) => (0, Some(e)),
     });

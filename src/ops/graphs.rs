@@ -9,10 +9,10 @@
 use super::capturing::before_wait;
 use super::validate::{self, Handles};
 use crate::cache::{self, graph_pool};
-use crate::capture;
-use crate::cudart::{GraphExecHandle, GraphHandle, StreamHandle};
+use crate::cudart::calls::{GraphExecHandle, GraphHandle, StreamHandle};
 use crate::error::{Error, Result};
-use crate::sync::lock;
+use crate::safe::capture;
+use crate::util::sync::lock;
 use std::collections::HashMap;
 use std::os::raw::c_void;
 use std::sync::Mutex;
@@ -61,7 +61,7 @@ fn capture_stream(stream: *mut c_void) -> Result<(StreamHandle, i32)> {
 
 /// A new graph pool on the current device, for several captures replayed in order.
 pub fn graph_pool_create() -> Result<u64> {
-    let device = crate::device::current()?;
+    let device = crate::safe::device::current()?;
     Ok(graph_pool::create(device))
 }
 
@@ -96,7 +96,7 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
             "stream={s:p} is already capturing"
         )));
     }
-    let ran = crate::device::run_on(device, || {
+    let ran = crate::safe::device::run_on(device, || {
         let made_here = pool == 0;
         let pool = if made_here {
             graph_pool::create(device)
@@ -109,7 +109,7 @@ pub fn begin_capture(stream: *mut c_void, mode: i32, pool: u64) -> Result<()> {
             let _ = graph_pool::release_handle(pool);
         }
         let number = number?;
-        let begun_now = crate::legacy::begin_counted(device, || {
+        let begun_now = crate::cache::legacy_stream::begin_counted(device, || {
             // SAFETY: a live stream of ours (checked).
             unsafe { capture::begin(s, mode) }
         });
@@ -151,7 +151,7 @@ fn hold_pool_for_graph(s: StreamHandle, pool: u64) -> Result<()> {
     // SAFETY: the graph being captured is live; `graph_released` takes back the token once
     // (on failure too, which balances the hold above).
     unsafe {
-        crate::graph::hold_until_released(
+        crate::safe::graph::hold_until_released(
             graph,
             graph_pool::graph_token(pool),
             graph_pool::graph_released,
@@ -164,9 +164,9 @@ fn abort(s: StreamHandle, device: i32, number: u64) {
     // SAFETY: `s` is a live stream of ours, capturing (as in `hold_pool_for_graph`).
     if let Ok(g) = unsafe { capture::end(s) } {
         // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
-        let _ = unsafe { crate::graph::destroy(g) };
+        let _ = unsafe { crate::safe::graph::destroy(g) };
     }
-    crate::legacy::ended(device);
+    crate::cache::legacy_stream::ended(device);
     graph_pool::end(number);
 }
 
@@ -176,7 +176,7 @@ fn abort(s: StreamHandle, device: i32, number: u64) {
 pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
     let (s, device) = capture_stream(stream)?;
     let ours = begun(|b| b.remove(&(s as usize)));
-    let ran = crate::device::run_on(device, || {
+    let ran = crate::safe::device::run_on(device, || {
         // SAFETY: `s` is a live stream of ours (checked by `capture_stream`).
         unsafe { capture::end(s) }
     });
@@ -184,7 +184,7 @@ pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
         // Ended, but the device current before could not be made current again: the caller
         // gets the error and no graph, so the graph goes.
         // SAFETY: a live graph just returned, nobody else knows of, destroyed once.
-        let _ = unsafe { crate::graph::destroy(graph) };
+        let _ = unsafe { crate::safe::graph::destroy(graph) };
     });
     // SAFETY: as above.
     let still = ended.is_err() && unsafe { capture::capturing(s) }.unwrap_or(false);
@@ -193,7 +193,7 @@ pub fn end_capture(stream: *mut c_void) -> Result<GraphHandle> {
             // Not ended (another thread's capture in global or thread-local mode): it goes on.
             begun(|m| m.insert(s as usize, b));
         } else {
-            crate::legacy::ended(b.device);
+            crate::cache::legacy_stream::ended(b.device);
             graph_pool::end(b.capture);
         }
     }
@@ -210,7 +210,7 @@ pub fn capture_status(stream: *mut c_void) -> Result<u32> {
     let s: StreamHandle = stream.cast();
     match validate::check_stream(s)? {
         // SAFETY: a live stream of ours (checked).
-        Some(device) => crate::device::with(device, || unsafe { capture::status(s) }),
+        Some(device) => crate::safe::device::with(device, || unsafe { capture::status(s) }),
         // SAFETY: NULL is the legacy stream.
         None => unsafe { capture::status(s) },
     }
@@ -220,14 +220,14 @@ pub fn capture_status(stream: *mut c_void) -> Result<u32> {
 pub fn instantiate(graph: *mut c_void) -> Result<GraphExecHandle> {
     let device = GRAPHS.check(graph, false)?;
     let _relaxed = before_wait("cudaGraphInstantiateWithParams")?;
-    let ran = crate::device::run_on(device, || {
+    let ran = crate::safe::device::run_on(device, || {
         // SAFETY: a live graph of ours (checked).
-        unsafe { crate::graph::instantiate(graph.cast()) }
+        unsafe { crate::safe::graph::instantiate(graph.cast()) }
     });
     let exec = ran.undone_unless_restored(|exec| {
         // The caller gets the error and no executable graph, so it goes.
         // SAFETY: just made, nobody else knows of it, destroyed once.
-        let _ = unsafe { crate::graph::exec_destroy(exec) };
+        let _ = unsafe { crate::safe::graph::exec_destroy(exec) };
     })?;
     EXECS.add(exec.cast(), device);
     Ok(exec)
@@ -238,9 +238,10 @@ pub fn upload(exec: *mut c_void, stream: *mut c_void) -> Result<()> {
     EXECS.check(exec, false)?;
     let s: StreamHandle = stream.cast();
     validate::check_stream(s)?;
-    let _legacy = crate::legacy::permit(s.is_null(), "cudaGraphUpload", "a graph on NULL")?;
+    let _legacy =
+        crate::cache::legacy_stream::permit(s.is_null(), "cudaGraphUpload", "a graph on NULL")?;
     // SAFETY: a live executable graph and stream of ours (checked).
-    unsafe { crate::graph::upload(exec.cast(), s) }
+    unsafe { crate::safe::graph::upload(exec.cast(), s) }
 }
 
 /// Launches an executable graph of ours on `stream` (on a capturing stream: as a child graph of
@@ -249,9 +250,10 @@ pub fn launch(exec: *mut c_void, stream: *mut c_void) -> Result<()> {
     EXECS.check(exec, false)?;
     let s: StreamHandle = stream.cast();
     validate::check_stream(s)?;
-    let _legacy = crate::legacy::permit(s.is_null(), "cudaGraphLaunch", "a graph on NULL")?;
+    let _legacy =
+        crate::cache::legacy_stream::permit(s.is_null(), "cudaGraphLaunch", "a graph on NULL")?;
     // SAFETY: a live executable graph and stream of ours (checked).
-    unsafe { crate::graph::launch(exec.cast(), s) }
+    unsafe { crate::safe::graph::launch(exec.cast(), s) }
 }
 
 /// Updates `*exec` to run `graph`: in place when CUDA can (same topology, kernels and kinds of
@@ -262,13 +264,13 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
     let device = EXECS.check(exec, false)?;
     GRAPHS.check(graph, false)?;
     let _relaxed = before_wait("cudaGraphExecUpdate")?;
-    let ran = crate::device::run_on(device, || {
+    let ran = crate::safe::device::run_on(device, || {
         // SAFETY: live handles of ours (checked).
-        if unsafe { crate::graph::exec_update(exec.cast(), graph.cast()) }.is_ok() {
+        if unsafe { crate::safe::graph::exec_update(exec.cast(), graph.cast()) }.is_ok() {
             return Ok(None);
         }
         // SAFETY: a live graph of ours (checked).
-        unsafe { crate::graph::instantiate(graph.cast()) }.map(Some)
+        unsafe { crate::safe::graph::instantiate(graph.cast()) }.map(Some)
     });
     match (ran.result?, ran.restored) {
         (None, Ok(())) => Ok((exec.cast(), false)),
@@ -283,7 +285,7 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
         (Some(fresh), Err(e)) => {
             // `*exec` stays as it was; the new executable graph goes.
             // SAFETY: just made, nobody else knows of it, destroyed once.
-            let _ = unsafe { crate::graph::exec_destroy(fresh) };
+            let _ = unsafe { crate::safe::graph::exec_destroy(fresh) };
             Err(e)
         }
         (Some(fresh), Ok(())) => {
@@ -291,7 +293,7 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
             EXECS.check(exec, true)?;
             // SAFETY: ours, forgotten above, destroyed once; a launch already queued keeps
             // running (cudaGraphExecDestroy waits for nothing and frees after its launches).
-            let _ = unsafe { crate::graph::exec_destroy(exec.cast()) };
+            let _ = unsafe { crate::safe::graph::exec_destroy(exec.cast()) };
             Ok((fresh, true))
         }
     }
@@ -301,7 +303,7 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
 pub fn exec_destroy(exec: *mut c_void) -> Result<()> {
     EXECS.destroy(exec, || {
         // SAFETY: ours, forgotten by `destroy`, destroyed once.
-        unsafe { crate::graph::exec_destroy(exec.cast()) }
+        unsafe { crate::safe::graph::exec_destroy(exec.cast()) }
     })
 }
 
@@ -309,6 +311,6 @@ pub fn exec_destroy(exec: *mut c_void) -> Result<()> {
 pub fn graph_destroy(graph: *mut c_void) -> Result<()> {
     GRAPHS.destroy(graph, || {
         // SAFETY: ours, forgotten by `destroy`, destroyed once.
-        unsafe { crate::graph::destroy(graph.cast()) }
+        unsafe { crate::safe::graph::destroy(graph.cast()) }
     })
 }

@@ -6,8 +6,8 @@ use super::copies::{locate, Place};
 use super::validate;
 use crate::cache::{self, AllocatorStats};
 use crate::error::{CudaError, Error, Result};
-use crate::memory_kinds as kinds;
-use crate::pointer::{self, MemoryKind};
+use crate::safe::memory_kinds as kinds;
+use crate::safe::pointer::{self, MemoryKind};
 use std::os::raw::c_void;
 
 /// Runs an allocation; out of memory releases every cache and tries once more. A device whose
@@ -210,7 +210,11 @@ pub unsafe fn memset(
         )?;
     }
     let on_legacy = size > 0 && stream.is_none_or(|s| s.is_null());
-    let _legacy = crate::legacy::permit(on_legacy, "cudaMemset", "a memset on the legacy stream")?;
+    let _legacy = crate::cache::legacy_stream::permit(
+        on_legacy,
+        "cudaMemset",
+        "a memset on the legacy stream",
+    )?;
     if let (Some(s), Some(stream_device)) = (stream, stream_device) {
         if size > 0 && cache::cross::active() {
             if let Place::Device(d) = locate(ptr)? {
@@ -248,7 +252,7 @@ pub fn release_cached() -> Result<()> {
     // cached memory (the other devices' is released), and then so do the pinned caches, whose
     // frees wait for every device.
     let refused = || {
-        crate::legacy::refused(
+        crate::cache::legacy_stream::refused(
             "cudaFree",
             "releasing cached memory (it waits for the device)",
         )
@@ -263,7 +267,7 @@ pub fn release_cached() -> Result<()> {
     {
         return devices;
     }
-    if crate::legacy::usable_current()?.is_none() {
+    if crate::cache::legacy_stream::usable_current()?.is_none() {
         return Err(refused());
     }
     devices?;

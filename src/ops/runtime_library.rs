@@ -1,7 +1,7 @@
 //! Which CUDA runtime the library uses, as the status API reports it
 //! (`llaisysNvidiaCudartLibrary`): the version and a text a user can read.
 
-use crate::runtime::{self, CudartLibrary};
+use crate::safe::runtime::{self, CudartLibrary};
 
 /// The runtime in use: its `cudaRuntimeGetVersion` (0 when none could be loaded) and the report,
 /// one fact per line: the link mode, the file, why, and in the `loaded` mode the driver and every

@@ -5,10 +5,10 @@
 use super::capturing::{before_wait, not_capturing};
 use super::validate;
 use crate::cache;
-use crate::cudart::{EventHandle, StreamHandle};
+use crate::cudart::calls::{EventHandle, StreamHandle};
 use crate::error::{Error, Result};
-use crate::event::{self, Event};
-use crate::stream::{self, Stream};
+use crate::safe::event::{self, Event};
+use crate::safe::stream::{self, Stream};
 use std::os::raw::c_void;
 
 /// `LLAISYS_NVIDIA_STREAM_NON_BLOCKING`: the stream does not synchronize with the legacy stream.
@@ -46,7 +46,7 @@ pub fn destroy_stream(s: *mut c_void) -> Result<()> {
     let s: StreamHandle = s.cast();
     validate::check_stream(s)?;
     // SAFETY: a live stream of ours (checked). A failed query is left to the destruction.
-    if unsafe { crate::capture::capturing(s) }.unwrap_or(false) {
+    if unsafe { crate::safe::capture::capturing(s) }.unwrap_or(false) {
         return Err(crate::error::Error::capture(
             "cudaStreamDestroy",
             crate::error::CudaError::STREAM_CAPTURE_UNSUPPORTED,
@@ -95,7 +95,8 @@ pub fn stream_query(s: *mut c_void) -> Result<bool> {
 pub fn stream_wait_event(s: *mut c_void, e: *mut c_void) -> Result<()> {
     validate::check_stream(s.cast())?;
     validate::check_event(e.cast(), false)?;
-    let _legacy = crate::legacy::permit(s.is_null(), "cudaStreamWaitEvent", "a wait on NULL")?;
+    let _legacy =
+        crate::cache::legacy_stream::permit(s.is_null(), "cudaStreamWaitEvent", "a wait on NULL")?;
     // SAFETY: both checked live.
     unsafe { stream::wait_event(s.cast(), e.cast()) }
 }
@@ -128,7 +129,8 @@ fn live_event(e: *mut c_void) -> Result<EventHandle> {
 pub fn event_record(e: *mut c_void, s: *mut c_void) -> Result<()> {
     let e = live_event(e)?;
     validate::check_stream(s.cast())?;
-    let _legacy = crate::legacy::permit(s.is_null(), "cudaEventRecord", "a record on NULL")?;
+    let _legacy =
+        crate::cache::legacy_stream::permit(s.is_null(), "cudaEventRecord", "a record on NULL")?;
     // SAFETY: both checked live.
     unsafe { event::record(e, s.cast()) }
 }

@@ -2,10 +2,10 @@
 //! events we never made (or already destroyed: the handle registries live here), and sizes
 //! beyond the address space. The kind-against-memory check of copies is in `copies`.
 
-use crate::cudart::{EventHandle, StreamHandle};
+use crate::cudart::calls::{EventHandle, StreamHandle};
 use crate::error::{Error, Result};
-use crate::hash::AddrMap;
-use crate::sync::lock;
+use crate::util::hash::AddrMap;
+use crate::util::sync::lock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -57,8 +57,8 @@ fn uncache_live(s: usize) {
 
 /// Takes a stream just made on the current device into the registry (the device counts as in
 /// use) and gives up its ownership to the caller of the C API.
-pub(crate) fn adopt_stream(made: crate::stream::Stream) -> Result<StreamHandle> {
-    let device = crate::device::current()?;
+pub(crate) fn adopt_stream(made: crate::safe::stream::Stream) -> Result<StreamHandle> {
+    let device = crate::safe::device::current()?;
     crate::cache::device::device_seen(device)?;
     let s = made.into_raw();
     stream_created(s, device);
@@ -177,7 +177,7 @@ impl Handles {
             return Ok(());
         }
         let device = self.check(h, true)?;
-        let ran = crate::device::run_on(device, destroy);
+        let ran = crate::safe::device::run_on(device, destroy);
         if ran.result.is_err() {
             self.add(h, device);
         }

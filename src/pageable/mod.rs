@@ -31,6 +31,7 @@
 
 mod adapt;
 mod hostcopy;
+mod pinned_pages;
 mod pipeline;
 mod plan;
 mod policy;
@@ -43,7 +44,7 @@ use plan::{chunks, BEHIND_MAX};
 use policy::{config, stores, Adapt};
 use trace::{Phase, Trace};
 
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use std::os::raw::c_void;
 
@@ -103,9 +104,9 @@ pub(crate) unsafe fn copy(
     // Events are recorded on `stream`, so they are made on its device.
     let stream_device = match stream_device {
         Some(d) => d,
-        None if stream.is_null() => crate::device::current()?,
+        None if stream.is_null() => crate::safe::device::current()?,
         // SAFETY: `stream` is not NULL here, so it is a live stream (this function's contract).
-        None => unsafe { crate::stream::device_of(stream) }?,
+        None => unsafe { crate::safe::stream::device_of(stream) }?,
     };
     let set = staging::take();
     let next_slot = set.first_slot();
@@ -176,7 +177,7 @@ pub(crate) unsafe fn copy_behind(
     if size > BEHIND_MAX || !copy_behind_possible() {
         return Ok(false);
     }
-    let current = crate::device::current()?;
+    let current = crate::safe::device::current()?;
     let Some((set, slot, at)) = staging::take_behind(current, size) else {
         return Ok(false);
     };
@@ -300,10 +301,10 @@ unsafe fn run(
         // completed; if either wait fails, the set is dropped (its buffers leak rather than be
         // overwritten while a copy may still read them).
         // SAFETY: `stream` is NULL or a live stream (this function's contract).
-        if unsafe { crate::stream::synchronize(stream) }.is_ok() && set.wait_all().is_ok() {
+        if unsafe { crate::safe::stream::synchronize(stream) }.is_ok() && set.wait_all().is_ok() {
             staging::give_back(set);
         } else {
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
         }
     } else {
         staging::give_back(set);

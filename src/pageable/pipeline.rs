@@ -23,9 +23,9 @@ use super::staging::{Set, Slot};
 use super::trace::{Phase, Trace};
 use super::workers::{self, Task};
 use super::Direction;
-use crate::copy::{self as cuda_copy, MemcpyKind};
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
+use crate::safe::copy::{self as cuda_copy, MemcpyKind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -515,8 +515,8 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
     let mut wake_early = c.direction == Direction::DeviceToHost
         && helpers.asleep()
         // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
-        && unsafe { crate::stream::query(c.stream) }.unwrap_or_else(|_| {
-            crate::runtime::take_last_cuda_error();
+        && unsafe { crate::safe::stream::query(c.stream) }.unwrap_or_else(|_| {
+            crate::safe::runtime::take_last_cuda_error();
             false
         });
     loop {

@@ -59,8 +59,8 @@ pub(super) struct Config {
 pub(super) fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
     C.get_or_init(|| Config {
-        enabled: crate::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
-        threads: crate::env::number("LLAISYS_NVIDIA_PAGEABLE_THREADS")
+        enabled: crate::util::env::switch_on("LLAISYS_NVIDIA_PAGEABLE_FAST"),
+        threads: crate::util::env::number("LLAISYS_NVIDIA_PAGEABLE_THREADS")
             .unwrap_or_else(|| {
                 // Three quarters of the cores, at most 12: enough to keep up with the link
                 // while leaving cores to the application (docs/caches.md).
@@ -73,7 +73,7 @@ pub(super) fn config() -> &'static Config {
                 .ok()
                 .as_deref(),
         ),
-        demote: crate::env::flag_on("LLAISYS_NVIDIA_PAGEABLE_DEMOTE"),
+        demote: crate::util::env::flag_on("LLAISYS_NVIDIA_PAGEABLE_DEMOTE"),
     })
 }
 

@@ -27,7 +27,7 @@ pub(super) fn seen_again(at: usize, len: usize) -> bool {
         return false;
     }
     let end = at.saturating_add(len);
-    let mut ring = crate::sync::lock(&RECENT);
+    let mut ring = crate::util::sync::lock(&RECENT);
     let again = ring.ranges.iter().any(|&(s, e)| s < end && at < e);
     let k = ring.next;
     ring.ranges[k] = (at, end);

@@ -8,12 +8,12 @@
 //! earliest of them, not for whichever its first chunk's slot held (a copy behind a pending DMA
 //! uses that last slot). Sets are kept for reuse, at most `MAX_SETS` idle.
 
+use super::pinned_pages::{Mapping, Pinned};
 use super::plan::CHUNK_MAX;
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::Result;
-use crate::event::Event;
-use crate::pinned_pages::{Mapping, Pinned};
-use crate::sync::lock;
+use crate::safe::event::Event;
+use crate::util::sync::lock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,7 +49,7 @@ impl Slot {
     /// The slot's buffer (CHUNK_MAX bytes), made on first use; it may still be in use (`poll`).
     pub(super) fn buffer(&mut self) -> Result<*mut u8> {
         if self.buf.is_null() {
-            self.buf = crate::memory::alloc_host_portable(CHUNK_MAX)?.cast();
+            self.buf = crate::safe::memory::alloc_host_portable(CHUNK_MAX)?.cast();
         }
         Ok(self.buf)
     }
@@ -103,7 +103,7 @@ impl Slot {
                 Some(e) if self.device == device => {
                     // SAFETY: `stream` is NULL or a live stream of `device` (this function's
                     // contract), the event's device; the event is the slot's own, live.
-                    unsafe { crate::stream::wait_event(stream, e.as_raw()) }?;
+                    unsafe { crate::safe::stream::wait_event(stream, e.as_raw()) }?;
                     self.busy = false;
                 }
                 _ => self.wait()?,
@@ -154,7 +154,7 @@ impl Slot {
     /// application's next `cudaGetLastError` does not see it.
     pub(super) fn idle(&mut self) -> bool {
         self.poll().unwrap_or_else(|_| {
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
             false
         })
     }
@@ -224,7 +224,7 @@ impl Set {
             Ok(true) => (None, false),
             Ok(false) => (s.room_behind(device, size), true),
             Err(_) => {
-                crate::runtime::take_last_cuda_error();
+                crate::safe::runtime::take_last_cuda_error();
                 (None, true)
             }
         }
@@ -267,7 +267,7 @@ impl Set {
     /// once, so that no later copy maps and registers again; should that fail too, the copy that
     /// uses the slot meets the error again and reports it.
     pub(super) fn make_buffers(&self) {
-        if !crate::pinned_pages::available() {
+        if !super::pinned_pages::available() {
             return;
         }
         let missing: Vec<usize> = (0..self.slots.len())
@@ -278,13 +278,13 @@ impl Set {
         }
         let mappings = map_at_once(missing.len());
         // Bookkeeping that touches no captured work: allowed while another thread captures.
-        let _relaxed = crate::capture::Relaxed::new();
+        let _relaxed = crate::safe::capture::Relaxed::new();
         for (k, mapping) in missing.into_iter().zip(mappings) {
             // Failures are handled here: not left as cudart's last error for the application.
             let pages = match mapping.map(Mapping::register) {
                 Some(Ok(pages)) => Some(pages),
                 Some(Err(_)) => {
-                    crate::runtime::take_last_cuda_error();
+                    crate::safe::runtime::take_last_cuda_error();
                     None
                 }
                 None => None,
@@ -297,7 +297,7 @@ impl Set {
                 }
                 None => {
                     if s.buffer().is_err() {
-                        crate::runtime::take_last_cuda_error();
+                        crate::safe::runtime::take_last_cuda_error();
                     }
                 }
             }
@@ -335,7 +335,7 @@ impl Set {
                 // SAFETY: huge pages of `make_buffers`, unused by queued work (above).
                 Some(pages) => unsafe { pages.free() },
                 // SAFETY: a buffer from `alloc_host_portable`, unused by queued work (above).
-                None if !s.buf.is_null() => unsafe { crate::memory::free_host(s.buf.cast()) },
+                None if !s.buf.is_null() => unsafe { crate::safe::memory::free_host(s.buf.cast()) },
                 None => Ok(()),
             };
             if let Err(e) = freed {
@@ -469,7 +469,7 @@ pub(super) fn give_back(set: Arc<Set>) {
         // Nobody to tell from here: the buffers of a failed cudaFreeHost are let go (their
         // pointers forgotten, never freed twice), and the runtime's last error is cleared.
         if set.free().is_err() {
-            crate::runtime::take_last_cuda_error();
+            crate::safe::runtime::take_last_cuda_error();
         }
     }
 }

@@ -26,7 +26,7 @@ const NAMES: [&str; 4] = ["slot wait", "host copy", "enqueue", "record"];
 
 fn every() -> u64 {
     static N: OnceLock<u64> = OnceLock::new();
-    *N.get_or_init(|| crate::env::number("LLAISYS_NVIDIA_PAGEABLE_TRACE").unwrap_or(0))
+    *N.get_or_init(|| crate::util::env::number("LLAISYS_NVIDIA_PAGEABLE_TRACE").unwrap_or(0))
 }
 
 /// When the process's first traced copy started (the `from` of each line counts from it).

@@ -4,7 +4,7 @@
 //! alone. A job names how many of the threads may help with it (the pool grows to that many on
 //! first need): the others, even those still spinning, leave it alone.
 
-use crate::sync::{read, write};
+use crate::util::sync::{read, write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
 use std::time::{Duration, Instant};
@@ -214,7 +214,7 @@ pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::lock;
+    use crate::util::sync::lock;
 
     /// Serializes the tests that use the pool (a test that needs it free must not find
     /// another's job holding it).

@@ -2,7 +2,8 @@
 //! peer access.
 
 use super::{out, reset, status};
-use crate::{device, ops};
+use crate::ops;
+use crate::safe::device;
 use std::os::raw::{c_char, c_double, c_int};
 
 /// Device properties (`llaisysNvidiaDeviceProperties` in the header).

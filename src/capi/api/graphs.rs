@@ -8,17 +8,17 @@ use crate::ops::graphs as ops;
 use std::os::raw::{c_char, c_int, c_void};
 
 /// `LLAISYS_NVIDIA_CAPTURE_MODE_GLOBAL` (cudaStreamCaptureModeGlobal).
-pub const CAPTURE_MODE_GLOBAL: c_int = crate::capture::MODE_GLOBAL as c_int;
+pub const CAPTURE_MODE_GLOBAL: c_int = crate::safe::capture::MODE_GLOBAL as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_MODE_THREAD_LOCAL`.
-pub const CAPTURE_MODE_THREAD_LOCAL: c_int = crate::capture::MODE_THREAD_LOCAL as c_int;
+pub const CAPTURE_MODE_THREAD_LOCAL: c_int = crate::safe::capture::MODE_THREAD_LOCAL as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_MODE_RELAXED`.
-pub const CAPTURE_MODE_RELAXED: c_int = crate::capture::MODE_RELAXED as c_int;
+pub const CAPTURE_MODE_RELAXED: c_int = crate::safe::capture::MODE_RELAXED as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_STATUS_NONE`.
-pub const CAPTURE_STATUS_NONE: c_int = crate::capture::STATUS_NONE as c_int;
+pub const CAPTURE_STATUS_NONE: c_int = crate::safe::capture::STATUS_NONE as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_STATUS_ACTIVE`.
-pub const CAPTURE_STATUS_ACTIVE: c_int = crate::capture::STATUS_ACTIVE as c_int;
+pub const CAPTURE_STATUS_ACTIVE: c_int = crate::safe::capture::STATUS_ACTIVE as c_int;
 /// `LLAISYS_NVIDIA_CAPTURE_STATUS_INVALIDATED`.
-pub const CAPTURE_STATUS_INVALIDATED: c_int = crate::capture::STATUS_INVALIDATED as c_int;
+pub const CAPTURE_STATUS_INVALIDATED: c_int = crate::safe::capture::STATUS_INVALIDATED as c_int;
 /// `LLAISYS_NVIDIA_ERROR_CAPTURE`: refused because a stream capture is in progress.
 pub const STATUS_CAPTURE: c_int = crate::error::ErrorKind::Capture as c_int;
 

@@ -32,9 +32,9 @@ pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
     // SAFETY: `v` is NULL (refused by `out`) or valid for writing, as above.
     status("llaisysNvidiaGetVersions", || unsafe {
         let versions = Versions {
-            built_cudart: crate::runtime::build::cudart_version(),
-            runtime: crate::runtime::runtime_version()?,
-            driver: crate::runtime::driver_version()?,
+            built_cudart: crate::safe::runtime::build::cudart_version(),
+            runtime: crate::safe::runtime::runtime_version()?,
+            driver: crate::safe::runtime::driver_version()?,
         };
         out(v, "out", versions)
     })

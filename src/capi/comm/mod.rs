@@ -47,7 +47,7 @@ impl Failure for Error {
         let device = if matches!(self, Error::Unavailable { .. }) {
             -1
         } else {
-            crate::device::current_or_unknown()
+            crate::safe::device::current_or_unknown()
         };
         Record::with_nccl(
             self.status(),

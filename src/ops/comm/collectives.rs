@@ -5,7 +5,7 @@
 use super::elements::{check_features, moving, reducing, Element};
 use super::group::join_group;
 use super::registry::{lookup, Entry};
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::nccl::api::Progress;
 use crate::nccl::collectives::{Call as NcclCall, Collective, Extent, Rank};
 use crate::nccl::{self, sys, Error, Result};
@@ -101,7 +101,7 @@ impl Buffers<'_> {
             ours |= crate::cache::device::size_of(p).is_some();
         }
         // SAFETY: `s` is NULL or a live stream of ours (checked by the caller).
-        if ours && !s.is_null() && unsafe { crate::stream::is_non_blocking(s) }? {
+        if ours && !s.is_null() && unsafe { crate::safe::stream::is_non_blocking(s) }? {
             e.legacy_waits_for(s)?;
         }
         Ok(())
@@ -127,7 +127,7 @@ fn enqueue(
     let progress = {
         let _use = e.live()?;
         bufs.before(e, stream)?;
-        let one = crate::sync::lock(&e.one_call);
+        let one = crate::util::sync::lock(&e.one_call);
         let grouped = join_group(e)?;
         let p = go(e, stream).map_err(|err| err.context(&e.name()))?;
         drop(one);

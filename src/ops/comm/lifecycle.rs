@@ -4,7 +4,7 @@
 use super::group::refuse_in_group;
 use super::registry::{adopt, lookup, retire, Entry};
 use super::timeout::timeout;
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::nccl::api;
 use crate::nccl::communicator::{self, Communicator, Stop};
 use crate::nccl::loader;
@@ -78,7 +78,7 @@ pub fn init_all(n: c_int, devices: Option<&[c_int]>) -> Result<Vec<usize>> {
     refuse_in_group("llaisysNvidiaCommInitAll")?;
     let timeout = timeout()?;
     loader::get()?;
-    let count = crate::runtime::device_count()?;
+    let count = crate::safe::runtime::device_count()?;
     if let Some((i, d)) = list.iter().enumerate().find(|(_, &d)| d >= count) {
         return Err(Error::invalid(format!(
             "devices[{i}]={d}: this machine has {count} CUDA device(s)"
@@ -174,8 +174,8 @@ pub fn synchronize(h: *mut c_void, s: *mut c_void, timeout_ms: i64) -> Result<()
                 ));
             }
             // SAFETY: `stream` is NULL or a live stream of ours (`check_stream` above).
-            let done = crate::device::for_stream(stream, e.device, || unsafe {
-                crate::stream::query(stream)
+            let done = crate::safe::device::for_stream(stream, e.device, || unsafe {
+                crate::safe::stream::query(stream)
             })?;
             Ok(done.then_some(()))
         });

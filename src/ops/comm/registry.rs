@@ -4,12 +4,12 @@
 //! [`Entry`], with what a call needs to use it safely (one call at a time, abort from another
 //! thread, the reason it was aborted, the open groups that queued work of it).
 
-use crate::cudart::StreamHandle;
-use crate::event::Event;
+use crate::cudart::calls::StreamHandle;
 use crate::nccl::communicator::Communicator;
 use crate::nccl::loader::Library;
 use crate::nccl::{sys, Error, Result};
 use crate::ops::validate;
+use crate::safe::event::Event;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -331,7 +331,7 @@ impl Entry {
     /// Makes the legacy stream of the communicator's device wait for the work queued so far
     /// on `s`, through the entry's event (made on first use).
     pub(super) fn legacy_waits_for(&self, s: StreamHandle) -> Result<()> {
-        let mut e = crate::sync::lock(&self.event);
+        let mut e = crate::util::sync::lock(&self.event);
         if e.is_none() {
             *e = Some(Event::on_device(self.device)?);
         }
@@ -341,10 +341,10 @@ impl Entry {
             .unwrap_or(std::ptr::null_mut());
         // SAFETY: `s` is a live stream of ours on the communicator's device (checked by the
         // caller); the event is ours, of that device.
-        unsafe { crate::event::record(ev, s) }?;
-        crate::device::with(self.device, || {
+        unsafe { crate::safe::event::record(ev, s) }?;
+        crate::safe::device::with(self.device, || {
             // SAFETY: NULL is the legacy stream; the event is live.
-            unsafe { crate::stream::wait_event(std::ptr::null_mut(), ev) }
+            unsafe { crate::safe::stream::wait_event(std::ptr::null_mut(), ev) }
         })?;
         Ok(())
     }

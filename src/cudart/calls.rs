@@ -5,12 +5,12 @@
 //! wrote, or a [`Failed`] naming the call and its code; the safe layer above adds the
 //! arguments that matter ([`Detail::detail`]).
 //!
-//! This is the only module besides `error` that touches [`crate::raw`]. With the `loaded`
+//! This is the only module besides `error` that touches [`crate::cudart::sys`]. With the `loaded`
 //! feature the same `raw::` functions resolve their symbols in the runtime loaded at run time
-//! (`cudart_lib`); nothing here differs but where the runtime's address comes from.
+//! (`cudart::loaded`); nothing here differs but where the runtime's address comes from.
 
+use crate::cudart::sys as raw;
 use crate::error::{CudaError, Error};
-use crate::raw;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::null_mut;
@@ -51,12 +51,12 @@ impl From<Failed> for Error {
 /// Adds the arguments that matter to a failed call.
 pub(crate) trait Detail<T> {
     /// The failure as an [`Error`] whose detail is `f()`.
-    fn detail(self, f: impl FnOnce() -> String) -> crate::Result<T>;
+    fn detail(self, f: impl FnOnce() -> String) -> crate::error::Result<T>;
 }
 
 impl<T> Detail<T> for CallResult<T> {
     #[track_caller]
-    fn detail(self, f: impl FnOnce() -> String) -> crate::Result<T> {
+    fn detail(self, f: impl FnOnce() -> String) -> crate::error::Result<T> {
         match self {
             Ok(v) => Ok(v),
             Err(e) => Err(Error::cuda(e.call, e.code, f())),
@@ -113,14 +113,14 @@ pub(crate) fn runtime_symbol_address() -> *const c_void {
 /// none could be loaded); loads it on the first call.
 #[cfg(llaisys_loaded)]
 pub(crate) fn runtime_symbol_address() -> *const c_void {
-    crate::cudart_lib::runtime_address(&raw::SPEC)
+    crate::cudart::loaded::runtime_address(&raw::SPEC)
 }
 
 /// The `loaded` mode's choice of runtime: which, why, every place tried; loads it on the first
 /// call.
 #[cfg(llaisys_loaded)]
-pub(crate) fn loaded_runtime() -> &'static crate::cudart_lib::Choice {
-    crate::cudart_lib::choice(&raw::SPEC)
+pub(crate) fn loaded_runtime() -> &'static crate::cudart::loaded::Choice {
+    crate::cudart::loaded::choice(&raw::SPEC)
 }
 
 // ---- devices --------------------------------------------------------------------------------

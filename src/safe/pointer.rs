@@ -1,6 +1,6 @@
 //! What a pointer is: one `cudaPointerGetAttributes` query, as a Rust value.
 
-use crate::cudart::{self, Detail};
+use crate::cudart::calls::{self as cudart, Detail};
 use crate::error::Result;
 use std::os::raw::c_void;
 

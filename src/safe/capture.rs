@@ -13,7 +13,7 @@
 //!   relaxed mode ([`Relaxed`]) may make them: the library does so for its own bookkeeping,
 //!   which never touches captured work.
 
-use crate::cudart::{self, Detail, GraphHandle, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, GraphHandle, StreamHandle};
 use crate::error::{CudaError, Error, Result};
 
 /// `cudaStreamCaptureModeGlobal`.

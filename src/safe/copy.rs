@@ -1,7 +1,7 @@
 //! Plain cudart copies with llaisys's kind numbering: no caches, no fast path (the operations
 //! layer chooses between these and the staged pageable path).
 
-use crate::cudart::{self, Detail, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, StreamHandle};
 use crate::error::{Error, Result};
 use std::os::raw::c_void;
 

@@ -84,7 +84,7 @@ impl Record {
         let device = if error.kind() == ErrorKind::InvalidArgument {
             -1
         } else {
-            crate::device::current_or_unknown()
+            crate::safe::device::current_or_unknown()
         };
         Record::with_nccl(
             error.kind() as c_int,
@@ -168,7 +168,11 @@ fn cstring(s: &str) -> CString {
 
 /// Runs `body` inside the panic boundary; on failure reports and returns `fallback`.
 #[inline]
-pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate::Result<T>) -> T {
+pub fn run<T>(
+    function: &'static str,
+    fallback: T,
+    body: impl FnOnce() -> crate::error::Result<T>,
+) -> T {
     match catch_panic(function, body) {
         Ok(v) => v,
         Err(e) => {
@@ -182,7 +186,7 @@ pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> crate:
 /// calling thread (`last::touch`) and the library as used, and refuses in a child forked after
 /// that (see `fork`).
 #[inline]
-fn enter() -> crate::Result<()> {
+fn enter() -> crate::error::Result<()> {
     last::touch();
     fork::enter()
 }
@@ -204,8 +208,8 @@ pub fn refused_in_forked_child(function: &'static str) -> bool {
 #[inline]
 pub fn catch_panic<T>(
     function: &'static str,
-    body: impl FnOnce() -> crate::Result<T>,
-) -> crate::Result<T> {
+    body: impl FnOnce() -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
     enter()?;
     // During a capture through the library, another thread's call runs in relaxed capture mode:
     // nothing it does touches the capture (`ops::capturing`).
@@ -291,7 +295,7 @@ mod tests {
         let msg = unsafe { CStr::from_ptr(e.message) }
             .to_string_lossy()
             .into_owned();
-        crate::sync::lock(&SEEN).push((e.status, msg));
+        crate::util::sync::lock(&SEEN).push((e.status, msg));
     }
 
     #[test]
@@ -302,7 +306,7 @@ mod tests {
         });
         set_handler(None, std::ptr::null_mut());
         assert!(got.is_null(), "the failure value comes back");
-        let seen = crate::sync::lock(&SEEN).clone();
+        let seen = crate::util::sync::lock(&SEEN).clone();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].0, ErrorKind::Internal as i32);
         assert!(

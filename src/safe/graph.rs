@@ -2,7 +2,9 @@
 //! upload, launch, in-place update of an executable graph, destruction, and user objects (what
 //! a graph holds on to until it and every executable graph made from it are destroyed).
 
-use crate::cudart::{self, Detail, GraphExecHandle, GraphHandle, HostFn, StreamHandle};
+use crate::cudart::calls::{
+    self as cudart, Detail, GraphExecHandle, GraphHandle, HostFn, StreamHandle,
+};
 use crate::error::{Error, Result};
 use std::os::raw::c_void;
 

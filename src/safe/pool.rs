@@ -1,7 +1,7 @@
 //! CUDA stream-ordered memory pools (`cudaMemPool_t`): one device's pool with its release
 //! threshold at the maximum (freed memory stays cached), allocation and free in stream order.
 
-use crate::cudart::{self, Detail, PoolHandle, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, PoolHandle, StreamHandle};
 use crate::error::Result;
 use std::os::raw::c_void;
 

@@ -1,7 +1,7 @@
 //! CUDA events: `Event` owns one (`cudaEventCreateWithFlags`) and destroys it when dropped.
 //! Used to order work between streams and to time work from the device's own clock.
 
-use crate::cudart::{self, Detail, EventHandle, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, EventHandle, StreamHandle};
 use crate::error::Result;
 
 /// `cudaEventDefault`: an event that records timing.
@@ -34,7 +34,7 @@ impl Event {
 
     /// Creates an ordering-only event (`DISABLE_TIMING`) on `device`, whatever is current.
     pub(crate) fn on_device(device: i32) -> Result<Event> {
-        crate::device::with(device, || {
+        crate::safe::device::with(device, || {
             let e = cudart::event_create_with_flags(DISABLE_TIMING)
                 .detail(|| format!("device={device}"))?;
             Ok(Event(e))
@@ -43,8 +43,8 @@ impl Event {
 
     /// Records the event on `stream` (None: the legacy default stream): it completes when the
     /// work queued there before it has completed.
-    pub fn record(&self, stream: Option<&crate::stream::Stream>) -> Result<()> {
-        let s = stream.map_or(std::ptr::null_mut(), crate::stream::Stream::as_raw);
+    pub fn record(&self, stream: Option<&crate::safe::stream::Stream>) -> Result<()> {
+        let s = stream.map_or(std::ptr::null_mut(), crate::safe::stream::Stream::as_raw);
         // SAFETY: a live event of ours; `s` is NULL or a live stream borrowed from its owner.
         unsafe { self.record_raw(s) }
     }

@@ -2,7 +2,7 @@
 //! device properties. Plain cudart: marking a device "in use" for the caches is the operations
 //! layer's job (`ops::device`).
 
-use crate::cudart::{self, Detail};
+use crate::cudart::calls::{self as cudart, Detail};
 use crate::error::{CudaError, Result};
 
 /// Makes `id` the calling thread's current device (`cudaSetDevice`).

@@ -1,10 +1,10 @@
 //! Process-wide facts: cudart and driver versions, the device count, and this build's facts.
 
-use crate::cudart;
+use crate::cudart::calls as cudart;
 /// The file name of the `loaded` mode's own runtime of a major
 /// (`libllaisys_nvidia_cudart13.so`), which it loads from beside itself first.
 #[cfg(llaisys_loaded)]
-pub use crate::cudart_lib::bundled_file_name;
+pub use crate::cudart::loaded::bundled_file_name;
 use crate::error::{CudaError, Result};
 
 /// The version of the cudart in use (`cudaRuntimeGetVersion`, 13000 for 13.0). Works without a
@@ -104,13 +104,13 @@ pub fn cudart_library() -> CudartLibrary {
     {
         let c = cudart::loaded_runtime();
         let driver = match &c.driver {
-            crate::cudart_lib::Driver::Version { version, library } => {
+            crate::cudart::loaded::Driver::Version { version, library } => {
                 format!(
                     "supports CUDA {} (cuDriverGetVersion of {library})",
                     version_string(*version)
                 )
             }
-            crate::cudart_lib::Driver::Missing(why) => format!("none: {why}"),
+            crate::cudart::loaded::Driver::Missing(why) => format!("none: {why}"),
         };
         CudartLibrary {
             link_mode: build::LINK_MODE,

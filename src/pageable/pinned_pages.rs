@@ -105,7 +105,7 @@ impl Mapping {
     pub(crate) fn register(self) -> Result<Pinned> {
         // SAFETY: the range is this mapping's, valid until `Pinned::free` unmaps it after
         // unregistering it.
-        unsafe { crate::memory_kinds::register(self.ptr.cast(), self.len) }?;
+        unsafe { crate::safe::memory_kinds::register(self.ptr.cast(), self.len) }?;
         Ok(Pinned {
             mapping: ManuallyDrop::new(self),
         })
@@ -141,7 +141,7 @@ impl Pinned {
     pub(crate) unsafe fn free(self) -> Result<()> {
         // SAFETY: registered by `Mapping::register`, unused by queued work (this function's
         // contract).
-        unsafe { crate::memory_kinds::unregister(self.mapping.as_ptr().cast()) }?;
+        unsafe { crate::safe::memory_kinds::unregister(self.mapping.as_ptr().cast()) }?;
         drop(ManuallyDrop::into_inner(self.mapping));
         Ok(())
     }

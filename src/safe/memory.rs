@@ -1,7 +1,7 @@
 //! Device memory (`cudaMalloc`) and pinned host memory (`cudaMallocHost`), as owned buffers and
 //! as the raw alloc/free pairs the C layer hands out.
 
-use crate::cudart::{self, Detail};
+use crate::cudart::calls::{self as cudart, Detail};
 use crate::error::Result;
 use std::os::raw::c_void;
 use std::ptr::null_mut;

@@ -2,7 +2,7 @@
 //! ownership to and from raw handles with `into_raw`/`from_raw`. The free functions take a raw
 //! handle (NULL: the legacy default stream), for streams owned by a registry.
 
-use crate::cudart::{self, Detail, EventHandle, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, EventHandle, StreamHandle};
 use crate::error::Result;
 
 /// An owned CUDA stream created with `cudaStreamCreate`: an ordinary blocking stream, ordered

@@ -20,10 +20,10 @@
 //! fraction of a microsecond between the check and the use) can still invalidate it, as any
 //! legacy-stream call (cudaMemcpy, cudaMalloc's frees) of any library would.
 
-use crate::capture;
-use crate::cudart::StreamHandle;
+use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
-use crate::sync::{lock, read, write};
+use crate::safe::capture;
+use crate::util::sync::{lock, read, write};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
@@ -97,7 +97,7 @@ pub(crate) fn gate() -> Usable {
 /// through the library is in progress somewhere (the eager path: the gate and one query).
 pub(crate) fn usable_current() -> Result<Option<Usable>> {
     let permission = Usable::take();
-    if any_capture() && crate::device::current().is_ok_and(capturing) {
+    if any_capture() && crate::safe::device::current().is_ok_and(capturing) {
         return Ok(None);
     }
     if capture::legacy_blocked() {
@@ -184,7 +184,7 @@ pub(crate) fn side_stream(device: i32) -> Result<StreamHandle> {
     let mut side = lock(&SIDE);
     if side[d] == 0 {
         let _relaxed = capture::Relaxed::new();
-        side[d] = crate::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
+        side[d] = crate::safe::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
     }
     Ok(side[d] as StreamHandle)
 }

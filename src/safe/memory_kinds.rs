@@ -2,7 +2,7 @@
 //! managed (unified) memory with prefetch and advice, mapped zero-copy host memory, registered
 //! host memory; memset.
 
-use crate::cudart::{self, Detail, StreamHandle};
+use crate::cudart::calls::{self as cudart, Detail, StreamHandle};
 use crate::error::{Error, Result};
 use std::os::raw::c_void;
 
@@ -13,7 +13,7 @@ pub fn alloc_managed(size: usize) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
-    let (free, _) = crate::device::mem_info()?;
+    let (free, _) = crate::safe::device::mem_info()?;
     if size > free {
         return Err(Error::invalid_argument(format!(
             "size={size} is more than the device's free memory ({free} bytes): managed memory is \
@@ -30,7 +30,7 @@ pub fn alloc_managed(size: usize) -> Result<*mut c_void> {
 pub unsafe fn free_managed(p: *mut c_void) -> Result<()> {
     // SAFETY: `p` is NULL or memory of `alloc_managed` not yet freed (this function's
     // contract), which `free_device` takes as it takes cudaMalloc memory.
-    unsafe { crate::memory::free_device(p) }
+    unsafe { crate::safe::memory::free_device(p) }
 }
 
 /// Prefetches managed memory to `device` (-1: the host) on stream `s`.
@@ -83,7 +83,7 @@ pub fn alloc_mapped(size: usize) -> Result<(*mut c_void, *mut c_void)> {
 pub unsafe fn free_mapped(h: *mut c_void) -> Result<()> {
     // SAFETY: `h` is NULL or the host pointer of `alloc_mapped` (cudaHostAlloc), not yet freed,
     // used by no queued work (this function's contract), which `free_host` takes.
-    unsafe { crate::memory::free_host(h) }
+    unsafe { crate::safe::memory::free_host(h) }
 }
 
 /// Page-locks existing host memory (`cudaHostRegister`, portable and mapped).
