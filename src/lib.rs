@@ -1,36 +1,35 @@
 //! llaisys-nvidia: the NVIDIA CUDA backend of llaisys-style C/C++ AI frameworks.
 //!
-//! Layers, each using only the layers before it (a test, `tests/layers.rs`, checks every
-//! `crate::` path of src/ against this order and for loops):
-//! 0. What loads libraries at run time, below the bindings: `libsearch` (finding and opening a
-//!    shared library: a variable, the loader's path, a build-time folder, the Python wheels, each
-//!    place recorded) and, with the `loaded` feature, `cudart_lib` (which CUDA runtime to load,
-//!    and each function's symbol on first use). Then `raw`: the bindgen output over `wrapper.h`
-//!    (`cuda_runtime.h`), and with `loaded` the dispatch build.rs writes over it.
-//! 1. [`error`] ([`CudaError`], [`Error`]), `cudart` (one thin function per cudart call, each
-//!    with its safety argument: the only user of `raw` besides `error`), `sync` (the lock
-//!    helper), `env` (switches), `hash` (the address hasher of the caches' maps).
-//! 2. The safe layer, plain cudart with RAII types: [`runtime`] (versions, device count, build
-//!    facts), [`device`], [`stream`], [`event`], [`memory`] (device and pinned), `memory_kinds`
-//!    (managed, mapped, registered, memset), `pointer` (attributes), `pool` (stream-ordered
-//!    memory pools), [`copy`] (plain copies).
-//! 3. Caches and fast paths: `cache` (the device pool cache, the pinned host cache, the
-//!    cross-device ordering, the devices in use), `pageable` (staged copies of pageable memory).
-//! 4. [`ops`]: the body of every C function, once: checks and handle registries
-//!    (`ops::validate`), cache bookkeeping, dispatch. `ops::memory::malloc_device` is what
-//!    malloc_device does.
-//!    The communicator over NCCL has its own modules in these layers: `nccl` (layers 0-2:
-//!    bindings from nccl.h, the run-time loader, the RAII communicator), `ops::comm`, and
-//!    `capi::comm`.
+//! The folders are the layers, each using only the ones before it (`tests/layers.rs` checks
+//! every `crate::`, `super::` and `self::` path of src/ against this order, for loops, and that
+//! no module names an item of this crate root):
+//! 0. `util` (the lock helper, switches from the environment, the caches' address hasher) and
+//!    `libsearch` (finding and opening a shared library at run time: a variable, the loader's
+//!    path, a build-time folder, the Python wheels, each place recorded).
+//! 1. `cudart`: CUDA's runtime. `cudart::loaded` (with the `loaded` feature: which libcudart to
+//!    open, and each function's symbol on first use), `cudart::sys` (the bindgen output over
+//!    `wrapper.h`), `cudart::calls` (one thin function per cudart call, each with its safety
+//!    argument; with [`error`] the only user of `sys`). [`error`]: [`CudaError`], [`Error`].
+//! 2. `safe`: plain cudart with RAII types, no cache and no fast path ([`runtime`], [`device`],
+//!    [`stream`], [`event`], [`memory`], [`pointer`](mod@pointer), [`copy`], and the crate's own
+//!    memory kinds, pools, captures and graphs); `nccl`: NCCL loaded at run time, one thin
+//!    function per NCCL call, the RAII communicator.
+//! 3. Caches and fast paths: `cache` (the device pool cache, the pinned host cache, graph pools,
+//!    cross-device ordering, and `cache::legacy_stream`: when the legacy stream may be used
+//!    during captures), `pageable` (staged copies of pageable memory, with its pinned pages).
+//! 4. [`ops`]: the body of every C function, once: checks and handle registries, cache
+//!    bookkeeping, dispatch. `ops::memory::malloc_device` is what malloc_device does; the
+//!    communicator's are `ops::comm`.
 //! 5. `capi`: the two C faces, which differ only in error policy: the llaisys table
-//!    (`capi::table`) and the status API (`capi::api`), the error getters (`capi::exports`), the
-//!    policy (`capi::policy`); declared by hand in `csrc/llaisys_runtime.h`, every type and
-//!    constant of which `tests/header_abi.rs` checks against [`ffi`].
+//!    (`capi::table`) and the status API (`capi::api`), the communicator's (`capi::comm`), the
+//!    error getters (`capi::exports`), the policy (`capi::policy`); declared by hand in
+//!    `csrc/llaisys_runtime.h`, every type and constant of which `tests/header_abi.rs` checks
+//!    against [`ffi`].
 //!
 //! The public Rust API is small on purpose: the error types, the safe layer's types and
 //! functions a tool needs ([`runtime`], [`device`], [`Stream`], [`Event`], [`DeviceBuffer`],
-//! [`PinnedBuffer`], [`copy`]), the table's behaviour as Rust functions ([`ops`]), and the C
-//! ABI's items ([`ffi`]).
+//! [`PinnedBuffer`], [`copy`]), re-exported here; the table's behaviour as Rust functions
+//! ([`ops`]); and the C ABI's items ([`ffi`]).
 //!
 //! `llaisys-nvidia doctor`, the command-line program, is its own crate (`doctor/` of the
 //! workspace) above this library's public Rust API.
@@ -43,8 +42,8 @@
 #[cfg(not(any(feature = "static", feature = "dynamic", feature = "loaded")))]
 compile_error!("enable one of the features `static` (libcudart_static.a, the default), `dynamic` (shared libcudart) or `loaded` (libcudart loaded at run time)");
 
-// Layer 0 and 1: CUDA's runtime (the loaded runtime, the bindings, one function per call),
-// the errors, the helpers.
+// Layers 0 and 1: the helpers, finding libraries, CUDA's runtime (the loaded runtime, the
+// bindings, one function per call), the errors.
 pub(crate) mod cudart;
 pub mod error;
 pub(crate) mod libsearch;

@@ -1,7 +1,9 @@
 //! Host-only test: no development narrative in the tracked tree. Code, comments, docs, scripts
 //! and test names say what the code does now; the history of releases is CHANGELOG.md's. A
 //! reader cannot know what "the ninth session", "device call 3", an issue number, a dated diary
-//! heading or one machine's temporary folder refer to, so none of them may come back.
+//! heading or one machine's temporary folder refer to, so none of them may come back. Nor may a
+//! lab notebook's account of experiments: "the earlier build", "build B", "round 2", a variant
+//! that "is not kept". A decision stays, said as what the code does, with its measured reason.
 //!
 //! The files are `git ls-files` of the crate's sources (`support::source_dir()`; without git:
 //! every file there but `.git`, `target`, `.deps`, `gpu-stage` and `host-stage`), minus binary
@@ -150,8 +152,132 @@ fn went_from(l: &str) -> bool {
         .any(|i| word_after(l, i + 4) == "from")
 }
 
+/// The word after byte `end` of `s`, past a possessive `'s` ("the build's output": "output").
+fn noun_after(s: &str, end: usize) -> &str {
+    let rest = s[end..].strip_prefix("'s").map_or(end, |_| end + 2);
+    word_after(s, rest)
+}
+
+/// Whether the line speaks of builds of the library ("build", "builds"): the context that makes
+/// "not kept" or "round 2" a lab notebook's.
+fn about_builds(l: &str) -> bool {
+    !words(l, "build").is_empty() || !words(l, "builds").is_empty()
+}
+
+/// "the earlier build", "a previous build's figures", "older builds": builds compared with the
+/// one that ships. A build step's own things ("the previous build's output") stay.
+fn earlier_build(l: &str) -> bool {
+    ["build", "builds"].iter().any(|w| {
+        words(l, w).into_iter().any(|i| {
+            matches!(
+                word_before(l, i),
+                "earlier" | "previous" | "older" | "former" | "prior"
+            ) && !matches!(
+                noun_after(l, i + w.len()),
+                "step"
+                    | "steps"
+                    | "output"
+                    | "outputs"
+                    | "folder"
+                    | "dir"
+                    | "directory"
+                    | "tree"
+                    | "cache"
+                    | "artifacts"
+                    | "script"
+            )
+        })
+    })
+}
+
+/// "build A", "Build B's default", "builds A and B": a single capital letter naming one of the
+/// builds an experiment compared (case-sensitive, on the line as written). "build C and C++
+/// clients" is the language; "build A.so" a file.
+fn build_letter(line: &str) -> bool {
+    ["build", "Build", "builds", "Builds"].iter().any(|w| {
+        words(line, w).into_iter().any(|i| {
+            let end = i + w.len();
+            let t = line[end..].trim_start();
+            if t.len() == line.len() - end {
+                return false; // no space between: "build-A", "build("
+            }
+            let b = t.as_bytes();
+            let letter = b
+                .first()
+                .is_some_and(|&c| c.is_ascii_uppercase() && c != b'C');
+            let alone = match b.get(1) {
+                None => true,
+                Some(&c) if is_word(c) || c == b'+' => false,
+                Some(b'.') => !b.get(2).is_some_and(u8::is_ascii_alphanumeric),
+                Some(_) => true,
+            };
+            letter && alone
+        })
+    })
+}
+
+/// "against the build before the large-copy work": the build before some change. Building
+/// before something else ("run the build before the tests", "the build before installing")
+/// stays.
+fn build_before(l: &str) -> bool {
+    words(l, "build").into_iter().any(|i| {
+        let end = i + "build".len();
+        if word_after(l, end) != "before" {
+            return false;
+        }
+        let at = l[end..]
+            .find("before")
+            .map_or(end, |k| end + k + "before".len());
+        let next = word_after(l, at);
+        if next != "the" {
+            return false;
+        }
+        let at = l[at..].find("the").map_or(at, |k| at + k + "the".len());
+        !matches!(
+            word_after(l, at),
+            "test" | "tests" | "install" | "run" | "runs" | "benchmark" | "benchmarks"
+        )
+    })
+}
+
+/// "round 1", "| round 2 |", "(round 1 / round 2)": the numbered rounds of an experiment, in a
+/// table, a list or a line that speaks of builds or GB/s. The rounds of key destructors ("in
+/// round 3 for keys made before", "(round 3 of 4)", "rounds 1 and 2") stay.
+fn round_number(l: &str) -> bool {
+    let context = about_builds(l) || l.contains("gb/s");
+    words(l, "round").into_iter().any(|i| {
+        let end = i + "round".len();
+        let rest = &l[end..];
+        let digits = rest
+            .strip_prefix(' ')
+            .map_or(0, |r| r.bytes().take_while(u8::is_ascii_digit).count());
+        if digits == 0 || word_after(l, end + 1 + digits) == "of" {
+            return false;
+        }
+        let prev = l[..i].trim_end().bytes().last();
+        context || matches!(prev, Some(b'|' | b',' | b'/' | b'('))
+    })
+}
+
+/// "is not kept", "was not kept" about builds or what was tried: a variant's fate. A block the
+/// cache does not keep stays; "It was not kept for the memory it held" is a variant's.
+fn not_kept(l: &str) -> bool {
+    if !l.contains("not kept") {
+        return false;
+    }
+    let tried = ["variant", "variants", "tried", "experiment", "experiments"]
+        .iter()
+        .any(|w| !words(l, w).is_empty());
+    about_builds(l)
+        || tried
+        || ["was not kept for", "were not kept for"]
+            .iter()
+            .any(|p| l.contains(p))
+}
+
 type Rule = (&'static str, fn(&str) -> bool);
 
+/// Rules on the lowercased line.
 const RULES: &[Rule] = &[
     ("session", session),
     ("device call", device_call),
@@ -160,19 +286,24 @@ const RULES: &[Rule] = &[
     ("machine path", machine_path),
     ("date", date),
     ("went from", went_from),
+    ("earlier build", earlier_build),
+    ("build before", build_before),
+    ("round number", round_number),
+    ("not kept", not_kept),
 ];
+
+/// Rules on the line as written (case matters).
+const CASED_RULES: &[Rule] = &[("build letter", build_letter)];
 
 /// The rules a line breaks. CHANGELOG.md may date its release headings.
 fn findings(path: &str, line: &str) -> Vec<&'static str> {
     let l = line.to_ascii_lowercase();
-    RULES
-        .iter()
-        .filter(|(name, rule)| {
-            let release_heading = path == "CHANGELOG.md" && *name == "date" && l.starts_with("## ");
-            !release_heading && rule(&l)
-        })
-        .map(|(name, _)| *name)
-        .collect()
+    let lower = RULES.iter().filter(|(name, rule)| {
+        let release_heading = path == "CHANGELOG.md" && *name == "date" && l.starts_with("## ");
+        !release_heading && rule(&l)
+    });
+    let cased = CASED_RULES.iter().filter(|(_, rule)| rule(line));
+    lower.chain(cased).map(|(name, _)| *name).collect()
 }
 
 /// The tracked files, relative to the crate; every file but build outputs without git.
@@ -326,4 +457,109 @@ fn legitimate_words_are_not_narrative() {
     }
     assert!(findings("CHANGELOG.md", "## 0.2.0 - 2027-01-15").is_empty());
     assert!(!findings("CHANGELOG.md", "Measured on 2027-01-15").is_empty());
+}
+
+/// Asserts that `rule` fires on every line of `caught` and that no rule fires on `fine`.
+fn check_rule(rule: &str, caught: &[&str], fine: &[&str]) {
+    for line in caught {
+        assert!(
+            findings("docs/x.md", line).contains(&rule),
+            "[{rule}] missed: {line}"
+        );
+    }
+    for line in fine {
+        let hits = findings("docs/x.md", line);
+        assert!(hits.is_empty(), "{hits:?} on a legitimate line: {line}");
+    }
+}
+
+#[test]
+fn earlier_build_rule() {
+    check_rule(
+        "earlier build",
+        &[
+            "the library against the earlier build, all 45 rows",
+            "at 0.98x-1.01x of the earlier build's speed",
+            "a previous build ran it at 35.8 GB/s",
+            "Older builds staged every copy",
+        ],
+        &[
+            "cargo reuses the previous build's output",
+            "an earlier step builds the stand-in library",
+            "the build of the earlier release is in CHANGELOG.md",
+        ],
+    );
+}
+
+#[test]
+fn build_letter_rule() {
+    check_rule(
+        "build letter",
+        &[
+            "Build A (the library with a copy's pieces listed before the copy starts)",
+            "on the fifth, build B's default",
+            "builds A and B in alternating processes",
+            "the library as it is, against build B.",
+        ],
+        &[
+            "build C and C++ clients against every library",
+            "build a C program against the prefix",
+            "link build A.so and B.so, then run both",
+            "cargo build --release, then build-A the stage",
+        ],
+    );
+}
+
+#[test]
+fn build_before_rule() {
+    check_rule(
+        "build before",
+        &[
+            "table_bench with the build before the large-copy and weights changes",
+            "against the build before the slabs of large blocks",
+        ],
+        &[
+            "scripts/test.sh runs the build before the tests",
+            "finish the build before installing",
+            "the build runs before the tests",
+        ],
+    );
+}
+
+#[test]
+fn round_number_rule() {
+    check_rule(
+        "round number",
+        &[
+            "| setting | round 1 | round 2 | round 3 |",
+            "| H2D | earlier run, round 1 | ramp down, round 2 |",
+            "GB/s, ours (round 1 / round 2) and ours / the reference:",
+            "in round 2 the library ran at 50.6 GB/s",
+            "each build once per round 1 to 3",
+        ],
+        &[
+            "PTHREAD_DESTRUCTOR_ITERATIONS (4) rounds of them (and in round 3 for keys made before this",
+            "one (round 3 of 4), counting its runs in a `thread_local!`",
+            "printf(\"ok: key destructors, rounds 1 and 2\\n\");",
+            "/* Round 1 reads the body's error and sets another; round 2 reads that one. */",
+            "a record first stored in round 2 or later by a thread",
+        ],
+    );
+}
+
+#[test]
+fn not_kept_rule() {
+    check_rule(
+        "not kept",
+        &[
+            "a build that took a run of blocks from a few calls is not kept",
+            "It was not kept for the memory it held (caches.md).",
+            "tried in a variant of its own, so it is not kept",
+        ],
+        &[
+            "Takes `block` back out of the pending list (it is not kept after all).",
+            "the barrier could not be recorded; the block is not kept",
+            "cached memory (not kept for replays): allocate inside captures begun here.",
+        ],
+    );
 }

@@ -77,6 +77,11 @@ fn legacy_of(device: i32) -> Result<Usable> {
     )
 }
 
+/// [`legacy_of`] `device` when `stream` is 0 (its legacy stream); None for another stream.
+fn legacy_if_null(stream: usize, device: i32) -> Result<Option<Usable>> {
+    (stream == 0).then(|| legacy_of(device)).transpose()
+}
+
 /// Called before a copy (or memset) touching device memory of `memory_device` is queued on
 /// `stream` (NULL: the legacy stream of the current device), which belongs to `stream_device`
 /// (None for NULL). The first time a stream of one device touches another device's memory, it
@@ -136,11 +141,7 @@ impl State {
 
     /// Records the event of `device` on `stream` of `device` (0: that device's legacy stream).
     fn record(&mut self, device: i32, stream: usize, stream_device: i32) -> Result<()> {
-        let _legacy = if stream == 0 {
-            Some(legacy_of(stream_device)?)
-        } else {
-            None
-        };
+        let _legacy = legacy_if_null(stream, stream_device)?;
         let s = stream as StreamHandle;
         let e = self.event(device)?;
         crate::safe::device::for_stream(s, stream_device, || {
@@ -153,11 +154,7 @@ impl State {
     /// Makes `stream` of `stream_device` (0: that device's legacy stream) wait for the event of
     /// `device`.
     fn wait(&mut self, stream: usize, stream_device: i32, device: i32) -> Result<()> {
-        let _legacy = if stream == 0 {
-            Some(legacy_of(stream_device)?)
-        } else {
-            None
-        };
+        let _legacy = legacy_if_null(stream, stream_device)?;
         let s = stream as StreamHandle;
         let e = self.event(device)?.as_raw();
         crate::safe::device::for_stream(s, stream_device, || {

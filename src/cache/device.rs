@@ -27,7 +27,7 @@
 
 use super::deferred::{self, How};
 use super::recycle::{self, Block};
-use super::{cross, graph_pool, in_use, large, AllocatorStats, Counters};
+use super::{cross, graph_pool, in_use, large, AllocatorStats, Counters, MAX_DEVICES};
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use crate::safe::capture::Relaxed as RelaxedMode;
@@ -39,8 +39,6 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-/// Devices supported by the per-device tables.
-const MAX_DEVICES: usize = 64;
 const SHARDS: usize = 16;
 
 #[derive(Clone, Copy)]
@@ -53,14 +51,48 @@ struct Live {
     graph: u64,
 }
 
+impl Live {
+    /// The block at `p` this record describes.
+    fn block(self, p: *mut c_void) -> Block {
+        Block {
+            ptr: p as usize,
+            size: self.size,
+            raw: self.raw,
+        }
+    }
+}
+
 static LIVE: [Mutex<Option<AddrMap<Live>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
-static POOLS: [OnceLock<Option<Pool>>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
-static COUNTERS: [Counters; MAX_DEVICES] = [const { Counters::new() }; MAX_DEVICES];
-static RESERVED_SEEN: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
-/// Bytes freed into each pool and not yet handed out again, as far as we can tell: while it
-/// covers a request, the allocation is counted as a hit without asking the pool (saves a driver
-/// call on the fast path); otherwise the pool's reserved size tells.
-static FREED_EST: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
+
+/// The device cache of one device.
+struct DeviceCache {
+    /// Its pool (made on first use), None where pools are unsupported or switched off.
+    pool: OnceLock<Option<Pool>>,
+    counters: Counters,
+    /// The highest reserved size of the pool seen: an allocation that does not grow it is a hit.
+    reserved_seen: AtomicU64,
+    /// Bytes freed into the pool and not yet handed out again, as far as we can tell: while it
+    /// covers a request, the allocation is counted as a hit without asking the pool (saves a
+    /// driver call on the fast path); otherwise the pool's reserved size tells.
+    freed_est: AtomicU64,
+    /// All of the device's memory, read once (cudaMemGetInfo on the device).
+    total: OnceLock<usize>,
+}
+
+static DEVICES: [DeviceCache; MAX_DEVICES] = [const {
+    DeviceCache {
+        pool: OnceLock::new(),
+        counters: Counters::new(),
+        reserved_seen: AtomicU64::new(0),
+        freed_est: AtomicU64::new(0),
+        total: OnceLock::new(),
+    }
+}; MAX_DEVICES];
+
+/// The device cache of `device`.
+fn of(device: i32) -> Result<&'static DeviceCache> {
+    super::checked_entry(&DEVICES, device)
+}
 
 fn cache_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -71,20 +103,13 @@ fn shard(p: usize) -> &'static Mutex<Option<AddrMap<Live>>> {
     &LIVE[crate::util::hash::part(p, SHARDS)]
 }
 
-fn device_index(device: i32) -> Result<usize> {
-    usize::try_from(device)
-        .ok()
-        .filter(|&d| d < MAX_DEVICES)
-        .ok_or_else(|| Error::internal(format!("device {device} outside 0..{MAX_DEVICES}")))
-}
-
 /// The pool of `device` (made on first use), or None where pools are unsupported or switched off.
 fn pool(device: i32) -> Result<Option<Pool>> {
     if !cache_on() {
         device_seen(device)?;
         return Ok(None);
     }
-    let slot = &POOLS[device_index(device)?];
+    let slot = &of(device)?.pool;
     if let Some(p) = slot.get() {
         return Ok(*p);
     }
@@ -140,8 +165,8 @@ fn first_seen(device: i32) -> Result<()> {
     if in_use::contains(device) {
         return Ok(());
     }
-    for (owner, slot) in POOLS.iter().enumerate() {
-        if let Some(Some(pool)) = slot.get() {
+    for (owner, cache) in DEVICES.iter().enumerate() {
+        if let Some(Some(pool)) = cache.pool.get() {
             if owner as i32 != device {
                 grant(*pool, owner as i32, device)?;
             }
@@ -174,16 +199,17 @@ unsafe fn try_alloc(
         Some(pool) => {
             // SAFETY: `stream` is NULL or a live stream (this function's contract).
             let p = unsafe { pool.alloc(size, stream) }?;
-            let d = device_index(device)?;
-            let covered = FREED_EST[d]
+            let cache = of(device)?;
+            let covered = cache
+                .freed_est
                 .fetch_update(Relaxed, Relaxed, |v| v.checked_sub(size as u64))
                 .is_ok();
             if covered {
                 return Ok((p, true));
             }
             let now = pool.reserved();
-            let hit = now <= RESERVED_SEEN[d].load(Relaxed);
-            RESERVED_SEEN[d].fetch_max(now, Relaxed);
+            let hit = now <= cache.reserved_seen.load(Relaxed);
+            cache.reserved_seen.fetch_max(now, Relaxed);
             Ok((p, hit))
         }
         None => Ok((crate::safe::memory::alloc_device(size)?, false)),
@@ -245,7 +271,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
         }
     }
     record(p, live);
-    COUNTERS[device_index(device)?].allocated(size, hit);
+    of(device)?.counters.allocated(size, hit);
     Ok(p)
 }
 
@@ -257,8 +283,8 @@ fn discard(p: *mut c_void, live: Live) {
     let Ran { result, .. } = unsafe { release(p, live, std::ptr::null_mut()) };
     match result {
         Ok(Released::ToPool) => {
-            if let Ok(d) = device_index(live.device) {
-                FREED_EST[d].fetch_add(live.size as u64, Relaxed);
+            if let Ok(cache) = of(live.device) {
+                cache.freed_est.fetch_add(live.size as u64, Relaxed);
             }
         }
         Ok(Released::Kept(evicted)) => set_aside(return_to_pool(live.device, evicted)),
@@ -266,12 +292,7 @@ fn discard(p: *mut c_void, live: Live) {
         Err(e) => {
             set_aside(Err(e));
             let how = if live.raw { How::Large } else { How::Pool };
-            let block = Block {
-                ptr: p as usize,
-                size: live.size,
-                raw: live.raw,
-            };
-            deferred::push(live.device, block, how);
+            deferred::push(live.device, live.block(p), how);
         }
     }
 }
@@ -352,17 +373,14 @@ fn alloc_for_graph(size: usize, capture: u64, pool: u64, device: i32) -> Result<
             graph: pool,
         },
     );
-    COUNTERS[device_index(device)?].allocated(size, hit);
+    of(device)?.counters.allocated(size, hit);
     Ok(p)
 }
-
-/// Total memory of each device, read once (cudaMemGetInfo on the current device).
-static TOTAL: [OnceLock<usize>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
 
 /// All of `device`'s memory, in bytes (read once per device).
 #[inline]
 pub(crate) fn total_memory(device: i32) -> Result<usize> {
-    let slot = &TOTAL[device_index(device)?];
+    let slot = &of(device)?.total;
     match slot.get() {
         Some(&t) => Ok(t),
         None => {
@@ -390,8 +408,8 @@ fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
 
 /// Counts an out-of-memory failure of the current device that the caller retries.
 pub(crate) fn note_oom_retry() {
-    if let Ok(d) = crate::safe::device::current().and_then(device_index) {
-        COUNTERS[d].oom_retry();
+    if let Ok(cache) = crate::safe::device::current().and_then(of) {
+        cache.counters.oom_retry();
     }
 }
 
@@ -429,13 +447,13 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
     };
     if live.graph != 0 {
         graph_pool::free(live.graph, live.device, p as usize, live.size);
-        COUNTERS[device_index(live.device)?].freed(live.size);
+        of(live.device)?.counters.freed(live.size);
         return Ok(());
     }
     // SAFETY: a live allocation of ours (just taken out of the table), freed once; `stream` is
     // NULL or a live stream (this function's contract).
     let Ran { result, restored } = unsafe { release(p, live, stream) };
-    let d = device_index(live.device)?;
+    let cache = of(live.device)?;
     let booked = match result {
         Err(e) => {
             // Keep it recorded: the memory was not freed.
@@ -445,16 +463,16 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
             Err(e)
         }
         Ok(Released::ToPool) => {
-            COUNTERS[d].freed(live.size);
-            FREED_EST[d].fetch_add(live.size as u64, Relaxed);
+            cache.counters.freed(live.size);
+            cache.freed_est.fetch_add(live.size as u64, Relaxed);
             Ok(())
         }
         Ok(Released::ToCuda) | Ok(Released::Deferred) => {
-            COUNTERS[d].freed(live.size);
+            cache.counters.freed(live.size);
             Ok(())
         }
         Ok(Released::Kept(evicted)) => {
-            COUNTERS[d].freed(live.size);
+            cache.counters.freed(live.size);
             // `p` is freed (kept): the call succeeded. Older blocks that could not go back to
             // the pool are kept again (as pending) and retried later; a CUDA failure there is
             // the device's, seen by the next call that reaches CUDA.
@@ -482,15 +500,11 @@ enum Released {
 /// # Safety
 /// `p` is a live allocation of ours of `live`, freed once; `stream` is NULL or a live stream.
 unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Released> {
-    let pooled = match device_index(live.device) {
-        Ok(d) => POOLS[d].get().is_some_and(|p| p.is_some()),
+    let pooled = match of(live.device) {
+        Ok(cache) => cache.pool.get().is_some_and(|p| p.is_some()),
         Err(e) => return Ran::here(Err(e)),
     };
-    let block = Block {
-        ptr: p as usize,
-        size: live.size,
-        raw: live.raw,
-    };
+    let block = live.block(p);
     let recycled = stream.is_null() && pooled && !cross::active() && recycle::takes(live.size);
     // Kept as pending when no barrier is due: no CUDA call, so the block's device need not be
     // made current (nor the current one asked).
@@ -660,8 +674,8 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     if blocks.is_empty() {
         return Ok(());
     }
-    let d = match device_index(device) {
-        Ok(d) => d,
+    let cache = match of(device) {
+        Ok(cache) => cache,
         Err(e) => {
             keep_again(device, blocks);
             return Err(e);
@@ -686,7 +700,7 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
                 crate::safe::pool::free_async(b.ptr as *mut c_void, b.size, std::ptr::null_mut())
             } {
                 Ok(()) => {
-                    FREED_EST[d].fetch_add(b.size as u64, Relaxed);
+                    cache.freed_est.fetch_add(b.size as u64, Relaxed);
                 }
                 Err(e) => {
                     recycle::restore(device, b);
@@ -712,8 +726,8 @@ pub(crate) fn release_cached() -> Result<()> {
     let _relaxed = RelaxedMode::new();
     let mut capturing = None;
     let seen = in_use::seen();
-    for (device, slot) in POOLS.iter().enumerate() {
-        let pool = match slot.get() {
+    for (device, cache) in DEVICES.iter().enumerate() {
+        let pool = match cache.pool.get() {
             Some(Some(pool)) => Some(*pool),
             _ if seen & (1 << device) != 0 => None,
             _ => continue,
@@ -746,8 +760,8 @@ pub(crate) fn release_cached() -> Result<()> {
         match released {
             Ok(true) => {
                 if let Some(pool) = pool {
-                    RESERVED_SEEN[device].store(pool.reserved(), Relaxed);
-                    FREED_EST[device].store(0, Relaxed);
+                    cache.reserved_seen.store(pool.reserved(), Relaxed);
+                    cache.freed_est.store(0, Relaxed);
                 }
             }
             Ok(false) => {
@@ -776,13 +790,13 @@ pub(crate) fn release_cached() -> Result<()> {
 
 /// Statistics of `device`, or of all devices summed when `device` is -1.
 pub(crate) fn stats(device: i32) -> Result<AllocatorStats> {
-    let one = |d: usize| {
-        let cached = match POOLS[d].get() {
+    let one = |device: i32, cache: &DeviceCache| {
+        let cached = match cache.pool.get() {
             Some(Some(pool)) => pool.reserved(),
             _ => 0,
-        } + large::held(d)
-            + graph_pool::held(d as i32);
-        let s = COUNTERS[d].snapshot(0);
+        } + large::held(device)
+            + graph_pool::held(device);
+        let s = cache.counters.snapshot(0);
         AllocatorStats {
             cached_bytes: cached.saturating_sub(s.in_use_bytes),
             ..s
@@ -790,8 +804,8 @@ pub(crate) fn stats(device: i32) -> Result<AllocatorStats> {
     };
     if device == -1 {
         let mut total = AllocatorStats::default();
-        for d in 0..MAX_DEVICES {
-            let s = one(d);
+        for (d, cache) in (0..).zip(&DEVICES) {
+            let s = one(d, cache);
             total.in_use_bytes += s.in_use_bytes;
             total.peak_in_use_bytes += s.peak_in_use_bytes;
             total.cached_bytes += s.cached_bytes;
@@ -803,19 +817,16 @@ pub(crate) fn stats(device: i32) -> Result<AllocatorStats> {
         }
         return Ok(total);
     }
-    let d = usize::try_from(device)
-        .ok()
-        .filter(|&d| d < MAX_DEVICES)
-        .ok_or_else(|| {
-            Error::invalid_argument(format!("device={device}: not a device id (or -1 for all)"))
-        })?;
-    Ok(one(d))
+    let cache = super::entry(&DEVICES, device).ok_or_else(|| {
+        Error::invalid_argument(format!("device={device}: not a device id (or -1 for all)"))
+    })?;
+    Ok(one(device, cache))
 }
 
 /// Resets the peak of every device to its current use.
 pub(crate) fn reset_peak() {
-    for c in &COUNTERS {
-        c.reset_peak();
+    for cache in &DEVICES {
+        cache.counters.reset_peak();
     }
 }
 

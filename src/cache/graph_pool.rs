@@ -19,6 +19,7 @@
 //!   blocks go to `cudaFree` (which waits for the device, so for every replay), at the next call
 //!   that may use the legacy stream; blocks still handed out are freed by their free_device.
 
+use super::MAX_DEVICES;
 use crate::error::{Error, Result};
 use crate::util::sync::lock;
 use std::cell::Cell;
@@ -85,13 +86,11 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 static RELEASED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 /// Set when `RELEASED` or `to_free` may hold something: the eager paths look at nothing else.
 static WORK: AtomicBool = AtomicBool::new(false);
-/// Devices with a byte count.
-const DEVICES: usize = 64;
 /// Bytes of pool blocks (handed out or kept) not yet freed, per device.
-static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
+static HELD: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
 
 fn held_slot(device: i32) -> Option<&'static AtomicU64> {
-    usize::try_from(device).ok().and_then(|d| HELD.get(d))
+    super::entry(&HELD, device)
 }
 
 /// Captures through the library in progress, on all threads: while none is, no thread has a

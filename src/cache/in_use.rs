@@ -1,15 +1,16 @@
 //! The devices in use in this process (set_device, a stream, a pool), one bit each: once more
 //! than one is in use, pools grant peer access and `cross` orders work between devices.
 
+use super::MAX_DEVICES;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 static SEEN: AtomicU64 = AtomicU64::new(0);
 
-/// The bit of `device`, None for ids outside 0..64 (never marked).
+/// The bit of `device`, None for ids outside 0..MAX_DEVICES (never marked).
 pub(crate) fn bit(device: i32) -> Option<u64> {
-    u32::try_from(device)
+    usize::try_from(device)
         .ok()
-        .filter(|&b| b < 64)
+        .filter(|&b| b < MAX_DEVICES)
         .map(|b| 1u64 << b)
 }
 

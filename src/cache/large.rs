@@ -18,22 +18,39 @@
 //! with the cache off.
 
 use super::recycle::{self, Block};
+use super::MAX_DEVICES;
 use crate::error::Result;
 use crate::util::sync::lock;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-/// Devices with counters.
-const DEVICES: usize = 64;
+/// One device's large blocks.
+struct LargeBlocks {
+    /// Bytes of the device's cudaMalloc blocks that we hold (handed out, kept or parked).
+    held: AtomicU64,
+    /// Blocks that left `recycle`, waiting to be freed together.
+    parked: Mutex<Vec<Block>>,
+    /// Their bytes (written under the lock; read without it, so that `flush` of a device with
+    /// nothing parked, as every free while several devices are in use asks, takes no lock).
+    parked_bytes: AtomicU64,
+}
 
-/// Bytes of cudaMalloc blocks of each device that we hold (handed out, kept or parked).
-static HELD: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
-/// Blocks that left `recycle`, waiting to be freed together.
-static PARKED: [Mutex<Vec<Block>>; DEVICES] = [const { Mutex::new(Vec::new()) }; DEVICES];
-/// Their bytes (written under the lock; read without it, so that `flush` of a device with
-/// nothing parked, as every free while several devices are in use asks, takes no lock).
-static PARKED_BYTES: [AtomicU64; DEVICES] = [const { AtomicU64::new(0) }; DEVICES];
+static DEVICES: [LargeBlocks; MAX_DEVICES] = [const {
+    LargeBlocks {
+        held: AtomicU64::new(0),
+        parked: Mutex::new(Vec::new()),
+        parked_bytes: AtomicU64::new(0),
+    }
+}; MAX_DEVICES];
+
+impl LargeBlocks {
+    /// Empties the parked list, whose lock `parked` is.
+    fn take_parked(&self, parked: &mut Vec<Block>) -> Vec<Block> {
+        self.parked_bytes.store(0, Relaxed);
+        std::mem::take(parked)
+    }
+}
 
 /// The smallest size taken from cudaMalloc (0: none). Read once.
 fn threshold() -> usize {
@@ -51,15 +68,15 @@ pub(crate) fn wanted(size: usize) -> bool {
     t > 0 && size >= t && recycle::takes(size)
 }
 
-fn slot(device: i32) -> Option<usize> {
-    usize::try_from(device).ok().filter(|&d| d < DEVICES)
+fn of(device: i32) -> Option<&'static LargeBlocks> {
+    super::entry(&DEVICES, device)
 }
 
 /// Allocates a large block on the current device, `device`.
 pub(crate) fn alloc(size: usize, device: i32) -> Result<*mut c_void> {
     let p = crate::safe::memory::alloc_device(size)?;
-    if let Some(d) = slot(device) {
-        HELD[d].fetch_add(size as u64, Relaxed);
+    if let Some(large) = of(device) {
+        large.held.fetch_add(size as u64, Relaxed);
     }
     Ok(p)
 }
@@ -72,8 +89,8 @@ pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
     // SAFETY: `b` is a block of ours from `memory::alloc_device`, not yet freed, freed once here
     // (this function's contract).
     unsafe { crate::safe::memory::free_device(b.ptr as *mut c_void) }?;
-    if let Some(d) = slot(device) {
-        HELD[d].fetch_sub(b.size as u64, Relaxed);
+    if let Some(large) = of(device) {
+        large.held.fetch_sub(b.size as u64, Relaxed);
     }
     Ok(())
 }
@@ -85,35 +102,27 @@ pub(crate) fn park(
     device: i32,
     b: Block,
 ) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
-    let Some(d) = slot(device) else {
-        return Err((
-            vec![b],
-            crate::error::Error::internal(format!("device {device} outside 0..{DEVICES}")),
-        ));
+    let large = match super::checked_entry(&DEVICES, device) {
+        Ok(large) => large,
+        Err(e) => return Err((vec![b], e)),
     };
-    let mut parked = lock(&PARKED[d]);
+    let mut parked = lock(&large.parked);
     parked.push(b);
-    let bytes = PARKED_BYTES[d].fetch_add(b.size as u64, Relaxed) + b.size as u64;
+    let bytes = large.parked_bytes.fetch_add(b.size as u64, Relaxed) + b.size as u64;
     if bytes <= recycle::budget() as u64 {
         return Ok(());
     }
-    let all = take_parked(d, &mut parked);
+    let all = large.take_parked(&mut parked);
     drop(parked);
     flush_blocks(device, all)
 }
 
-/// Empties the parked list of slot `d`, whose lock `parked` is.
-fn take_parked(d: usize, parked: &mut Vec<Block>) -> Vec<Block> {
-    PARKED_BYTES[d].store(0, Relaxed);
-    std::mem::take(parked)
-}
-
 /// Frees every parked block of `device` (current).
 pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
-    let Some(d) = slot(device).filter(|&d| PARKED_BYTES[d].load(Relaxed) > 0) else {
+    let Some(large) = of(device).filter(|l| l.parked_bytes.load(Relaxed) > 0) else {
         return Ok(());
     };
-    let all = take_parked(d, &mut lock(&PARKED[d]));
+    let all = large.take_parked(&mut lock(&large.parked));
     flush_blocks(device, all)
 }
 
@@ -140,8 +149,8 @@ fn flush_blocks(
 }
 
 /// Bytes of cudaMalloc blocks of `device` we hold (in use, kept or parked).
-pub(crate) fn held(device: usize) -> u64 {
-    HELD.get(device).map_or(0, |h| h.load(Relaxed))
+pub(crate) fn held(device: i32) -> u64 {
+    of(device).map_or(0, |l| l.held.load(Relaxed))
 }
 
 #[cfg(test)]
@@ -172,6 +181,9 @@ mod tests {
         let (back, _) = flush(58).expect_err("cudaFree of a fake pointer fails");
         assert_eq!(back, vec![b], "nothing lost");
         assert!(flush(58).is_ok(), "nothing left parked");
-        assert!(park(64, b).is_err(), "device out of range refused");
+        assert!(
+            park(MAX_DEVICES as i32, b).is_err(),
+            "device out of range refused"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! a legacy-stream copy. While a blocking stream of the device captures a graph, any work on
 //! the legacy stream fails and invalidates that capture, whoever queued it. So before each such
 //! use the library asks [`usable`]: the legacy stream is usable when no capture begun through
-//! the library's own API is in progress on the device (counted here, [`Captures`]) and cudart
+//! the library's own API is in progress on the device (counted here, per device) and cudart
 //! reports no blocking stream of the device capturing (a capture the host began with
 //! `cudaStreamBeginCapture` directly). When it is not usable the caches keep their work for
 //! later (deferred frees, pending blocks) and copies and allocations go to a private
@@ -20,6 +20,7 @@
 //! fraction of a microsecond between the check and the use) can still invalidate it, as any
 //! legacy-stream call (cudaMemcpy, cudaMalloc's frees) of any library would.
 
+use super::MAX_DEVICES;
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use crate::safe::capture;
@@ -28,13 +29,24 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
-/// Devices with a count and a side stream.
-const DEVICES: usize = 64;
-
 static GATE: RwLock<()> = RwLock::new(());
-/// Captures begun through the library and not yet ended, per device.
-static COUNT: [AtomicU32; DEVICES] = [const { AtomicU32::new(0) }; DEVICES];
-/// Their sum over all devices: zero on every eager path, read without a lock.
+
+/// One device's legacy stream as the library sees it.
+struct Legacy {
+    /// Captures begun through the library on the device and not yet ended.
+    captures: AtomicU32,
+    /// The device's side stream: 0 until made on first use, then kept for the process.
+    side: Mutex<usize>,
+}
+
+static DEVICES: [Legacy; MAX_DEVICES] = [const {
+    Legacy {
+        captures: AtomicU32::new(0),
+        side: Mutex::new(0),
+    }
+}; MAX_DEVICES];
+
+/// The captures' sum over all devices: zero on every eager path, read without a lock.
 static ANY: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
@@ -43,11 +55,8 @@ thread_local! {
     static HELD: Cell<u32> = const { Cell::new(0) };
 }
 
-fn slot(device: i32) -> Result<usize> {
-    usize::try_from(device)
-        .ok()
-        .filter(|&d| d < DEVICES)
-        .ok_or_else(|| Error::internal(format!("device {device} outside 0..{DEVICES}")))
+fn of(device: i32) -> Result<&'static Legacy> {
+    super::checked_entry(&DEVICES, device)
 }
 
 /// Permission to use the legacy stream of a device: while it lives, no capture through the
@@ -79,7 +88,7 @@ impl Drop for Usable {
 /// permission while queuing the work. None while a capture is in progress on the device.
 pub(crate) fn usable(device: i32) -> Result<Option<Usable>> {
     let permission = Usable::take();
-    if COUNT[slot(device)?].load(Relaxed) > 0 || capture::legacy_blocked() {
+    if of(device)?.captures.load(Relaxed) > 0 || capture::legacy_blocked() {
         return Ok(None);
     }
     Ok(Some(permission))
@@ -141,17 +150,17 @@ pub(crate) fn any_capture() -> bool {
 
 /// True while a capture begun through the library is in progress on `device`.
 pub(crate) fn capturing(device: i32) -> bool {
-    slot(device).is_ok_and(|d| COUNT[d].load(Relaxed) > 0)
+    super::entry(&DEVICES, device).is_some_and(|l| l.captures.load(Relaxed) > 0)
 }
 
 /// Counts a capture through the library on `device` and runs `begin`, which begins it; once
 /// counted, nothing of the library uses the device's legacy stream until [`ended`]. Uses of the
 /// legacy stream already under way finish first. When `begin` fails, nothing is counted.
 pub(crate) fn begin_counted<T>(device: i32, begin: impl FnOnce() -> Result<T>) -> Result<T> {
-    let d = slot(device)?;
+    let legacy = of(device)?;
     {
         let _exclusive = write(&GATE);
-        COUNT[d].fetch_add(1, Relaxed);
+        legacy.captures.fetch_add(1, Relaxed);
         ANY.fetch_add(1, Relaxed);
     }
     let result = begin();
@@ -163,8 +172,9 @@ pub(crate) fn begin_counted<T>(device: i32, begin: impl FnOnce() -> Result<T>) -
 
 /// Uncounts a capture of `device` counted by [`begin_counted`] (it ended, or failed to begin).
 pub(crate) fn ended(device: i32) {
-    if let Ok(d) = slot(device) {
-        if COUNT[d]
+    if let Some(legacy) = super::entry(&DEVICES, device) {
+        if legacy
+            .captures
             .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
             .is_ok()
         {
@@ -173,18 +183,14 @@ pub(crate) fn ended(device: i32) {
     }
 }
 
-/// The side streams, one per device, made on first use and kept for the process.
-static SIDE: Mutex<[usize; DEVICES]> = Mutex::new([0; DEVICES]);
-
 /// The library's private non-blocking stream of `device`, the current device: for work of its
 /// own (and memcpy_sync) while the legacy stream may not be used. Nothing else is queued there,
 /// and it never captures.
 pub(crate) fn side_stream(device: i32) -> Result<StreamHandle> {
-    let d = slot(device)?;
-    let mut side = lock(&SIDE);
-    if side[d] == 0 {
+    let mut side = lock(&of(device)?.side);
+    if *side == 0 {
         let _relaxed = capture::Relaxed::new();
-        side[d] = crate::safe::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
+        *side = crate::safe::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
     }
-    Ok(side[d] as StreamHandle)
+    Ok(*side as StreamHandle)
 }

@@ -16,18 +16,28 @@
 //! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
+//! - [`legacy_stream`]: when the caches may queue work on a device's legacy stream, and the
+//!   side stream used instead.
+//! - [`copies`]: what a copy does with the caches' memory: the one door of `ops::copies`.
 //!
 //! While a stream captures a graph, the legacy stream may not be used (`legacy_stream`): the
 //! caches then queue nothing there (frees wait, pending or deferred; new memory comes from the
 //! side stream) and never hand out memory freed during the capture before it has ended.
 //!
-//! Dependencies inside this layer: `device` -> `cross` -> `in_use`, `device` -> `recycle`,
-//! `device` -> `deferred` -> {`large`, `graph_pool`}, `large` -> `recycle`; `host` stands
-//! alone.
+//! Each module keeps its per-device state in one table of [`MAX_DEVICES`] entries (a struct
+//! each where it keeps several things per device), reached through [`entry`] /
+//! [`checked_entry`].
+//!
+//! Dependencies inside this layer: `copies` -> {`device`, `host`, `cross`}; `device` ->
+//! {`deferred`, `large`, `graph_pool`, `recycle`, `cross`, `in_use`}; `deferred` -> {`large`,
+//! `graph_pool`, `recycle`, `cross`}; `large` -> `recycle`; `cross` -> `in_use`; `copies`,
+//! `device`, `deferred`, `cross`, `recycle` and `host` -> `legacy_stream`, which, like
+//! `graph_pool` and `in_use`, uses no other. All of them use this module's items.
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
 
+pub(crate) mod copies;
 pub(crate) mod cross;
 pub(crate) mod deferred;
 pub(crate) mod device;
@@ -38,7 +48,32 @@ pub(crate) mod large;
 pub(crate) mod legacy_stream;
 pub(crate) mod recycle;
 
+use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Device ids the per-device tables hold, 0..MAX_DEVICES: `in_use` keeps one bit per device in
+/// a u64.
+pub(crate) const MAX_DEVICES: usize = 64;
+const _: () = assert!(MAX_DEVICES <= u64::BITS as usize);
+
+/// `device`'s entry of a per-device table; None for an id outside 0..MAX_DEVICES.
+#[inline]
+pub(crate) fn entry<T>(table: &[T; MAX_DEVICES], device: i32) -> Option<&T> {
+    usize::try_from(device).ok().and_then(|d| table.get(d))
+}
+
+/// [`entry`], with an id outside 0..MAX_DEVICES as an internal error (the ids come from CUDA or
+/// from our own records).
+#[inline]
+pub(crate) fn checked_entry<T>(table: &[T; MAX_DEVICES], device: i32) -> Result<&T> {
+    entry(table, device).ok_or_else(|| outside(device))
+}
+
+#[cold]
+#[inline(never)]
+fn outside(device: i32) -> Error {
+    Error::internal(format!("device {device} outside 0..{MAX_DEVICES}"))
+}
 
 /// Statistics of one allocator (`llaisysNvidiaAllocatorStats` in the header).
 #[repr(C)]

@@ -21,6 +21,7 @@
 //! stay pending: nothing freed then is handed out before the capture has ended and a barrier
 //! has been recorded after it.
 
+use super::MAX_DEVICES;
 use crate::error::Result;
 use crate::safe::event::Event;
 use crate::util::sync::lock;
@@ -29,8 +30,6 @@ use std::sync::{Mutex, OnceLock};
 
 /// Pending blocks that trigger the barrier.
 const BATCH: usize = 16;
-/// Devices with a list.
-const DEVICES: usize = 64;
 /// Ready blocks kept at most per device.
 const MAX_READY: usize = 4096;
 
@@ -58,7 +57,7 @@ struct Lists {
     marker: Option<Event>,
 }
 
-static LISTS: [Mutex<Lists>; DEVICES] = [const {
+static LISTS: [Mutex<Lists>; MAX_DEVICES] = [const {
     Mutex::new(Lists {
         pending: Vec::new(),
         pending_bytes: 0,
@@ -68,7 +67,7 @@ static LISTS: [Mutex<Lists>; DEVICES] = [const {
         spare: Vec::new(),
         marker: None,
     })
-}; DEVICES];
+}; MAX_DEVICES];
 
 /// `LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES` when set. Read once.
 fn setting() -> Option<usize> {
@@ -97,7 +96,7 @@ pub(crate) fn ready_limit(total: usize) -> usize {
 }
 
 fn lists(device: i32) -> Option<&'static Mutex<Lists>> {
-    usize::try_from(device).ok().and_then(|d| LISTS.get(d))
+    super::entry(&LISTS, device)
 }
 
 /// True when a block of `size` bytes may be kept.
@@ -177,12 +176,6 @@ impl Lists {
     }
 }
 
-fn lists_of(device: i32) -> Result<&'static Mutex<Lists>> {
-    lists(device).ok_or_else(|| {
-        crate::error::Error::internal(format!("device {device} outside 0..{DEVICES}"))
-    })
-}
-
 /// True when `count` pending blocks of `bytes` in all call for a barrier.
 fn due(count: usize, bytes: usize) -> bool {
     count >= BATCH || bytes >= budget() / 2
@@ -192,7 +185,7 @@ fn due(count: usize, bytes: usize) -> bool {
 /// call, so `device` need not be current. False: nothing was done; [`keep`] it, with `device`
 /// current.
 pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
-    let mut l = lock(lists_of(device)?);
+    let mut l = lock(super::checked_entry(&LISTS, device)?);
     if due(l.pending.len() + 1, l.pending_bytes + block.size) {
         return Ok(false);
     }
@@ -211,7 +204,7 @@ pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
 /// the barrier) is kept whatever this one's barrier did (`not_kept`). At most `limit` bytes
 /// stay ready (`ready_limit`).
 pub(crate) fn keep(device: i32, block: Block, limit: usize) -> Result<Vec<Block>> {
-    let lists = lists_of(device)?;
+    let lists = super::checked_entry(&LISTS, device)?;
     let due = {
         let mut l = lock(lists);
         l.pending.push(block);
@@ -437,7 +430,7 @@ mod tests {
             "the refused block is not kept"
         );
         assert_eq!(take(56, 128), None, "pending blocks are not handed out");
-        assert!(keep_pending(DEVICES as i32, block(0)).is_err());
+        assert!(keep_pending(MAX_DEVICES as i32, block(0)).is_err());
         assert_eq!(drain(56).len(), BATCH - 1);
     }
 

@@ -1,10 +1,11 @@
 //! Copies: what memcpy_sync and memcpy_async do, and the status API's peer copies. One place
 //! decides, per copy: the checks, where each pointer lives (one look-up per pointer, made only
 //! when something needs it), the cross-device ordering, the staged pageable fast path or plain
-//! cudart, the host copy without a GPU, and the pinned-cache notes.
+//! cudart, the host copy without a GPU, and the pinned-cache notes. What it asks of the caches
+//! goes through `cache::copies`.
 
 use super::validate;
-use crate::cache;
+use crate::cache::copies as caches;
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use crate::pageable::{self, Direction};
@@ -41,10 +42,10 @@ fn no_usable_gpu(failed: &Error) -> bool {
 
 /// Where `p` lives: our own allocations are known without asking the driver.
 pub(crate) fn locate(p: *const c_void) -> Result<Place> {
-    if cache::host::is_ours(p) {
+    if caches::pinned_block(p) {
         return Ok(Place::Pinned);
     }
-    if let Some((_, device)) = cache::device::owner(p) {
+    if let Some((_, device)) = caches::device_block(p) {
         return Ok(Place::Device(device));
     }
     match pointer::attributes(p) {
@@ -174,7 +175,7 @@ impl Copy {
     /// after that device's work, and the pair is noted for frees (see `cache::cross`).
     #[inline]
     fn order_across_devices(&mut self, s: StreamHandle, stream_device: Option<i32>) -> Result<()> {
-        if !cache::cross::active() {
+        if !caches::several_devices() {
             return Ok(());
         }
         self.order_across_devices_slow(s, stream_device)
@@ -188,12 +189,12 @@ impl Copy {
     ) -> Result<()> {
         if matches!(self.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
             if let Place::Device(d) = self.dst.place()? {
-                cache::cross::before_use(d, s, stream_device)?;
+                caches::order_before_use(d, s, stream_device)?;
             }
         }
         if matches!(self.kind, MemcpyKind::D2H | MemcpyKind::D2D) {
             if let Place::Device(d) = self.src.place()? {
-                cache::cross::before_use(d, s, stream_device)?;
+                caches::order_before_use(d, s, stream_device)?;
             }
         }
         Ok(())
@@ -244,10 +245,10 @@ impl Copy {
             Direction::HostToDevice => &mut self.dst,
             Direction::DeviceToHost => &mut self.src,
         };
-        let (limit, device) = match cache::device::owner(side.p) {
+        let (limit, device) = match caches::device_block(side.p) {
             Some((block, _)) => (block, None),
             None => match side.place()? {
-                Place::Device(d) => (cache::device::total_memory(d)?, Some(d)),
+                Place::Device(d) => (caches::device_memory(d)?, Some(d)),
                 _ => return Ok(()),
             },
         };
@@ -354,7 +355,7 @@ pub unsafe fn memcpy_sync(
         "memcpy_sync returns once its copy is done; use memcpy_async on the capturing stream to \
          make the copy part of the graph",
     )?;
-    let Some(_legacy) = crate::cache::legacy_stream::usable_current()? else {
+    let Some(_legacy) = caches::usable_current()? else {
         // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
         // function's contract).
         return unsafe { side_copy(&mut c) };
@@ -405,14 +406,14 @@ pub unsafe fn memcpy_sync(
 #[cold]
 #[inline(never)]
 unsafe fn side_copy(c: &mut Copy) -> Result<()> {
-    if cache::cross::active() {
-        return Err(crate::cache::legacy_stream::refused(
+    if caches::several_devices() {
+        return Err(caches::refused(
             "cudaMemcpy",
             "memcpy_sync with several devices in use",
         ));
     }
     let device = crate::safe::device::current()?;
-    let side = crate::cache::legacy_stream::side_stream(device)?;
+    let side = caches::side_stream(device)?;
     let _relaxed = crate::safe::capture::Relaxed::new();
     if let Some(direction) = c.staged()? {
         // SAFETY: the pointers are valid for the size as the kind says (this function's
@@ -459,7 +460,7 @@ pub unsafe fn memcpy_async(
     if !c.check()? {
         return Ok(());
     }
-    let _legacy = crate::cache::legacy_stream::permit(
+    let _legacy = caches::permit(
         s.is_null(),
         "cudaMemcpyAsync",
         "memcpy_async on NULL (the legacy stream)",
@@ -501,10 +502,10 @@ pub unsafe fn memcpy_async(
         }
     }
     if matches!(c.kind, MemcpyKind::H2D | MemcpyKind::H2H) {
-        cache::host::record_use(c.src(), s, stream_device);
+        caches::note_pinned_use(c.src(), s, stream_device);
     }
     if matches!(c.kind, MemcpyKind::D2H | MemcpyKind::H2H) {
-        cache::host::record_use(c.dst(), s, stream_device);
+        caches::note_pinned_use(c.dst(), s, stream_device);
     }
     Ok(())
 }
@@ -539,7 +540,7 @@ pub unsafe fn memcpy_peer(
              to make it part of the graph",
         )?;
     }
-    let _legacy = crate::cache::legacy_stream::permit(
+    let _legacy = caches::permit(
         s.is_null(),
         "cudaMemcpyPeerAsync",
         "a peer copy on the legacy stream",
@@ -549,10 +550,10 @@ pub unsafe fn memcpy_peer(
             "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
         )));
     }
-    if stream.is_some() && cache::cross::active() {
+    if stream.is_some() && caches::several_devices() {
         for p in [dst as *const c_void, src] {
             if let Place::Device(d) = locate(p)? {
-                cache::cross::before_use(d, s, stream_device)?;
+                caches::order_before_use(d, s, stream_device)?;
             }
         }
     }

@@ -4,7 +4,7 @@
 //! filled before: both use the host's memory and caches. On a machine whose host copy is much
 //! faster than the link, every thread copying at once slows the DMA down, so fewer threads
 //! finish the copy sooner; on a machine whose host copy is the limit every thread is needed
-//! (`pageable_probe` part g measures both, docs/benchmark.md).
+//! (docs/caches.md).
 //!
 //! Which of the two a copy met shows when its last chunk is queued: if every staging buffer
 //! still waits for its DMA, the host was a whole ring ahead of the link (one thread fewer next

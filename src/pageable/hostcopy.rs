@@ -1,14 +1,13 @@
 //! The host side of a staged copy: how a piece's bytes are written. Writes can bypass the CPU
 //! caches (non-temporal stores; `super::policy::stores` says when): into a staging buffer (H2D
-//! below 128 MiB from a source read again, or every such copy with the `size` policy) the copy
-//! engine then reads memory, not lines dirty in a core's cache, and the copy does not first read
-//! the lines it overwrites; into the caller's buffer of a large D2H copy they spare the caches
-//! bytes they could not keep anyway (docs/caches.md). Ordinary stores into a staging buffer may
-//! be followed by moving the lines to the shared cache (`Stores::Demoted`).
+//! below 128 MiB from a source read again) the copy engine then reads memory, not lines dirty in
+//! a core's cache, and the copy does not first read the lines it overwrites; into the caller's
+//! buffer of a large D2H copy they spare the caches bytes they could not keep anyway
+//! (docs/caches.md).
 //!
 //! The non-temporal copy asks for the source a page ahead of its loads: the processor's own
 //! prefetchers stop at the end of a 4 KiB page, so without it every page of a source that comes
-//! from memory starts with a wait (`pageable_probe --stores`, docs/benchmark.md).
+//! from memory starts with a wait (docs/caches.md).
 
 /// How far ahead of its loads the non-temporal copy asks for the source: one page.
 #[cfg(target_arch = "x86_64")]
@@ -21,10 +20,6 @@ pub(super) enum Stores {
     Cached,
     /// Non-temporal stores where the processor has them (x86-64), else ordinary ones.
     Streaming,
-    /// Ordinary stores, then each line written is moved from the core's own caches to the
-    /// shared last-level cache (`cldemote`, a hint that processors without it ignore), where
-    /// the copy engine reads it without asking the core for it.
-    Demoted,
 }
 
 /// Copies `n` bytes.
@@ -39,35 +34,11 @@ pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, stores: Stores
         unsafe { streaming_copy(dst, src, n) };
         return;
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stores;
     // SAFETY: `dst` and `src` are valid for `n` bytes and do not overlap (this function's
     // contract).
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-    #[cfg(target_arch = "x86_64")]
-    if stores == Stores::Demoted {
-        demote(dst, n);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = stores;
-}
-
-/// Asks the processor to move the lines that hold the `n` bytes at `dst` to the shared cache.
-#[cfg(target_arch = "x86_64")]
-fn demote(dst: *const u8, n: usize) {
-    let end = dst as usize + n;
-    let mut line = dst as usize & !63;
-    while line < end {
-        // SAFETY: `cldemote` is a hint: it changes no memory and raises no fault, whatever the
-        // address (a processor without it executes it as a no-op, its encoding being a reserved
-        // no-op's); `line` is the start of a line that holds bytes of `dst`'s range.
-        unsafe {
-            std::arch::asm!(
-                "cldemote byte ptr [{0}]",
-                in(reg) line,
-                options(nostack, preserves_flags, readonly)
-            )
-        };
-        line += 64;
-    }
 }
 
 /// Asks for the line `PREFETCH_AHEAD` bytes past `at` in the source. A prefetch never faults,
@@ -165,7 +136,7 @@ mod tests {
 
     #[test]
     fn copy_writes_every_byte_of_every_size_and_alignment_and_nothing_else() {
-        for stores in [Stores::Cached, Stores::Streaming, Stores::Demoted] {
+        for stores in [Stores::Cached, Stores::Streaming] {
             writes_every_byte_and_nothing_else(&format!("{stores:?}"), |d, s, n| {
                 // SAFETY: the helper passes buffers valid for `n` bytes that do not overlap.
                 unsafe { copy(d, s, n, stores) }

@@ -17,15 +17,11 @@
 //! - D2H: cudaMemcpyAsync device -> slot on the stream, the slot's event polled, slot ->
 //!   caller. Returns with the data in the caller's buffer (as cudaMemcpy does).
 //!
-//! Settings (docs/variables.md): `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns the path off;
-//! `LLAISYS_NVIDIA_PAGEABLE_THREADS` bounds the host threads of a copy (default: 3/4 of the
-//! cores, at most 12); `LLAISYS_NVIDIA_PAGEABLE_STORES` and `LLAISYS_NVIDIA_PAGEABLE_DEMOTE`
-//! choose how H2D copies write the staging buffers (developer settings for tuning on a
-//! machine; `policy` reads them all); `LLAISYS_NVIDIA_PAGEABLE_TRACE=N`, a developer tool,
-//! prints where the time of every N-th copy goes (`trace`). The shape of a copy (chunks:
-//! `plan`; pieces, staging buffers, the default stores, the threads' spin) is fixed by
-//! constants and, for the stores of an H2D copy below 128 MiB, by whether a recent copy read
-//! its source (`recent`), chosen with `pageable_probe` and the table benchmark
+//! Settings (docs/variables.md, read by `policy`): `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns the
+//! path off; `LLAISYS_NVIDIA_PAGEABLE_THREADS` bounds the host threads of a copy (default: 3/4
+//! of the cores, at most 12). The shape of a copy (chunks: `plan`; pieces, staging buffers,
+//! stores, the threads' spin) is fixed by constants and, for the stores of an H2D copy below
+//! 128 MiB, by whether a recent copy read its source (`recent`), chosen with the benchmarks
 //! (docs/caches.md); H2D copies of 8 to 128 MiB with non-temporal stores adapt their thread
 //! count below the bound (`adapt`).
 
@@ -37,12 +33,10 @@ mod plan;
 mod policy;
 mod recent;
 mod staging;
-mod trace;
 mod workers;
 
 use plan::{chunks, BEHIND_MAX};
 use policy::{config, stores, Adapt};
-use trace::{Phase, Trace};
 
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
@@ -240,23 +234,10 @@ unsafe fn run(
     set: std::sync::Arc<staging::Set>,
     layout: Layout,
 ) -> Result<()> {
-    let tr = Trace::start();
-    if tr.active() {
-        let idle = set.known_idle();
-        tr.mark(if idle { "set_idle" } else { "set_busy" }, set.slots.len());
-        if let Some(at) = layout.behind_at {
-            tr.mark("behind_at", at);
-        }
-        tr.mark(
-            "first_chunk_kib",
-            layout.plan.first().map_or(0, |c| c.1 >> 10),
-        );
-    }
     let stores = stores(direction, size, host as usize);
     let adapt = Adapt::of(direction, size, stores);
     let threads = adapt.map_or(config().threads, Adapt::threads);
-    let chunk_count = layout.plan.len();
-    set.used(layout.first_slot, chunk_count);
+    set.used(layout.first_slot, layout.plan.len());
     // SAFETY: `device` and `host` hold `size` bytes, the plan's chunks cover exactly those, and
     // they stay valid until the copy has run (this function's contract); `stream` is NULL or a
     // live stream of `stream_device`; the set was taken from the kept sets (or made) for this
@@ -278,7 +259,6 @@ unsafe fn run(
                 behind_at: layout.behind_at,
             },
             layout.plan,
-            &tr,
         )
     }
     .map(|seen| {
@@ -288,12 +268,7 @@ unsafe fn run(
         }
     });
     if result.is_ok() && wait && direction == Direction::HostToDevice {
-        result = tr.time(Phase::Wait, || set.wait_all());
-    }
-    if tr.active() {
-        tr.finish(format_args!(
-            "{direction:?} {size} B, {chunk_count} chunks, {threads} threads, {stores:?} stores, stream {stream:p}"
-        ));
+        result = set.wait_all();
     }
     if result.is_err() {
         // A chunk may be queued without its event: reuse the set only once the stream is idle

@@ -2,8 +2,8 @@
 //! asked for huge pages (`MADV_HUGEPAGE`) and touched (`Mapping`, host work alone, so several
 //! can be made at once on several threads), then page-locked with `cudaHostRegister`
 //! (`Pinned`). Page-locking 2 MiB pages costs a fraction of what `cudaHostAlloc` spends on 4 KiB
-//! ones (`alloc_probe`, docs/caches.md); where the kernel gives no huge pages (`available`),
-//! `cudaHostAlloc` is the faster way, and the caller uses it.
+//! ones (docs/caches.md); where the kernel gives no huge pages (`available`), `cudaHostAlloc`
+//! is the faster way, and the caller uses it.
 
 use crate::error::Result;
 use std::mem::ManuallyDrop;

@@ -20,13 +20,12 @@
 use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
 use super::staging::{Set, Slot};
-use super::trace::{Phase, Trace};
 use super::workers::{self, Task};
 use super::Direction;
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
 use crate::safe::copy::{self as cuda_copy, MemcpyKind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -89,17 +88,6 @@ struct Job {
     /// Set once a pool thread has claimed a piece: until then the calling thread copies too
     /// (`drive`), when the threads were asleep.
     helped: AtomicBool,
-    /// A traced copy's start: the pool's threads note when they joined (`joined`).
-    clock: Option<Instant>,
-    /// Pool threads that copied a piece, and when the first and the last of them joined the copy
-    /// (took it up, before waiting for a chunk; ns since `clock`).
-    joined: AtomicUsize,
-    first_join: AtomicU64,
-    last_join: AtomicU64,
-    /// A traced copy's host threads together: ns copying pieces, and ns waiting for their
-    /// chunks to be ready.
-    busy: AtomicU64,
-    waited: AtomicU64,
 }
 
 impl Job {
@@ -110,7 +98,6 @@ impl Job {
         chunks: Vec<(usize, usize)>,
         threads: usize,
         stores: Stores,
-        clock: Option<Instant>,
     ) -> Job {
         let mut first_piece = Vec::with_capacity(chunks.len() + 1);
         let mut piece_len = Vec::with_capacity(chunks.len());
@@ -137,12 +124,6 @@ impl Job {
             failed: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             helped: AtomicBool::new(false),
-            clock,
-            joined: AtomicUsize::new(0),
-            first_join: AtomicU64::new(u64::MAX),
-            last_join: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
-            waited: AtomicU64::new(0),
         }
     }
 
@@ -184,10 +165,10 @@ impl Job {
             self.ready.load(Ordering::Acquire) > chunk || self.failed.load(Ordering::Relaxed)
         };
         let mut since = None;
-        let claimed = loop {
+        loop {
             let next = self.next.load(Ordering::Relaxed);
             if next >= self.pieces() {
-                break None;
+                return None;
             }
             let chunk = self.chunk_of(next);
             while !ready(chunk) {
@@ -199,16 +180,9 @@ impl Job {
             }
             // None: another thread took the chunk's last piece; wait for the next one's.
             if let Some(i) = self.claim_if(ready) {
-                break Some(i);
+                return Some(i);
             }
-        };
-        // The time a piece waited for its chunk, for the trace (a thread that leaves with none
-        // held nothing up).
-        if let (Some(_), Some(since), Some(_)) = (self.clock, since, claimed) {
-            let ns = since.elapsed().as_nanos() as u64;
-            self.waited.fetch_add(ns, Ordering::Relaxed);
         }
-        claimed
     }
 
     /// Claims the next piece if its chunk passes `ok`.
@@ -245,7 +219,6 @@ impl Job {
             self.failed.load(Ordering::Relaxed) || self.ready.load(Ordering::Acquire) > p.chunk,
             "piece {i} claimed before its chunk was ready"
         );
-        let traced = self.clock.map(|_| Instant::now());
         if !self.failed.load(Ordering::Relaxed) {
             let (start, _) = self.chunks[p.chunk];
             let staged = self.bufs[p.chunk % self.bufs.len()] + (p.off - start);
@@ -264,10 +237,6 @@ impl Job {
             #[cfg(test)]
             if PANIC_IN_PIECE.get() == i + 1 {
                 panic!("piece {i}: a bug (this test's own panic)");
-            }
-            if let Some(at) = traced {
-                let ns = at.elapsed().as_nanos() as u64;
-                self.busy.fetch_add(ns, Ordering::Relaxed);
             }
         }
     }
@@ -312,20 +281,12 @@ impl Drop for Counted<'_> {
 
 impl Task for Job {
     fn work(&self) {
-        // When this thread joined the copy (before it waits for a chunk), for the trace.
-        let entered = self.clock.map(|clock| clock.elapsed().as_nanos() as u64);
         let mut first = true;
         while let Some(i) = self.claim_ready() {
             // A pool thread's first piece (the caller claims through `claim_if`, or here only
-            // on the way out after an error): the thread joined, noted for the trace. The piece
-            // is counted done after this, so the caller reads it once the job has finished.
+            // on the way out after an error): a helper has joined.
             if first && !self.failed.load(Ordering::Relaxed) {
                 self.helped.store(true, Ordering::Relaxed);
-                if let Some(ns) = entered {
-                    self.joined.fetch_add(1, Ordering::Relaxed);
-                    self.first_join.fetch_min(ns, Ordering::Relaxed);
-                    self.last_join.fetch_max(ns, Ordering::Relaxed);
-                }
             }
             first = false;
             self.do_piece(i);
@@ -391,11 +352,7 @@ impl Request<'_> {
 /// copy has run; `stream` is NULL or a live stream of `device`; the set is this copy's alone
 /// (with `behind_at`, its first slot's buffer is shared with a DMA still pending on `stream`
 /// that reads only bytes before that offset).
-pub(super) unsafe fn run(
-    c: Request<'_>,
-    chunks: Vec<(usize, usize)>,
-    tr: &Trace,
-) -> Result<Option<InFlight>> {
+pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>) -> Result<Option<InFlight>> {
     let slots = c.set.slots.len().min(chunks.len());
     c.set.make_buffers();
     let mut bufs = (0..slots)
@@ -411,9 +368,7 @@ pub(super) unsafe fn run(
         chunks,
         c.threads,
         c.stores,
-        tr.clock(),
     ));
-    tr.mark("pieces", job.pieces());
     let mut helpers = Helpers {
         job: job.clone(),
         threads: c.threads,
@@ -425,24 +380,10 @@ pub(super) unsafe fn run(
     // `stream` is NULL or a live stream of `device` (this function's contract); `bufs` are the
     // set's staging buffers, this copy's alone (with `behind_at`, past the bytes a pending DMA
     // on `stream` reads).
-    let result = unsafe { drive(&c, &job, &mut helpers, tr) };
+    let result = unsafe { drive(&c, &job, &mut helpers) };
     let helped = helpers.running.is_some();
     drop(finish);
     drop(helpers);
-    // The pool's threads are done with the job: when the first and the last of them joined.
-    let joined = job.joined.load(Ordering::Relaxed);
-    if joined > 0 {
-        tr.mark_at(
-            "joined_first",
-            joined,
-            job.first_join.load(Ordering::Relaxed),
-        );
-        tr.mark_at("joined_last", joined, job.last_join.load(Ordering::Relaxed));
-    }
-    // Every thread's time copying pieces and waiting for their chunks, summed.
-    let pieces = job.pieces();
-    tr.total("busy", pieces, job.busy.load(Ordering::Relaxed));
-    tr.total("waited", pieces, job.waited.load(Ordering::Relaxed));
     result?;
     Ok(
         (c.count_in_flight && c.direction == Direction::HostToDevice && helped)
@@ -462,13 +403,10 @@ struct Helpers {
 }
 
 impl Helpers {
-    fn start(&mut self, tr: &Trace) {
+    fn start(&mut self) {
         if !self.started {
             self.started = true;
             self.running = workers::start(self.job.clone(), self.helpers());
-            if let Some(r) = &self.running {
-                tr.mark("asleep", r.asleep);
-            }
         }
     }
 
@@ -501,17 +439,17 @@ impl Helpers {
 ///
 /// # Safety
 /// As `run`.
-unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -> Result<()> {
+unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()> {
     let n = job.chunks.len();
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
     let publish = |ready: usize| job.ready.store(ready, Ordering::Release);
     // A D2H copy whose helpers sleep, on an idle stream: they are woken as soon as its first
     // DMAs are queued, not once the first chunk has landed. Waking takes longer than a chunk
-    // takes to land on an idle stream (`pageable_probe` part e, docs/benchmark.md), so they
-    // join about when it lands, and the calling thread copies out until they do. Behind work
-    // on the stream they would only spin for it: they are woken when the first chunk lands. A
-    // failed query counts as busy (the copy's own calls report any error).
+    // takes to land on an idle stream (docs/caches.md), so they join about when it lands,
+    // and the calling thread copies out until they do. Behind work on the stream they would
+    // only spin for it: they are woken when the first chunk lands. A failed query counts as
+    // busy (the copy's own calls report any error).
     let mut wake_early = c.direction == Direction::DeviceToHost
         && helpers.asleep()
         // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
@@ -532,39 +470,34 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     // as the GPU is done with the buffer. (A slot whose chunk of this copy was
                     // copied out has no pending use.)
                     // SAFETY: `stream` is NULL or a live stream of `device` (`run`'s contract).
-                    tr.time(Phase::Wait, || unsafe {
-                        slot.order_before_dma(c.stream, c.device)
-                    })?;
+                    unsafe { slot.order_before_dma(c.stream, c.device) }?;
                     slot.prepare(c.device)?;
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); the slot's last use is complete (its chunk of this copy was
                     // copied out) or ordered before this DMA on the stream
                     // (`order_before_dma`).
-                    unsafe { queue(c, job, queued, &mut slot, tr) }?;
+                    unsafe { queue(c, job, queued, &mut slot) }?;
                     queued += 1;
                     progressed = true;
                 }
                 if wake_early {
                     wake_early = false;
-                    tr.mark("woken_early", queued);
-                    helpers.start(tr);
+                    helpers.start();
                 }
                 if ready == 0 && queued == n.min(k) && !progressed {
                     // Nothing to do until the first chunk lands, which may be behind long work
                     // on the stream: wait as the application's device flags say (spin, yield
                     // or block), not in a loop of queries.
-                    tr.time(Phase::Wait, || c.slot(0).wait())?;
+                    c.slot(0).wait()?;
                 }
-                while ready < queued && tr.time(Phase::Wait, || c.slot(ready).poll())? {
-                    tr.mark("landed", ready);
+                while ready < queued && c.slot(ready).poll()? {
                     ready += 1;
                     publish(ready);
-                    helpers.start(tr);
+                    helpers.start();
                     progressed = true;
                 }
                 if job.finished() {
                     job.panic_seen()?;
-                    tr.mark("copied", n);
                     return Ok(());
                 }
                 // Copy out too when alone, while the helpers wake, when every chunk has landed,
@@ -573,7 +506,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 if helpers.alone() || helpers.waking() || ready == n || (queued < n && queued >= k)
                 {
                     if let Some(i) = job.claim_if(|ch| ch < ready) {
-                        tr.time(Phase::HostCopy, || job.do_piece(i));
+                        job.do_piece(i);
                         progressed = true;
                     }
                 }
@@ -585,17 +518,16 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 // the application's device flags say; the helpers start once it is free.
                 while ready < n && (ready < k || queued > ready - k) {
                     let mut slot = c.slot(ready);
-                    if ready > 0 && !tr.time(Phase::Wait, || slot.poll())? {
+                    if ready > 0 && !slot.poll()? {
                         break;
                     }
                     // Written behind the slot's pending use: nothing to wait for.
                     if c.behind_at.is_none() {
-                        tr.time(Phase::Wait, || slot.prepare(c.device))?;
+                        slot.prepare(c.device)?;
                     }
-                    tr.mark("free", ready);
                     ready += 1;
                     publish(ready);
-                    helpers.start(tr);
+                    helpers.start();
                     progressed = true;
                 }
                 while queued < ready && job.chunk_done(queued) {
@@ -604,7 +536,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                     let mut slot = c.slot(queued);
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); every piece of the chunk is in the slot's buffer.
-                    unsafe { queue(c, job, queued, &mut slot, tr) }?;
+                    unsafe { queue(c, job, queued, &mut slot) }?;
                     queued += 1;
                     progressed = true;
                 }
@@ -613,7 +545,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers, tr: &Trace) -
                 }
                 let (next, alone) = (queued, helpers.alone());
                 if let Some(i) = job.claim_if(|ch| ch < ready && (alone || ch == next)) {
-                    tr.time(Phase::HostCopy, || job.do_piece(i));
+                    job.do_piece(i);
                     progressed = true;
                 }
             }
@@ -642,7 +574,7 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
 /// # Safety
 /// As `run`; the slot's buffer is ready for the DMA (D2H: every earlier use of it has completed
 /// or is ordered before it on `c.stream`; H2D: it holds the chunk's bytes).
-unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trace) -> Result<()> {
+unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
     // SAFETY: `dev` is valid for every chunk's bytes (this function's contract, as `run`'s), so
@@ -656,10 +588,8 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
     // behind its pending use that `Set::room_behind` found) and stay valid until the DMA has
     // run (the slot's event, recorded next, says when); `stream` is NULL or a live stream (this
     // function's contract, as `run`'s).
-    tr.time(Phase::Enqueue, || unsafe {
-        cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream)
-    })
-    .map_err(|e| {
+    let queued = unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream) };
+    queued.map_err(|e| {
         Error::cuda(
             e.call(),
             e.cuda_error(),
@@ -670,9 +600,7 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot, tr: &Trac
     // SAFETY: `stream` is NULL or a live stream of the device the slot's event was made on
     // (`c.device`: prepared for it, or found on it by `Set::room_behind`; this function's
     // contract, as `run`'s).
-    tr.time(Phase::Record, || unsafe { slot.record(c.stream, end) })?;
-    tr.mark("queued", k);
-    Ok(())
+    unsafe { slot.record(c.stream, end) }
 }
 
 #[cfg(test)]
@@ -689,7 +617,6 @@ mod tests {
             chunks.clone(),
             1,
             Stores::Cached,
-            None,
         );
         assert_eq!(per_chunk(&job), vec![4, 2, 1]);
         let mut off = 0;
@@ -718,7 +645,6 @@ mod tests {
             vec![(0, 256 << 10), (256 << 10, 1 << 20)],
             12,
             Stores::Cached,
-            None,
         );
         assert_eq!(per_chunk(&job), vec![11, 16]);
         let pieces = all_pieces(&job);
@@ -772,7 +698,6 @@ mod tests {
                     chunks.clone(),
                     threads,
                     Stores::Cached,
-                    None,
                 );
                 assert_eq!(
                     all_pieces(&job),
@@ -796,7 +721,6 @@ mod tests {
             vec![(0, 1 << 15), (1 << 15, 1 << 15)],
             2,
             Stores::Cached,
-            None,
         )
     }
 

@@ -262,10 +262,10 @@ impl Set {
     /// Makes the buffers of the slots that have none out of huge pages, where the kernel gives
     /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
     /// then each page-locked on this thread, which costs a fraction of `cudaHostAlloc`'s 4 KiB
-    /// pages (`alloc_probe`, docs/caches.md); a process's first staged copy pays for its set. A
-    /// slot whose buffer could not be made so gets one from `cudaHostAlloc` (`Slot::buffer`) at
-    /// once, so that no later copy maps and registers again; should that fail too, the copy that
-    /// uses the slot meets the error again and reports it.
+    /// pages (docs/caches.md); a process's first staged copy pays for its set. A slot whose
+    /// buffer could not be made so gets one from `cudaHostAlloc` (`Slot::buffer`) at once, so
+    /// that no later copy maps and registers again; should that fail too, the copy that uses the
+    /// slot meets the error again and reports it.
     pub(super) fn make_buffers(&self) {
         if !super::pinned_pages::available() {
             return;

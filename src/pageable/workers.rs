@@ -49,9 +49,8 @@ static THREADS: [OnceLock<std::thread::Thread>; MAX_HELPERS] =
 static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; MAX_HELPERS];
 
 /// How long a thread spins for the next job before it sleeps. Waking a sleeping thread takes
-/// far longer than a handoff to a spinning one (`pageable_probe` part e, docs/benchmark.md), and
-/// the chunks of a copy, and copies, come in bursts; a spin this short costs an idle process
-/// nothing noticeable.
+/// far longer than a handoff to a spinning one (docs/caches.md), and the chunks of a copy,
+/// and copies, come in bursts; a spin this short costs an idle process nothing noticeable.
 const SPIN: Duration = Duration::from_micros(250);
 
 /// The spin in use: `SPIN`, or in this crate's unit tests a spin they set (0: `SPIN`), so that
