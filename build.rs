@@ -291,7 +291,7 @@ fn link(cuda: &CudaRoot, mode: LinkMode) {
                 println!("cargo:rustc-link-lib=dylib={l}");
             }
         }
-        // Nothing to link: the runtime is loaded at run time (src/cudart_lib.rs).
+        // Nothing to link: the runtime is loaded at run time (src/cudart/loaded.rs).
         LinkMode::Loaded => {}
         LinkMode::Dynamic => {
             // `+verbatim` links libcudart.so.13 by its file name when no unversioned name exists.

@@ -29,7 +29,7 @@ fn no_driver_device_count_is_insufficient_driver_with_name_and_description() {
                 "{text}"
             );
             assert!(
-                format!("{e:?}").contains("src/runtime.rs"),
+                format!("{e:?}").contains("src/safe/runtime.rs"),
                 "Debug names where it was raised"
             );
             // The runtime itself answers without a driver.

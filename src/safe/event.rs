@@ -15,10 +15,7 @@ pub const DISABLE_TIMING: u32 = cudart::EVENT_DISABLE_TIMING;
 #[derive(Debug)]
 pub struct Event(EventHandle);
 
-// SAFETY: CUDA events may be used from any host thread.
-unsafe impl Send for Event {}
-// SAFETY: every operation on an event handle is thread-safe in cudart.
-unsafe impl Sync for Event {}
+crate::safe::stream::owned_handle!(Event, EventHandle, cudart::event_destroy, "event");
 
 impl Event {
     /// Creates a timing event (`cudaEventDefault`) on the current device.
@@ -77,40 +74,6 @@ impl Event {
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
         // SAFETY: two live events of ours.
         unsafe { elapsed_ms(start.0, self.0) }
-    }
-
-    /// The raw handle, still owned by `self`.
-    pub fn as_raw(&self) -> EventHandle {
-        self.0
-    }
-
-    /// Gives up ownership of the handle.
-    pub fn into_raw(self) -> EventHandle {
-        let e = self.0;
-        std::mem::forget(self);
-        e
-    }
-
-    /// Takes ownership of a handle made by `into_raw`.
-    ///
-    /// # Safety
-    /// `e` came from `Event::into_raw` and is not owned by anything else.
-    pub unsafe fn from_raw(e: EventHandle) -> Event {
-        Event(e)
-    }
-
-    /// Destroys the event, reporting a failure (dropping cannot).
-    pub fn destroy(self) -> Result<()> {
-        let e = self.into_raw();
-        // SAFETY: we owned the live event; ownership ends here.
-        unsafe { cudart::event_destroy(e) }.detail(|| format!("event={e:p}"))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: we own the handle. A failure here has nowhere to go.
-        let _ = unsafe { cudart::event_destroy(self.0) };
     }
 }
 

@@ -1,17 +1,14 @@
 //! Device memory (`cudaMalloc`) and pinned host memory (`cudaMallocHost`), as owned buffers and
 //! as the raw alloc/free pairs the C layer hands out.
 
-use crate::cudart::calls::{self as cudart, Detail};
+use crate::cudart::calls::{self as cudart, CallResult, Detail};
 use crate::error::Result;
 use std::os::raw::c_void;
 use std::ptr::null_mut;
 
 /// Allocates `size` bytes on the current device. Size 0 gives NULL and no error (as cudaMalloc).
 pub fn alloc_device(size: usize) -> Result<*mut c_void> {
-    if size == 0 {
-        return Ok(null_mut());
-    }
-    cudart::malloc(size).detail(|| format!("size={size}"))
+    alloc(size, cudart::malloc)
 }
 
 /// Frees memory from `alloc_device`; NULL does nothing.
@@ -19,20 +16,14 @@ pub fn alloc_device(size: usize) -> Result<*mut c_void> {
 /// # Safety
 /// `p` is NULL or came from `alloc_device` (or `memory_kinds::alloc_managed`) and was not freed.
 pub unsafe fn free_device(p: *mut c_void) -> Result<()> {
-    if p.is_null() {
-        return Ok(());
-    }
-    // SAFETY: `p` is cudaMalloc or cudaMallocManaged memory not yet freed (this function's
-    // contract); cudaFree waits for the device, so for the work that used it.
-    unsafe { cudart::free(p) }.detail(|| format!("ptr={p:p}"))
+    // SAFETY: `p` is NULL or cudaMalloc or cudaMallocManaged memory not yet freed (this
+    // function's contract); cudaFree waits for the device, so for the work that used it.
+    unsafe { free(p, cudart::free) }
 }
 
 /// Allocates `size` bytes of pinned (page-locked) host memory. Size 0 gives NULL and no error.
 pub fn alloc_host(size: usize) -> Result<*mut c_void> {
-    if size == 0 {
-        return Ok(null_mut());
-    }
-    cudart::malloc_host(size).detail(|| format!("size={size}"))
+    alloc(size, cudart::malloc_host)
 }
 
 /// Frees memory from `alloc_host`; NULL does nothing.
@@ -41,12 +32,32 @@ pub fn alloc_host(size: usize) -> Result<*mut c_void> {
 /// `p` is NULL or came from `alloc_host`, `alloc_host_portable` or `memory_kinds::alloc_mapped`
 /// (its host pointer) and was not freed; no queued work uses it any more.
 pub unsafe fn free_host(p: *mut c_void) -> Result<()> {
+    // SAFETY: `p` is NULL or cudaMallocHost or cudaHostAlloc memory not yet freed, used by no
+    // queued work (this function's contract).
+    unsafe { free(p, cudart::free_host) }
+}
+
+/// `size` bytes from the cudart allocator `malloc`; size 0 gives NULL without a CUDA call.
+#[track_caller]
+fn alloc(size: usize, malloc: fn(usize) -> CallResult<*mut c_void>) -> Result<*mut c_void> {
+    if size == 0 {
+        return Ok(null_mut());
+    }
+    malloc(size).detail(|| format!("size={size}"))
+}
+
+/// Gives `p` back with `cuda_free`, the cudart call of its allocator; NULL does nothing.
+///
+/// # Safety
+/// `p` is NULL or memory of `cuda_free`'s allocator not yet freed, used by no queued work.
+#[track_caller]
+unsafe fn free(p: *mut c_void, cuda_free: unsafe fn(*mut c_void) -> CallResult<()>) -> Result<()> {
     if p.is_null() {
         return Ok(());
     }
-    // SAFETY: `p` is cudaMallocHost or cudaHostAlloc memory not yet freed, used by no queued
-    // work (this function's contract).
-    unsafe { cudart::free_host(p) }.detail(|| format!("ptr={p:p}"))
+    // SAFETY: `p` is memory of `cuda_free`'s allocator not yet freed, used by no queued work
+    // (this function's contract).
+    unsafe { cuda_free(p) }.detail(|| format!("ptr={p:p}"))
 }
 
 /// Allocates `size` bytes of pinned host memory usable with every device

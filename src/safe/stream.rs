@@ -10,10 +10,60 @@ use crate::error::Result;
 #[derive(Debug)]
 pub struct Stream(StreamHandle);
 
-// SAFETY: CUDA streams may be used from any host thread.
-unsafe impl Send for Stream {}
-// SAFETY: every operation on a stream handle is thread-safe in cudart.
-unsafe impl Sync for Stream {}
+/// What an owned CUDA handle's type (`Stream`, `Event`: a tuple struct over the raw handle)
+/// has besides its own operations: `Send` and `Sync`, `as_raw`, `into_raw`, `from_raw`,
+/// `destroy` (reports a failure) and `Drop` (cannot). `$what` names the handle in `destroy`'s
+/// detail (`stream=0x...`) and documentation; `$destroy` is the cudart call.
+macro_rules! owned_handle {
+    ($t:ident, $handle:ty, $destroy:path, $what:literal) => {
+        // SAFETY: CUDA streams and events may be used from any host thread.
+        unsafe impl Send for $t {}
+        // SAFETY: every operation on a stream or event handle is thread-safe in cudart.
+        unsafe impl Sync for $t {}
+
+        impl $t {
+            /// The raw handle, still owned by `self`.
+            pub fn as_raw(&self) -> $handle {
+                self.0
+            }
+
+            /// Gives up ownership of the handle.
+            pub fn into_raw(self) -> $handle {
+                let h = self.0;
+                std::mem::forget(self);
+                h
+            }
+
+            /// Takes ownership of a handle made by `into_raw`.
+            ///
+            /// # Safety
+            #[doc = concat!(
+                "`h` came from `", stringify!($t), "::into_raw` and is not owned by anything else."
+            )]
+            pub unsafe fn from_raw(h: $handle) -> $t {
+                $t(h)
+            }
+
+            #[doc = concat!("Destroys the ", $what, ", reporting a failure (dropping cannot).")]
+            pub fn destroy(self) -> $crate::error::Result<()> {
+                let h = self.into_raw();
+                // SAFETY: we owned the live handle; ownership ends here.
+                unsafe { $destroy(h) }.detail(|| format!(concat!($what, "={:p}"), h))
+            }
+        }
+
+        impl Drop for $t {
+            fn drop(&mut self) {
+                // SAFETY: we own the handle. A failure here has nowhere to go; `destroy`
+                // reports it.
+                let _ = unsafe { $destroy(self.0) };
+            }
+        }
+    };
+}
+pub(crate) use owned_handle;
+
+owned_handle!(Stream, StreamHandle, cudart::stream_destroy, "stream");
 
 impl Stream {
     /// Creates a stream on the calling thread's current device.
@@ -35,44 +85,10 @@ impl Stream {
         Ok(Stream(s))
     }
 
-    /// The raw handle, still owned by `self`.
-    pub fn as_raw(&self) -> StreamHandle {
-        self.0
-    }
-
-    /// Gives up ownership of the handle.
-    pub fn into_raw(self) -> StreamHandle {
-        let s = self.0;
-        std::mem::forget(self);
-        s
-    }
-
-    /// Takes ownership of a handle made by `into_raw`.
-    ///
-    /// # Safety
-    /// `s` came from `Stream::into_raw` and is not owned by anything else.
-    pub unsafe fn from_raw(s: StreamHandle) -> Stream {
-        Stream(s)
-    }
-
     /// Waits for the work queued on this stream.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: we own a live stream.
         unsafe { synchronize(self.0) }
-    }
-
-    /// Destroys the stream, reporting a failure (dropping cannot).
-    pub fn destroy(self) -> Result<()> {
-        let s = self.into_raw();
-        // SAFETY: we owned the live stream; ownership ends here.
-        unsafe { cudart::stream_destroy(s) }.detail(|| format!("stream={s:p}"))
-    }
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        // SAFETY: we own the handle. A failure here has nowhere to go; `destroy` reports it.
-        let _ = unsafe { cudart::stream_destroy(self.0) };
     }
 }
 

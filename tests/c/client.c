@@ -6,20 +6,11 @@
  *   client abort    call create_stream with the default handler: must abort with one line */
 #include "llaisys_runtime.h"
 
+#include "check.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int checks = 0;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        ++checks;                                                                     \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static struct {
     int calls, status, cuda_error, device;

@@ -2,20 +2,11 @@
 // llaisys_nvidia_exceptions.hpp and propagate out of the table's functions. Prints "ok: N checks".
 #include "llaisys_nvidia_exceptions.hpp"
 
+#include "check.h"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-static int checks = 0;
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        ++checks;                                                                       \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 
 int main() {
     const LlaisysRuntimeAPI *api = llaisysNvidiaGetRuntimeAPI();

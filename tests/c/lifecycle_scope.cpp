@@ -8,6 +8,7 @@
 // Exit status 0 and "ok: <mode>" (handler mode).
 #include "llaisys_nvidia_exceptions.hpp"
 
+#include "check.h"
 #include <pthread.h>
 
 #include <atomic>
@@ -16,16 +17,6 @@
 #include <cstring>
 #include <string>
 #include <thread>
-
-static int checks = 0;
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        ++checks;                                                                       \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 
 static const LlaisysRuntimeAPI *api;
 static std::atomic<int> c_calls{0};

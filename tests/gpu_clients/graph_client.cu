@@ -23,17 +23,16 @@
 #include <vector>
 
 static std::atomic<int> checks{0};
-#define CHECK(cond)                                                                \
-    do {                                                                           \
-        ++checks;                                                                  \
-        if (!(cond)) {                                                             \
-            char msg_[512];                                                        \
-            llaisysNvidiaLastErrorMessage(msg_, sizeof msg_);                      \
-            std::fprintf(stderr, "FAILED %s:%d: %s (last error: %s)\n", __FILE__,  \
-                         __LINE__, #cond, msg_);                                   \
-            std::exit(1);                                                          \
-        }                                                                          \
-    } while (0)
+// Checks run on several threads: the count is atomic, and a failed one's line ends with the
+// thread's last error.
+static void print_last_error() {
+    char msg[512];
+    llaisysNvidiaLastErrorMessage(msg, sizeof msg);
+    std::fprintf(stderr, " (last error: %s)", msg);
+}
+#define CHECK_COUNT() (++checks)
+#define CHECK_DETAIL() print_last_error()
+#include "../c/check.h"
 #define OK(call) CHECK((call) == LLAISYS_NVIDIA_SUCCESS)
 
 static const int kFloats = 16;  // 64 B

@@ -6,6 +6,7 @@
 // Prints "ok: N checks" and exits 0, or names the failed check and exits 1.
 #include "llaisys_nvidia_exceptions.hpp"
 
+#include "../c/check.h"
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -13,15 +14,6 @@
 #include <cstring>
 #include <vector>
 
-static int checks = 0;
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        ++checks;                                                                       \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 #define CUDA_OK(call) CHECK((call) == cudaSuccess)
 
 __global__ void add_one(unsigned char *p, size_t n) {

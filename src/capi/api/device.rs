@@ -1,7 +1,7 @@
 //! Devices: count, explicit initialisation, current device, properties, memory, synchronize,
 //! peer access.
 
-use super::{out, reset, status};
+use super::{reset, status, status_out};
 use crate::ops;
 use crate::safe::device;
 use std::os::raw::{c_char, c_double, c_int};
@@ -58,14 +58,9 @@ fn fill_str<const N: usize>(dst: &mut [c_char; N], s: &str) {
 /// `count` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
+    let device_count = ops::device_count_checked;
     // SAFETY: `count` is NULL or valid for writing (this function's contract).
-    unsafe { reset(count, 0) };
-    status("llaisysNvidiaDeviceCount", || {
-        // SAFETY: `count` is NULL (refused here) or valid for writing, as above.
-        unsafe { out(count, "count", 0) }?;
-        // SAFETY: `count` is valid for writing (checked just above).
-        unsafe { out(count, "count", ops::device_count_checked()?) }
-    })
+    unsafe { status_out("llaisysNvidiaDeviceCount", count, "count", 0, device_count) }
 }
 
 /// Creates the context of `device` now and makes it current; writes the milliseconds it took to
@@ -93,13 +88,7 @@ pub unsafe extern "C" fn llaisysNvidiaInitDevice(dev: c_int, ms: *mut c_double) 
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGetDevice(dev: *mut c_int) -> c_int {
     // SAFETY: `dev` is NULL or valid for writing (this function's contract).
-    unsafe { reset(dev, -1) };
-    status("llaisysNvidiaGetDevice", || {
-        // SAFETY: `dev` is NULL or valid for writing (this function's contract).
-        unsafe { out(dev, "device", -1) }?;
-        // SAFETY: `dev` is NULL or valid for writing (this function's contract).
-        unsafe { out(dev, "device", device::current()?) }
-    })
+    unsafe { status_out("llaisysNvidiaGetDevice", dev, "device", -1, device::current) }
 }
 
 /// Makes `dev` the calling thread's current device (devices are per thread, as in CUDA).
@@ -123,11 +112,7 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
     dev: c_int,
     props: *mut DeviceProperties,
 ) -> c_int {
-    // SAFETY: `props` is NULL or valid for writing (this function's contract).
-    unsafe { reset(props, DeviceProperties::ZERO) };
-    status("llaisysNvidiaGetDeviceProperties", || {
-        // SAFETY: `props` is NULL or valid for writing (this function's contract).
-        unsafe { out(props, "props", DeviceProperties::ZERO) }?;
+    let properties = || {
         let p = device::properties(dev)?;
         let mut v = DeviceProperties {
             major: p.compute_capability.0,
@@ -141,9 +126,18 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
         };
         fill_str(&mut v.name, &p.name);
         fill_str(&mut v.pci_bus_id, &p.pci_bus_id);
-        // SAFETY: `props` is NULL or valid for writing (this function's contract).
-        unsafe { out(props, "props", v) }
-    })
+        Ok(v)
+    };
+    // SAFETY: `props` is NULL or valid for writing (this function's contract).
+    unsafe {
+        status_out(
+            "llaisysNvidiaGetDeviceProperties",
+            props,
+            "props",
+            DeviceProperties::ZERO,
+            properties,
+        )
+    }
 }
 
 /// Writes free and total memory of the current device (either pointer may be NULL; 0 on
@@ -180,13 +174,11 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceCanAccessPeer(
     peer: c_int,
 ) -> c_int {
     // SAFETY: `can` is NULL or valid for writing (this function's contract).
-    unsafe { reset(can, 0) };
-    status("llaisysNvidiaDeviceCanAccessPeer", || {
-        // SAFETY: `can` is NULL or valid for writing (this function's contract).
-        unsafe { out(can, "can", 0) }?;
-        // SAFETY: `can` is NULL or valid for writing (this function's contract).
-        unsafe { out(can, "can", device::can_access_peer(dev, peer)? as c_int) }
-    })
+    unsafe {
+        status_out("llaisysNvidiaDeviceCanAccessPeer", can, "can", 0, || {
+            Ok(device::can_access_peer(dev, peer)? as c_int)
+        })
+    }
 }
 
 /// Lets the current device access memory of `peer`; already enabled is success.

@@ -2,10 +2,11 @@
 //! during it), capture status, instantiation, upload, launch, update, destruction; and the same
 //! functions as a llaisys-style table (`llaisysNvidiaGetGraphAPI`).
 
-use super::{out, reset, status};
+use super::{reset, status, status_out};
 use crate::capi::policy;
 use crate::ops::graphs as ops;
 use std::os::raw::{c_char, c_int, c_void};
+use std::ptr::null_mut;
 
 /// `LLAISYS_NVIDIA_CAPTURE_MODE_GLOBAL` (cudaStreamCaptureModeGlobal).
 pub const CAPTURE_MODE_GLOBAL: c_int = crate::safe::capture::MODE_GLOBAL as c_int;
@@ -28,13 +29,9 @@ pub const STATUS_CAPTURE: c_int = crate::error::ErrorKind::Capture as c_int;
 /// `pool` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaGraphPoolCreate(pool: *mut u64) -> c_int {
+    let create = ops::graph_pool_create;
     // SAFETY: `pool` is NULL or valid for writing (this function's contract).
-    unsafe { reset(pool, 0) };
-    // SAFETY: as above.
-    status("llaisysNvidiaGraphPoolCreate", || unsafe {
-        out(pool, "pool", 0)?;
-        out(pool, "pool", ops::graph_pool_create()?)
-    })
+    unsafe { status_out("llaisysNvidiaGraphPoolCreate", pool, "pool", 0, create) }
 }
 
 /// Gives up a graph pool's handle; its memory goes once no graph captured into it exists.
@@ -68,12 +65,15 @@ pub unsafe extern "C" fn llaisysNvidiaStreamEndCapture(
     graph: *mut *mut c_void,
 ) -> c_int {
     // SAFETY: `graph` is NULL or valid for writing (this function's contract).
-    unsafe { reset(graph, std::ptr::null_mut()) };
-    // SAFETY: as above.
-    status("llaisysNvidiaStreamEndCapture", || unsafe {
-        out(graph, "graph", std::ptr::null_mut())?;
-        out(graph, "graph", ops::end_capture(stream)?.cast())
-    })
+    unsafe {
+        status_out(
+            "llaisysNvidiaStreamEndCapture",
+            graph,
+            "graph",
+            null_mut(),
+            || Ok(ops::end_capture(stream)?.cast()),
+        )
+    }
 }
 
 /// Writes the capture status of `stream` (NULL: the legacy stream) to `*capture_status`
@@ -86,17 +86,17 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCaptureStatus(
     stream: *mut c_void,
     capture_status: *mut c_int,
 ) -> c_int {
+    let query = || Ok(ops::capture_status(stream)? as c_int);
     // SAFETY: `capture_status` is NULL or valid for writing (this function's contract).
-    unsafe { reset(capture_status, CAPTURE_STATUS_NONE) };
-    // SAFETY: as above.
-    status("llaisysNvidiaStreamCaptureStatus", || unsafe {
-        out(capture_status, "capture_status", CAPTURE_STATUS_NONE)?;
-        out(
+    unsafe {
+        status_out(
+            "llaisysNvidiaStreamCaptureStatus",
             capture_status,
             "capture_status",
-            ops::capture_status(stream)? as c_int,
+            CAPTURE_STATUS_NONE,
+            query,
         )
-    })
+    }
 }
 
 /// Instantiates `graph`: `*exec` is the executable graph (NULL on failure). `log` (NULL or
@@ -112,17 +112,18 @@ pub unsafe extern "C" fn llaisysNvidiaGraphInstantiate(
     log: *mut c_char,
     log_size: usize,
 ) -> c_int {
-    // SAFETY: `exec` is NULL or valid for writing, `log` NULL or valid for `log_size` bytes
-    // (this function's contract).
-    unsafe {
-        reset(exec, std::ptr::null_mut());
-        policy::copy_out(c"", log, log_size);
-    }
-    // SAFETY: as above.
-    let rc = status("llaisysNvidiaGraphInstantiate", || unsafe {
-        out(exec, "exec", std::ptr::null_mut())?;
-        out(exec, "exec", ops::instantiate(graph)?.cast())
-    });
+    // SAFETY: `log` is NULL or valid for `log_size` bytes (this function's contract).
+    unsafe { policy::copy_out(c"", log, log_size) };
+    // SAFETY: `exec` is NULL or valid for writing (this function's contract).
+    let rc = unsafe {
+        status_out(
+            "llaisysNvidiaGraphInstantiate",
+            exec,
+            "exec",
+            null_mut(),
+            || Ok(ops::instantiate(graph)?.cast()),
+        )
+    };
     if rc != super::SUCCESS {
         if let Some(last) = policy::last() {
             // SAFETY: `log` is NULL or valid for `log_size` bytes (this function's contract).

@@ -2,9 +2,11 @@
 //! managed memory with prefetch and advice, mapped zero-copy host memory, registered host
 //! memory, memset, and pointer attributes. Bodies in `ops::memory`.
 
-use super::{out, reset, status};
+use super::{status, status_out, status_out2};
+use crate::error::Result;
 use crate::ops::{self, memory as mem};
 use std::os::raw::{c_int, c_uint, c_void};
+use std::ptr::null_mut;
 
 /// Pointer attributes (`llaisysNvidiaPointerAttributes` in the header).
 #[repr(C)]
@@ -34,6 +36,21 @@ impl PointerAttributes {
     };
 }
 
+/// `alloc(size)` as a status call: `*p` is NULL on failure (a NULL `p` is refused before
+/// `alloc` runs), the allocation once it worked.
+///
+/// # Safety
+/// `p` is NULL or valid for writing a pointer.
+unsafe fn allocate(
+    function: &'static str,
+    p: *mut *mut c_void,
+    size: usize,
+    alloc: impl FnOnce(usize) -> Result<*mut c_void>,
+) -> c_int {
+    // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
+    unsafe { status_out(function, p, "ptr", null_mut(), || alloc(size)) }
+}
+
 /// Device memory from the table's cache (as malloc_device); `*p` is NULL on failure.
 ///
 /// # Safety
@@ -41,12 +58,7 @@ impl PointerAttributes {
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocDevice(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
-    unsafe { reset(p, std::ptr::null_mut()) };
-    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
-    status("llaisysNvidiaMallocDevice", || unsafe {
-        out(p, "ptr", std::ptr::null_mut())?;
-        out(p, "ptr", ops::malloc_device(size)?)
-    })
+    unsafe { allocate("llaisysNvidiaMallocDevice", p, size, ops::malloc_device) }
 }
 
 /// Frees device memory of llaisysNvidiaMallocDevice / malloc_device / llaisysNvidiaMallocAsync.
@@ -66,13 +78,9 @@ pub unsafe extern "C" fn llaisysNvidiaMallocAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
+    let alloc = |size| mem::malloc_async(size, stream);
     // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
-    unsafe { reset(p, std::ptr::null_mut()) };
-    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
-    status("llaisysNvidiaMallocAsync", || unsafe {
-        out(p, "ptr", std::ptr::null_mut())?;
-        out(p, "ptr", mem::malloc_async(size, stream)?)
-    })
+    unsafe { allocate("llaisysNvidiaMallocAsync", p, size, alloc) }
 }
 
 /// Stream-ordered free: the memory returns to the pool when `stream` reaches this point.
@@ -88,12 +96,7 @@ pub extern "C" fn llaisysNvidiaFreeAsync(ptr: *mut c_void, stream: *mut c_void) 
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocHost(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
-    unsafe { reset(p, std::ptr::null_mut()) };
-    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
-    status("llaisysNvidiaMallocHost", || unsafe {
-        out(p, "ptr", std::ptr::null_mut())?;
-        out(p, "ptr", ops::malloc_host(size)?)
-    })
+    unsafe { allocate("llaisysNvidiaMallocHost", p, size, ops::malloc_host) }
 }
 
 /// Frees pinned memory of llaisysNvidiaMallocHost / malloc_host.
@@ -109,12 +112,7 @@ pub extern "C" fn llaisysNvidiaFreeHost(ptr: *mut c_void) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMallocManaged(p: *mut *mut c_void, size: usize) -> c_int {
     // SAFETY: `p` is NULL or valid for writing a pointer (this function's contract).
-    unsafe { reset(p, std::ptr::null_mut()) };
-    // SAFETY: as for `reset` above: `p` is NULL (refused by `out`) or valid for writing.
-    status("llaisysNvidiaMallocManaged", || unsafe {
-        out(p, "ptr", std::ptr::null_mut())?;
-        out(p, "ptr", mem::malloc_managed(size)?)
-    })
+    unsafe { allocate("llaisysNvidiaMallocManaged", p, size, mem::malloc_managed) }
 }
 
 /// Frees managed memory; a pointer that is not managed memory is refused.
@@ -170,17 +168,14 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
     // SAFETY: `host` and `device` are each NULL or valid for writing a pointer (this
     // function's contract).
     unsafe {
-        reset(host, std::ptr::null_mut());
-        reset(device, std::ptr::null_mut());
+        status_out2(
+            "llaisysNvidiaMallocMapped",
+            (host, "host"),
+            (device, "device"),
+            (null_mut(), null_mut()),
+            || mem::malloc_mapped(size),
+        )
     }
-    // SAFETY: `host` and `device` are each NULL (refused by `out`) or valid for writing.
-    status("llaisysNvidiaMallocMapped", || unsafe {
-        out(host, "host", std::ptr::null_mut())?;
-        out(device, "device", std::ptr::null_mut())?;
-        let (h, d) = mem::malloc_mapped(size)?;
-        out(host, "host", h)?;
-        out(device, "device", d)
-    })
 }
 
 /// Frees memory of llaisysNvidiaMallocMapped (its host pointer).
@@ -255,20 +250,24 @@ pub unsafe extern "C" fn llaisysNvidiaPointerGetAttributes(
     ptr: *const c_void,
     attr: *mut PointerAttributes,
 ) -> c_int {
-    // SAFETY: `attr` is NULL or valid for writing (this function's contract).
-    unsafe { reset(attr, PointerAttributes::ZERO) };
-    status("llaisysNvidiaPointerGetAttributes", || {
-        // SAFETY: `attr` is NULL (refused by `out`) or valid for writing, as above.
-        unsafe { out(attr, "attributes", PointerAttributes::ZERO) }?;
+    let attributes = || {
         let (a, ours) = mem::pointer_attributes(ptr)?;
-        let v = PointerAttributes {
+        Ok(PointerAttributes {
             kind: a.kind as c_int,
             device: a.device,
             device_pointer: a.device_pointer,
             host_pointer: a.host_pointer,
             ours: ours as c_int,
-        };
-        // SAFETY: `attr` is valid for writing (checked by the first `out`).
-        unsafe { out(attr, "attributes", v) }
-    })
+        })
+    };
+    // SAFETY: `attr` is NULL or valid for writing (this function's contract).
+    unsafe {
+        status_out(
+            "llaisysNvidiaPointerGetAttributes",
+            attr,
+            "attributes",
+            PointerAttributes::ZERO,
+            attributes,
+        )
+    }
 }

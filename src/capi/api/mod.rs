@@ -75,6 +75,80 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
     Ok(())
 }
 
+/// Runs `body` as a status call whose result goes to the out-parameter `p` (`name` in the
+/// messages): `failure` is written first (`reset`), a NULL `p` is refused before `body` runs
+/// (nothing it would make is lost), and `body`'s value is written once it worked. For bodies
+/// failing with the crate's `Error`; `status_out_of` is the same for any `Failure`.
+///
+/// # Safety
+/// `p` is NULL or valid for writing a `T`.
+pub(crate) unsafe fn status_out<T: Copy>(
+    function: &'static str,
+    p: *mut T,
+    name: &str,
+    failure: T,
+    body: impl FnOnce() -> Result<T>,
+) -> c_int {
+    // SAFETY: `p` is NULL or valid for writing a `T` (this function's contract).
+    unsafe { status_out_of(function, p, name, failure, body) }
+}
+
+/// `status_out` for a body failing with any `Failure` (the communicator's calls).
+///
+/// # Safety
+/// `p` is NULL or valid for writing a `T`.
+pub(crate) unsafe fn status_out_of<T: Copy, E: Failure>(
+    function: &'static str,
+    p: *mut T,
+    name: &str,
+    failure: T,
+    body: impl FnOnce() -> std::result::Result<T, E>,
+) -> c_int {
+    // SAFETY: `p` is NULL or valid for writing a `T` (this function's contract).
+    unsafe { reset(p, failure) };
+    status_of(function, || -> std::result::Result<(), E> {
+        // SAFETY: as above; `out` refuses NULL.
+        unsafe { out(p, name, failure) }?;
+        let value = body()?;
+        // SAFETY: as above.
+        Ok(unsafe { out(p, name, value) }?)
+    })
+}
+
+/// `status_out` with two out-parameters, each `(pointer, name)`: both get their failure value
+/// first, each NULL is refused (`first`'s before `second`'s) before `body` runs, and both get
+/// `body`'s values once it worked.
+///
+/// # Safety
+/// Each pointer is NULL or valid for writing its type.
+pub(crate) unsafe fn status_out2<T: Copy, U: Copy>(
+    function: &'static str,
+    first: (*mut T, &str),
+    second: (*mut U, &str),
+    failure: (T, U),
+    body: impl FnOnce() -> Result<(T, U)>,
+) -> c_int {
+    let ((p, p_name), (q, q_name)) = (first, second);
+    // SAFETY: `p` and `q` are each NULL or valid for writing (this function's contract).
+    unsafe {
+        reset(p, failure.0);
+        reset(q, failure.1);
+    }
+    status(function, || {
+        // SAFETY: as above; `out` refuses NULL.
+        unsafe {
+            out(p, p_name, failure.0)?;
+            out(q, q_name, failure.1)?;
+        }
+        let (a, b) = body()?;
+        // SAFETY: as above.
+        unsafe {
+            out(p, p_name, a)?;
+            out(q, q_name, b)
+        }
+    })
+}
+
 /// Writes `value`, an out-parameter's failure value, before anything can fail (a refusal in a
 /// forked child included): the out-parameter then holds it on every failure, and the success
 /// value once the call worked. NULL is left alone (a function that needs the out-parameter

@@ -1,9 +1,10 @@
 //! Streams (with flags and priority) and events. Streams made here are the table's too: they
 //! are accepted by memcpy_async, stream_synchronize and destroy_stream.
 
-use super::{out, reset, status};
+use super::{status, status_out, status_out2};
 use crate::ops::streams as ops;
 use std::os::raw::{c_float, c_int, c_uint, c_void};
+use std::ptr::null_mut;
 
 /// `LLAISYS_NVIDIA_STREAM_NON_BLOCKING`: the stream does not synchronize with the legacy stream.
 pub const STREAM_NON_BLOCKING: c_uint = ops::STREAM_NON_BLOCKING;
@@ -19,15 +20,9 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCreate(
     flags: c_uint,
     priority: c_int,
 ) -> c_int {
+    let create = || ops::create_stream_with(flags, priority);
     // SAFETY: `s` is NULL or valid for writing (this function's contract).
-    unsafe {
-        reset(s, std::ptr::null_mut());
-    }
-    // SAFETY: `s` is NULL or valid for writing (this function's contract).
-    status("llaisysNvidiaStreamCreate", || unsafe {
-        out(s, "stream", std::ptr::null_mut())?;
-        out(s, "stream", ops::create_stream_with(flags, priority)?)
-    })
+    unsafe { status_out("llaisysNvidiaStreamCreate", s, "stream", null_mut(), create) }
 }
 
 /// Destroys a stream made by llaisysNvidiaStreamCreate or create_stream (pending work completes).
@@ -42,13 +37,9 @@ pub extern "C" fn llaisysNvidiaStreamDestroy(s: *mut c_void) -> c_int {
 /// `done` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaStreamQuery(s: *mut c_void, done: *mut c_int) -> c_int {
+    let query = || Ok(ops::stream_query(s)? as c_int);
     // SAFETY: `done` is NULL or valid for writing an int (this function's contract).
-    unsafe { reset(done, 0) };
-    // SAFETY: `done` is NULL or valid for writing (this function's contract).
-    status("llaisysNvidiaStreamQuery", || unsafe {
-        out(done, "done", 0)?;
-        out(done, "done", ops::stream_query(s)? as c_int)
-    })
+    unsafe { status_out("llaisysNvidiaStreamQuery", done, "done", 0, query) }
 }
 
 /// Waits for all work on `s` (NULL: legacy stream).
@@ -79,17 +70,14 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
     // SAFETY: `least` and `greatest` are each NULL or valid for writing an int (this
     // function's contract).
     unsafe {
-        reset(least, 0);
-        reset(greatest, 0);
+        status_out2(
+            "llaisysNvidiaStreamPriorityRange",
+            (least, "least"),
+            (greatest, "greatest"),
+            (0, 0),
+            ops::stream_priority_range,
+        )
     }
-    // SAFETY: `least` and `greatest` are each NULL or valid for writing (as above).
-    status("llaisysNvidiaStreamPriorityRange", || unsafe {
-        out(least, "least", 0)?;
-        out(greatest, "greatest", 0)?;
-        let (l, g) = ops::stream_priority_range()?;
-        out(least, "least", l)?;
-        out(greatest, "greatest", g)
-    })
 }
 
 /// Creates an event on the current device. `flags`: 0, LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC (1),
@@ -99,15 +87,9 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
 /// `e` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaEventCreate(e: *mut *mut c_void, flags: c_uint) -> c_int {
+    let create = || ops::event_create(flags);
     // SAFETY: `e` is NULL or valid for writing (this function's contract).
-    unsafe {
-        reset(e, std::ptr::null_mut());
-    }
-    // SAFETY: `e` is NULL or valid for writing (this function's contract).
-    status("llaisysNvidiaEventCreate", || unsafe {
-        out(e, "event", std::ptr::null_mut())?;
-        out(e, "event", ops::event_create(flags)?)
-    })
+    unsafe { status_out("llaisysNvidiaEventCreate", e, "event", null_mut(), create) }
 }
 
 /// Records `e` on `s` (NULL: legacy stream).
@@ -122,13 +104,9 @@ pub extern "C" fn llaisysNvidiaEventRecord(e: *mut c_void, s: *mut c_void) -> c_
 /// `done` is NULL or valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaEventQuery(e: *mut c_void, done: *mut c_int) -> c_int {
+    let query = || Ok(ops::event_query(e)? as c_int);
     // SAFETY: `done` is NULL or valid for writing an int (this function's contract).
-    unsafe { reset(done, 0) };
-    // SAFETY: `done` is NULL or valid for writing (this function's contract).
-    status("llaisysNvidiaEventQuery", || unsafe {
-        out(done, "done", 0)?;
-        out(done, "done", ops::event_query(e)? as c_int)
-    })
+    unsafe { status_out("llaisysNvidiaEventQuery", done, "done", 0, query) }
 }
 
 /// Waits until `e` has completed.
@@ -149,14 +127,9 @@ pub unsafe extern "C" fn llaisysNvidiaEventElapsedTime(
     start: *mut c_void,
     end: *mut c_void,
 ) -> c_int {
+    let elapsed = || ops::event_elapsed_time(start, end);
     // SAFETY: `ms` is NULL or valid for writing a float (this function's contract).
-    unsafe { reset(ms, 0.0) };
-    // SAFETY: `ms` is NULL or valid for writing (this function's contract).
-    status("llaisysNvidiaEventElapsedTime", || unsafe {
-        out(ms, "ms", 0.0)?;
-        let elapsed = ops::event_elapsed_time(start, end)?;
-        out(ms, "ms", elapsed)
-    })
+    unsafe { status_out("llaisysNvidiaEventElapsedTime", ms, "ms", 0.0, elapsed) }
 }
 
 /// Destroys an event of llaisysNvidiaEventCreate; NULL does nothing.

@@ -21,28 +21,16 @@ pub struct CollectiveAbi {
     pub params: &'static [(&'static str, &'static str)],
 }
 
-/// Stores a parameter in the `Args` field of its role.
+/// Stores a parameter in the `Args` field of its role (a root or a peer is the rank).
 macro_rules! set_arg {
-    ($args:ident, send, $v:ident) => {
-        $args.send = $v
-    };
-    ($args:ident, recv, $v:ident) => {
-        $args.recv = $v
-    };
-    ($args:ident, count, $v:ident) => {
-        $args.count = $v
-    };
-    ($args:ident, dtype, $v:ident) => {
-        $args.dtype = $v
-    };
-    ($args:ident, op, $v:ident) => {
-        $args.op = $v
-    };
     ($args:ident, root, $v:ident) => {
         $args.rank = $v
     };
     ($args:ident, peer, $v:ident) => {
         $args.rank = $v
+    };
+    ($args:ident, $role:ident, $v:ident) => {
+        $args.$role = $v
     };
 }
 

@@ -3,11 +3,12 @@
 //! (`api::reset`), so it holds it on every failure.
 
 use super::{Comm, CommId, Stream};
-use crate::capi::api::{out, reset, status_of as status};
+use crate::capi::api::{out, reset, status_of as status, status_out_of as status_out};
 use crate::capi::policy;
 use crate::nccl::{Error, Result};
 use crate::ops::comm as ops;
 use std::os::raw::{c_char, c_int};
+use std::ptr::null_mut;
 
 /// Loads NCCL if needed and writes its version code (23203 = 2.32.3); 0 on failure.
 ///
@@ -15,15 +16,9 @@ use std::os::raw::{c_char, c_int};
 /// `version` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaNcclGetVersion(version: *mut c_int) -> c_int {
+    let code = || ops::version().map(|(v, _)| v);
     // SAFETY: `version` is NULL or valid for writing (this function's contract).
-    unsafe { reset(version, 0) };
-    status("llaisysNvidiaNcclGetVersion", || -> Result<()> {
-        // SAFETY: `version` is NULL or valid for writing (this function's contract).
-        unsafe { out(version, "version", 0) }?;
-        let (v, _) = ops::version()?;
-        // SAFETY: `version` is NULL or valid for writing (this function's contract).
-        Ok(unsafe { out(version, "version", v) }?)
-    })
+    unsafe { status_out("llaisysNvidiaNcclGetVersion", version, "version", 0, code) }
 }
 
 /// Copies the path NCCL was loaded from into `buf` (NUL-terminated, truncated to `len`) and
@@ -97,21 +92,17 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitRank(
     id: *const CommId,
     rank: c_int,
 ) -> c_int {
-    // SAFETY: `comm` is NULL or valid for writing (this function's contract).
-    unsafe { reset(comm, std::ptr::null_mut()) };
-    status("llaisysNvidiaCommInitRank", || -> Result<()> {
-        // SAFETY: `comm` is NULL or valid for writing (this function's contract).
-        unsafe { out(comm, "comm", std::ptr::null_mut()) }?;
+    let join = || -> Result<Comm> {
         if id.is_null() {
             return Err(Error::invalid("id=NULL: no unique id"));
         }
         // The bytes as they are (`c_char` is `i8` or `u8` depending on the target).
         // SAFETY: `id` is not NULL (checked), so valid for reading (this function's contract).
         let bytes = unsafe { (*id).internal }.map(|b| b.to_ne_bytes()[0]);
-        let h = ops::init_rank(nranks, &bytes, rank)?;
-        // SAFETY: `comm` is NULL or valid for writing (this function's contract).
-        Ok(unsafe { out(comm, "comm", h as Comm) }?)
-    })
+        Ok(ops::init_rank(nranks, &bytes, rank)? as Comm)
+    };
+    // SAFETY: `comm` is NULL or valid for writing (this function's contract).
+    unsafe { status_out("llaisysNvidiaCommInitRank", comm, "comm", null_mut(), join) }
 }
 
 /// One communicator per device, made together: `comms[i]` is rank i on `devices[i]` (NULL:
@@ -131,7 +122,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitAll(
         for i in 0..n {
             // SAFETY: `comms` is valid for writing `ndev` handles (this function's contract)
             // and `i` < `ndev`.
-            unsafe { comms.add(i).write(std::ptr::null_mut()) };
+            unsafe { comms.add(i).write(null_mut()) };
         }
     }
     status("llaisysNvidiaCommInitAll", || -> Result<()> {
@@ -247,15 +238,9 @@ unsafe fn shape_field(
 /// `result` is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaCommGetAsyncError(comm: Comm, result: *mut c_int) -> c_int {
+    let query = || ops::async_error(comm).map(|r| r.0);
     // SAFETY: `result` is NULL or valid for writing (this function's contract).
-    unsafe { reset(result, 0) };
-    status("llaisysNvidiaCommGetAsyncError", || -> Result<()> {
-        // SAFETY: `result` is NULL or valid for writing (this function's contract).
-        unsafe { out(result, "result", 0) }?;
-        let r = ops::async_error(comm)?;
-        // SAFETY: `result` is NULL or valid for writing (this function's contract).
-        Ok(unsafe { out(result, "result", r.0) }?)
-    })
+    unsafe { status_out("llaisysNvidiaCommGetAsyncError", result, "result", 0, query) }
 }
 
 /// Waits for `stream` while watching `comm`; aborts it on an asynchronous NCCL error or after
