@@ -112,13 +112,8 @@ unsafe fn static_str(p: *const std::os::raw::c_char) -> &'static str {
 
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}): {}",
-            self.name(),
-            self.code(),
-            self.description()
-        )
+        let (name, code, text) = (self.name(), self.code(), self.description());
+        write!(f, "{name} ({code}): {text}")
     }
 }
 
@@ -161,6 +156,18 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    #[track_caller]
+    fn new(kind: ErrorKind, cuda: CudaError, call: &'static str, detail: String) -> Error {
+        let location = Location::caller();
+        Error {
+            kind,
+            cuda,
+            call,
+            detail,
+            location,
+        }
+    }
+
     /// A failed CUDA call. `detail` names the arguments that matter (`size=1048576`).
     #[track_caller]
     pub fn cuda(call: &'static str, cuda: CudaError, detail: impl Into<String>) -> Error {
@@ -169,50 +176,27 @@ impl Error {
         } else {
             ErrorKind::Cuda
         };
-        Error {
-            kind,
-            cuda,
-            call,
-            detail: detail.into(),
-            location: Location::caller(),
-        }
+        Error::new(kind, cuda, call, detail.into())
     }
 
     /// Bad input, refused before CUDA saw it.
     #[track_caller]
     pub fn invalid_argument(detail: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::InvalidArgument,
-            cuda: CudaError::SUCCESS,
-            call: "",
-            detail: detail.into(),
-            location: Location::caller(),
-        }
+        let kind = ErrorKind::InvalidArgument;
+        Error::new(kind, CudaError::SUCCESS, "", detail.into())
     }
 
     /// A call refused because a stream capture is in progress; `cuda` is the code CUDA would
     /// have answered (900 or 906), `detail` says which capture and what to do instead.
     #[track_caller]
     pub fn capture(call: &'static str, cuda: CudaError, detail: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::Capture,
-            cuda,
-            call,
-            detail: detail.into(),
-            location: Location::caller(),
-        }
+        Error::new(ErrorKind::Capture, cuda, call, detail.into())
     }
 
     /// An internal failure (a caught panic).
     #[track_caller]
     pub fn internal(detail: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::Internal,
-            cuda: CudaError::SUCCESS,
-            call: "",
-            detail: detail.into(),
-            location: Location::caller(),
-        }
+        Error::new(ErrorKind::Internal, CudaError::SUCCESS, "", detail.into())
     }
 
     /// Marks the error as surfaced now but caused by earlier asynchronous work.
@@ -290,10 +274,6 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        if self.cuda.is_success() {
-            None
-        } else {
-            Some(&self.cuda)
-        }
+        (!self.cuda.is_success()).then_some(&self.cuda as _)
     }
 }

@@ -1,18 +1,13 @@
 //! Work on one device's memory queued on a stream of another device.
 //!
-//! free_device queues the free on the legacy stream of the block's device, which is ordered
-//! after that device's blocking streams, but not after streams of other devices. Such a stream
-//! may still use the block: llaisys creates a runtime's stream before set_device, so the stream
-//! of the runtime of device 1 belongs to device 0 while its copies move device 1's memory (CUDA
-//! runs a copy queued on a stream of another device). memcpy_async therefore notes, once more
-//! than one device is in use, each (memory device, stream of another device) pair it sees;
-//! free_device on a device makes its legacy stream wait for an event recorded on each noted
-//! stream first, and destroy_stream does the same before the stream goes. With one device
-//! nothing is noted and nothing is paid.
+//! A free on a device's legacy stream is not ordered after streams of other devices, which may
+//! still use the block (llaisys creates a runtime's stream before set_device, so device 1's
+//! runtime stream may belong to device 0). Once more than one device is in use, memcpy_async
+//! notes each (memory device, stream of another device) pair; free_device and destroy_stream
+//! make the legacy stream wait for an event recorded on each noted stream first.
 //!
-//! These orderings are work on legacy streams: while a capture forbids one (`legacy_stream`),
-//! an allocation that needs it is refused with a capture error instead, and a free is kept
-//! (`deferred`), ordered when it is done.
+//! While a capture forbids a legacy stream, an allocation that needs it is refused with a
+//! capture error, and a free is kept (`deferred`), ordered when it is done.
 
 use super::in_use;
 use crate::cache::legacy_stream::Usable;
@@ -82,11 +77,9 @@ fn legacy_if_null(stream: usize, device: i32) -> Result<Option<Usable>> {
     (stream == 0).then(|| legacy_of(device)).transpose()
 }
 
-/// Called before a copy (or memset) touching device memory of `memory_device` is queued on
-/// `stream` (NULL: the legacy stream of the current device), which belongs to `stream_device`
-/// (None for NULL). The first time a stream of one device touches another device's memory, it
-/// is made to wait for the work queued so far on that device (a block it gets may have been
-/// freed behind work there), and the pair is noted.
+/// Called before a copy (or memset) touching memory of `memory_device` is queued on `stream` of
+/// `stream_device` (None: NULL, the current device). The first time a stream touches another
+/// device's memory, it waits for the work queued so far on that device, and the pair is noted.
 pub(crate) fn before_use(
     memory_device: i32,
     stream: StreamHandle,
@@ -184,15 +177,14 @@ pub(crate) fn order_before_free(device: i32) -> Result<()> {
 }
 
 /// After an allocation on the legacy stream of `device`: every noted stream of another device
-/// that uses `device`'s memory waits for it (and so for all earlier work on `device`, which the
-/// legacy stream waits for), so a reused block is not touched before its last users are done.
+/// that uses `device`'s memory waits for it, so a reused block is not touched before its last
+/// users are done.
 pub(crate) fn order_after_alloc(device: i32) -> Result<()> {
     if !active() {
         return Ok(());
     }
-    // Nothing to order (no stream of another device noted on `device`'s memory): no use of the
-    // legacy stream, so no refusal during a capture. A note made after this look records the
-    // device's legacy stream after this allocation, and so orders itself.
+    // Nothing noted: no use of the legacy stream, so no refusal during a capture (a note made
+    // after this look orders itself after this allocation).
     if with_state(|s| !s.notes.iter().any(|n| n.memory_device == device)) {
         return Ok(());
     }

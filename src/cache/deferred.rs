@@ -1,11 +1,9 @@
 //! Frees that must wait for the legacy stream.
 //!
-//! Returning a block to its pool is `cudaFreeAsync` on the device's legacy stream, and freeing a
-//! `cudaMalloc` block is `cudaFree`, which waits for the whole device: neither may run while a
-//! stream of the device captures a graph (`legacy_stream`). Such frees are kept here and done by
-//! the first later call that finds the device's legacy stream usable ([`flush`]: free_device,
-//! malloc_device's slow path, the end of a capture through the library, release_cached). The
-//! memory is not handed out meanwhile: it was taken out of every list when it was freed.
+//! Neither `cudaFreeAsync` on the legacy stream nor `cudaFree` may run while a stream of the
+//! device captures a graph (`legacy_stream`). Such frees are kept here and done by the first
+//! later call that finds the device's legacy stream usable ([`flush`]). The memory is in no list
+//! meanwhile, so it is not handed out.
 
 use super::{graph_pool, large, recycle::Block};
 use crate::error::Result;
@@ -81,16 +79,13 @@ pub(crate) fn flush() -> Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
-/// Frees `k` on its device (current) if its legacy stream may be used; false when it may not.
-/// As every free on the legacy stream, it is first ordered after the streams of other devices
-/// that used the device's memory (`cross`, with several devices in use).
+/// Frees `k` on its device (current) if its legacy stream may be used (after other devices'
+/// users, `cross`); false when it may not.
 fn free_now(k: &Kept) -> Result<bool> {
     let Some(_legacy) = crate::cache::legacy_stream::usable(k.device)? else {
         return Ok(false);
     };
-    // The caller may capture another device in global or thread-local mode, which forbids its
-    // thread cudaFree: done in relaxed mode, a free of a device that no capture forbids now
-    // leaves its capture alone.
+    // The caller may capture another device: relaxed mode lets this device's cudaFree through.
     let _relaxed = crate::safe::capture::Relaxed::new();
     super::cross::order_before_free(k.device)?;
     let p = k.block.ptr as *mut c_void;

@@ -1,29 +1,20 @@
 //! Device memory behind malloc_device/free_device: a CUDA memory pool per device (release
-//! threshold at the maximum, so freed memory stays cached), allocated with
-//! `cudaMallocFromPoolAsync` and freed with `cudaFreeAsync` on the legacy default stream.
+//! threshold at the maximum), allocated and freed (`cudaFreeAsync`) on the legacy default stream.
 //!
-//! Why that is safe: an operation on the legacy stream waits for all work queued before it on
-//! the legacy stream and on every blocking stream of the device (create_stream makes blocking
-//! streams), and later work on those streams waits for it. A freed block therefore returns to
-//! the pool only after the work that could use it, and a new allocation is ordered after that.
-//! Unlike cudaFree, nothing blocks the host. Work on non-blocking streams the host made itself
-//! is not ordered with the legacy stream: the host must synchronize it before free_device.
+//! Why that is safe: an operation on the legacy stream is ordered with all work on the legacy
+//! stream and every blocking stream of the device, so a freed block returns to the pool only
+//! after the work that could use it. Work on non-blocking streams the host made itself is not
+//! ordered: the host must synchronize it before free_device.
 //!
-//! A freed block is usually not freed into the pool at once: `recycle` keeps it, and one event
-//! recorded on the legacy stream per batch of frees gives the same ordering as the pool's free
-//! (with one device in use; see there). Allocations of a size kept there take no driver call.
+//! Freed blocks are mostly kept by `recycle` (one event per batch of frees gives the same
+//! ordering, with one device in use); blocks from 16 MiB up come from cudaMalloc (`large`: pool
+//! memory copies slower there). Every live pointer is recorded, so a foreign or double free is
+//! refused.
 //!
-//! Blocks from 16 MiB up come from cudaMalloc instead (`large`: pool memory copies slower there),
-//! kept and reused the same way.
-//!
-//! Every live pointer is recorded (size, device, origin), so freeing a pointer we never handed
-//! out, or twice, is refused with a clear error instead of undefined behaviour.
-//!
-//! Captures (`legacy_stream`): while a stream of the device captures a graph the legacy stream
-//! may not be used. Frees then stay pending in `recycle` or are kept in `deferred`, and a
-//! request the kept blocks cannot serve is allocated from the pool on the device's side stream,
-//! waited for on the host. A thread capturing through the library allocates from its capture's
-//! graph pool instead (`graph_pool`).
+//! Captures (`legacy_stream`): while a stream of the device captures, the legacy stream may not
+//! be used. Frees then stay pending in `recycle` or `deferred`, and new blocks come from the pool
+//! on the device's side stream, waited for on the host. A thread capturing through the library
+//! allocates from its capture's graph pool (`graph_pool`).
 
 use super::deferred::{self, How};
 use super::recycle::{self, Block};
@@ -71,9 +62,8 @@ struct DeviceCache {
     counters: Counters,
     /// The highest reserved size of the pool seen: an allocation that does not grow it is a hit.
     reserved_seen: AtomicU64,
-    /// Bytes freed into the pool and not yet handed out again, as far as we can tell: while it
-    /// covers a request, the allocation is counted as a hit without asking the pool (saves a
-    /// driver call on the fast path); otherwise the pool's reserved size tells.
+    /// Bytes freed into the pool and not yet handed out again (an estimate): while it covers a
+    /// request, the allocation counts as a hit without a driver call.
     freed_est: AtomicU64,
     /// All of the device's memory, read once (cudaMemGetInfo on the device).
     total: OnceLock<usize>,
@@ -136,9 +126,8 @@ fn pool(device: i32) -> Result<Option<Pool>> {
 /// Held while pools are made and while a device coming into use is given access to them.
 static GRANTS: Mutex<()> = Mutex::new(());
 
-/// Lets device `peer` read and write memory of `pool` (of `owner`) where the hardware allows:
-/// memory of a pool, unlike that of cudaMalloc, is reachable from another device (a kernel there,
-/// a cudaMemcpy between the devices) only once the pool grants it access.
+/// Lets device `peer` access memory of `pool` (of `owner`) where the hardware allows: unlike
+/// cudaMalloc memory, pool memory is reachable from another device only once granted.
 fn grant(pool: Pool, owner: i32, peer: i32) -> Result<()> {
     if !crate::safe::device::can_access_peer(peer, owner)? {
         return Ok(());
@@ -146,9 +135,8 @@ fn grant(pool: Pool, owner: i32, peer: i32) -> Result<()> {
     pool.grant(owner, peer)
 }
 
-/// Notes that `device` is in use. The first time, the pools of the devices already in use let
-/// it access their memory, as cudaMalloc memory would be; it counts as in use once every grant
-/// has worked (a failure is reported and retried at the next call).
+/// Notes that `device` is in use. The first time, the pools of the devices already in use grant
+/// it access; it counts as in use once every grant has worked (else retried at the next call).
 #[inline]
 pub(crate) fn device_seen(device: i32) -> Result<()> {
     if in_use::bit(device).is_none() || in_use::contains(device) {
@@ -217,17 +205,14 @@ unsafe fn try_alloc(
 }
 
 /// Allocates `size` bytes on the current device, in the order of the legacy default stream.
-/// Size 0 gives NULL and no error. Out of memory is returned as it is (cudaErrorMemoryAllocation):
-/// the caller may release caches and try again (`ops::memory` does, once).
+/// Size 0 gives NULL. Out of memory is returned as it is: the caller may release caches and retry.
 pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     // SAFETY: NULL is the legacy stream.
     unsafe { alloc_on(size, std::ptr::null_mut()) }
 }
 
-/// Allocates in the order of `stream` (stream-ordered allocation: usable by work queued on
-/// `stream` after this call, by other streams once they are ordered after it). With NULL (the
-/// legacy stream) on a thread capturing through the library, the block comes from the
-/// capture's graph pool.
+/// Allocates in the order of `stream`. With NULL (the legacy stream) on a thread capturing
+/// through the library, the block comes from the capture's graph pool.
 ///
 /// # Safety
 /// `stream` is NULL or a live stream of the current device.
@@ -252,8 +237,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
         None => {
             // SAFETY: `stream` is NULL or a live stream of the current device, `device` (this
             // function's contract).
-            let (p, hit, raw) = unsafe { alloc_new(size, device, pool, stream, kept_here) }?;
-            (p, hit, raw)
+            unsafe { alloc_new(size, device, pool, stream, kept_here) }?
         }
     };
     let live = Live {
@@ -264,8 +248,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     };
     if stream.is_null() && pool.is_some() {
         if let Err(e) = cross::order_after_alloc(device) {
-            // Not handed out (nor recorded, nor counted): the caller could not know when its
-            // streams may use it.
+            // Not handed out: the caller could not know when its streams may use it.
             discard(p, live);
             return Err(e);
         }
@@ -275,9 +258,8 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     Ok(p)
 }
 
-/// Gives back a block of ours that was never handed out, recorded or counted: freed in order as
-/// any free on the legacy stream, or, when that fails, kept for the next call that does the
-/// kept frees (`deferred`) instead of lost.
+/// Gives back a block of ours never handed out: freed in order on the legacy stream, or, when
+/// that fails, kept in `deferred` instead of lost.
 fn discard(p: *mut c_void, live: Live) {
     // SAFETY: a block of ours, never handed out, freed once; NULL is the legacy stream.
     let Ran { result, .. } = unsafe { release(p, live, std::ptr::null_mut()) };
@@ -297,10 +279,9 @@ fn discard(p: *mut c_void, live: Live) {
     }
 }
 
-/// A failure left for later: the device's, met again by the next call that reaches CUDA, or a
-/// block kept for another try. A failed CUDA call's error is not left as cudart's last error
-/// meanwhile, where the application's next check would take it for its own (a refusal made
-/// here, with no CUDA call failing, leaves cudart's last error alone).
+/// A failure left for later (the device's, or a block kept for another try). A failed CUDA
+/// call's error is taken out of cudart's last error, where the application would take it for
+/// its own.
 pub(crate) fn set_aside(r: Result<()>) {
     use crate::error::ErrorKind;
     if r.is_err_and(|e| matches!(e.kind(), ErrorKind::Cuda | ErrorKind::DeferredCuda)) {
@@ -316,9 +297,9 @@ fn record(p: *mut c_void, live: Live) {
         .insert(p as usize, live);
 }
 
-/// New memory for a request the kept blocks did not serve: (pointer, counted as a hit, from
-/// cudaMalloc). On the legacy stream (`stream` NULL) while a capture forbids it, the pool
-/// allocates on the device's side stream, waited for before the block is handed out.
+/// New memory for a request the kept blocks did not serve: (pointer, hit, from cudaMalloc).
+/// While a capture forbids the legacy stream, the pool allocates on the device's side stream,
+/// waited for before the block is handed out.
 ///
 /// # Safety
 /// `stream` is NULL or a live stream of `device`, the current device.
@@ -391,8 +372,7 @@ pub(crate) fn total_memory(device: i32) -> Result<usize> {
     }
 }
 
-/// Refuses a size larger than all of `device`'s (current) memory before CUDA sees it: what
-/// cudaMalloc answers (out of memory), without depending on what a pool makes of such a size.
+/// Refuses a size larger than all of `device`'s memory before CUDA sees it, as cudaMalloc would.
 #[inline]
 fn refuse_beyond_device(size: usize, device: i32) -> Result<()> {
     let total = total_memory(device)?;
@@ -418,17 +398,13 @@ pub(crate) fn note_oom_retry() {
 // `p` reaches CUDA only after it was found in our table of live allocations.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub(crate) fn free(p: *mut c_void) -> Result<()> {
-    // Frees kept while a capture forbade the legacy stream, once it may be used again (one
-    // relaxed load each when there are none). Their failure is the device's, seen again by
-    // the next call that reaches CUDA.
+    // Frees kept while a capture forbade the legacy stream; their failure is the device's.
     set_aside(flush_kept());
     // SAFETY: NULL is the legacy stream.
     unsafe { free_on(p, std::ptr::null_mut()) }
 }
 
-/// Frees a pointer from `alloc`/`alloc_on` in the order of `stream`: the memory returns to the
-/// pool when `stream` reaches the free. `p` reaches CUDA only after it was found in our table
-/// of live allocations.
+/// Frees a pointer from `alloc`/`alloc_on` in the order of `stream`.
 ///
 /// # Safety
 /// `stream` is NULL or a live stream.
@@ -457,9 +433,7 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
     let booked = match result {
         Err(e) => {
             // Keep it recorded: the memory was not freed.
-            lock(shard(p as usize))
-                .get_or_insert_with(AddrMap::default)
-                .insert(p as usize, live);
+            record(p, live);
             Err(e)
         }
         Ok(Released::ToPool) => {
@@ -473,15 +447,13 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
         }
         Ok(Released::Kept(evicted)) => {
             cache.counters.freed(live.size);
-            // `p` is freed (kept): the call succeeded. Older blocks that could not go back to
-            // the pool are kept again (as pending) and retried later; a CUDA failure there is
-            // the device's, seen by the next call that reaches CUDA.
+            // `p` is freed (kept). Evicted blocks that could not go back are kept again; a
+            // CUDA failure there is the device's.
             set_aside(return_to_pool(live.device, evicted));
             Ok(())
         }
     };
-    // Booked as freed or not by what the free did; a device that could not be made current
-    // again after it is reported all the same.
+    // A device that could not be made current again is reported all the same.
     booked.and(restored)
 }
 
@@ -506,17 +478,14 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
     };
     let block = live.block(p);
     let recycled = stream.is_null() && pooled && !cross::active() && recycle::takes(live.size);
-    // Kept as pending when no barrier is due: no CUDA call, so the block's device need not be
-    // made current (nor the current one asked).
+    // Kept as pending when no barrier is due: no CUDA call, no device switch.
     if recycled && matches!(recycle::keep_pending(live.device, block), Ok(true)) {
         return Ran::here(Ok(Released::Kept(Vec::new())));
     }
-    // The free goes on the given stream (NULL: the legacy stream of the block's device, after
-    // the work of streams of other devices that used the device's memory).
+    // NULL: the legacy stream of the block's device, after other devices' users (`cross`).
     crate::safe::device::run_on(live.device, || {
         if stream.is_null() && pooled && cross::active() {
-            // Kept while one device was in use, never handed out again now: back to the pool,
-            // and the large ones to CUDA (nothing parks any more, so none would be freed).
+            // Kept while one device was in use: back to the pool, the large ones to CUDA.
             set_aside(return_to_pool(live.device, recycle::drain(live.device)));
             set_aside(flush_large(live.device));
         }
@@ -551,9 +520,8 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // NULL here; this function's contract), ordered after its users on `stream`.
             unsafe { free_block(block, live.device, how, stream) }
         } else {
-            // A cudaMalloc block has no stream-ordered free a graph could hold: refused on a
-            // capturing stream (the block stays allocated), before a wait there would
-            // invalidate the capture.
+            // A cudaMalloc block has no stream-ordered free: refused on a capturing stream
+            // before a wait there would invalidate the capture.
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
             if unsafe { crate::safe::capture::capturing(stream) }? {
                 return Err(Error::capture(
@@ -566,15 +534,13 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
                     ),
                 ));
             }
-            // cudaFree below waits for the block's device only; `stream` may be another
-            // device's (a runtime stream made while another device was current). A wait that
-            // touches no captured work: relaxed mode lets it through a capture of any mode.
+            // cudaFree waits for the block's device only; `stream` may be another device's.
+            // Relaxed: the wait touches no captured work.
             let relaxed = RelaxedMode::new();
             // SAFETY: `stream` is not NULL here, so a live stream (this function's contract).
             unsafe { crate::safe::stream::synchronize(stream) }?;
             drop(relaxed);
-            // cudaFree waits for the whole device, which a capture of one of its streams
-            // forbids: kept until the capture has ended, as a free on the legacy stream.
+            // cudaFree waits for the whole device, which a capture forbids: kept until then.
             let Some(_legacy) = crate::cache::legacy_stream::usable(live.device)? else {
                 deferred::push(live.device, block, how);
                 return Ok(Released::Deferred);
@@ -624,8 +590,7 @@ unsafe fn free_block(
     }
 }
 
-/// Does the frees kept for the legacy stream (`deferred`), with the blocks of graph pools
-/// nobody holds any more; cheap when there are none.
+/// Does the frees kept for the legacy stream (`deferred`) and of graph pools nobody holds.
 #[inline]
 pub(crate) fn flush_kept() -> Result<()> {
     if !graph_pool::has_work() && !deferred::any() {
@@ -648,8 +613,7 @@ fn flush_kept_slow() -> Result<()> {
     deferred::flush()
 }
 
-/// Frees the parked large blocks of `device` (current) when its legacy stream may be used; a
-/// block that cannot be freed is kept again.
+/// Frees the parked large blocks of `device` (current) when its legacy stream may be used.
 fn flush_large(device: i32) -> Result<()> {
     let Some(_legacy) = crate::cache::legacy_stream::usable(device)? else {
         return Ok(());
@@ -666,10 +630,9 @@ fn keep_again(device: i32, blocks: Vec<Block>) {
     blocks.into_iter().for_each(|b| recycle::restore(device, b));
 }
 
-/// Frees kept blocks of `device` into its pool on the legacy stream (they are behind a barrier
-/// there already, or pending, whose users the legacy stream's free waits for like any free);
-/// large blocks are parked for cudaFree (`large`). A block that cannot be freed is kept again
-/// (all of them while a capture forbids the legacy stream); the first failure is returned.
+/// Frees kept blocks of `device` into its pool on the legacy stream; large blocks are parked for
+/// cudaFree (`large`). A block that cannot be freed is kept again (all of them while a capture
+/// forbids the legacy stream); the first failure is returned.
 fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     if blocks.is_empty() {
         return Ok(());
@@ -715,14 +678,12 @@ fn return_to_pool(device: i32, mut blocks: Vec<Block>) -> Result<()> {
     result
 }
 
-/// Returns unused pool memory of every device to CUDA (waits for the legacy stream first, so
-/// that frees queued on it have landed in the pool). A device whose legacy stream a capture
-/// forbids keeps its memory, the others are released all the same, and the capture error is
-/// returned then (before any other), also for a device in use that holds no pool.
+/// Returns unused pool memory of every device to CUDA (after waiting for the legacy stream). A
+/// device whose legacy stream a capture forbids keeps its memory, the others are released, and
+/// the capture error is returned (before any other), also for a device in use with no pool.
 pub(crate) fn release_cached() -> Result<()> {
     let mut kept_back = flush_kept();
-    // Waits and frees on devices no capture forbids them, by a thread that may capture another
-    // device (or sit beside a capture of global mode): relaxed mode lets them through.
+    // This thread may capture another device (or sit beside a global capture): relaxed.
     let _relaxed = RelaxedMode::new();
     let mut capturing = None;
     let seen = in_use::seen();
@@ -767,11 +728,7 @@ pub(crate) fn release_cached() -> Result<()> {
             Ok(false) => {
                 capturing.get_or_insert(d);
             }
-            Err(e) => {
-                if kept_back.is_ok() {
-                    kept_back = Err(e);
-                }
-            }
+            Err(e) => kept_back = kept_back.and(Err(e)),
         }
     }
     match capturing {

@@ -2,22 +2,14 @@
 //! graph pools, in the manner of torch's `graph_pool_handle`.
 //!
 //! While a thread captures through the library, its malloc_device is served from the capture's
-//! pool, never from the eager cache: a replay of the graph writes that memory long after the
-//! capture, so it must not be handed to anyone else while the graph (or an executable graph made
-//! from it) exists. The rules:
-//! - A pool holds blocks from `cudaMalloc` (made in relaxed capture mode, which a capture of any
-//!   mode allows). A block freed during the capture that made it goes back to the pool when that
-//!   capture ends and serves later captures into the same pool, never the same capture (work
-//!   forked to other streams inside a capture is then safe too). Several graphs may share a pool
-//!   when they are replayed in order, one after the other (as with torch).
-//! - A block freed outside a capture into its pool (an output the host read, then freed) is
-//!   retired: no graph or eager allocation gets it again; it is freed with the pool.
-//! - A pool lives while its handle is held (`llaisysNvidiaGraphPoolCreate` until `Release`; a
-//!   capture given no pool makes one held by that capture) and while any graph captured into it
-//!   exists: each capture attaches a CUDA user object to its graph, whose release (once the graph
-//!   and every executable graph made from it are destroyed) comes back here. Then the pool's
-//!   blocks go to `cudaFree` (which waits for the device, so for every replay), at the next call
-//!   that may use the legacy stream; blocks still handed out are freed by their free_device.
+//! pool, never the eager cache: a replay writes that memory long after the capture. The rules:
+//! - A pool holds blocks from `cudaMalloc` (relaxed mode). A block freed during the capture that
+//!   made it rejoins the pool when that capture ends, for later captures into the pool, never
+//!   the same capture. Several graphs may share a pool when replayed in order (as with torch).
+//! - A block freed outside a capture into its pool is retired: freed with the pool.
+//! - A pool lives while its handle is held and while any graph captured into it exists (a CUDA
+//!   user object on each graph reports its release here). Then its blocks go to `cudaFree`
+//!   (which waits for every replay) at the next call that may use the legacy stream.
 
 use super::MAX_DEVICES;
 use crate::error::{Error, Result};
@@ -93,8 +85,8 @@ fn held_slot(device: i32) -> Option<&'static AtomicU64> {
     super::entry(&HELD, device)
 }
 
-/// Captures through the library in progress, on all threads: while none is, no thread has a
-/// capture and `current` reads no thread-local (a call through `__tls_get_addr` in the cdylib).
+/// Captures through the library in progress, on all threads: while none is, `current` reads no
+/// thread-local.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
@@ -151,6 +143,12 @@ pub(crate) fn device_of(pool: u64) -> Result<i32> {
 }
 
 impl State {
+    /// A block of a pool that is gone, to free.
+    fn free_later(&mut self, device: i32, b: usize, class: usize) {
+        self.to_free.push((device, b, class));
+        WORK.store(true, Relaxed);
+    }
+
     /// One holder of `pool` less; the last one sends its blocks to `to_free`.
     fn unref(&mut self, pool: u64) {
         let Some(p) = self.pools.get_mut(&pool) else {
@@ -180,8 +178,8 @@ impl State {
     }
 }
 
-/// A capture of the library's begins on this thread into `pool` (of `device`) in `mode`: returns
-/// the capture's number. `pool` gains a holder for the capture itself (given up by `end`).
+/// A capture of the library's begins on this thread into `pool`: returns its number. `pool`
+/// gains a holder for the capture itself (given up by `end`).
 pub(crate) fn begin(pool: u64, device: i32, mode: u32) -> Result<u64> {
     let id = NEXT.fetch_add(1, Relaxed);
     with_state(|s| {
@@ -208,8 +206,8 @@ pub(crate) fn hold_for_graph(pool: u64) {
     });
 }
 
-/// What a graph's user object calls when the graph and its executable graphs are gone (on a
-/// CUDA thread: no CUDA call, only a note for the next call of the library).
+/// What a graph's user object calls once the graph and its executable graphs are gone (on a
+/// CUDA thread: no CUDA call, only a note).
 ///
 /// # Safety
 /// `data` came from `graph_token(pool)` and is released once.
@@ -226,8 +224,8 @@ pub(crate) fn graph_token(pool: u64) -> *mut c_void {
     Box::into_raw(Box::new(pool)).cast()
 }
 
-/// The capture `capture` ended (or failed): blocks freed during it join the pool's free lists,
-/// the capture's own hold on the pool goes, and this thread no longer allocates into it.
+/// The capture `capture` ended (or failed): blocks freed during it join the pool's free lists
+/// and the capture's hold on the pool goes.
 pub(crate) fn end(capture: u64) {
     with_state(|s| {
         if let Some(c) = s.captures.remove(&capture) {
@@ -251,8 +249,8 @@ pub(crate) fn end(capture: u64) {
     });
 }
 
-/// The capture of the library this thread is in; None on every eager path (one thread-local
-/// read). A capture ended by another thread (relaxed mode) is forgotten here.
+/// The capture of the library this thread is in. A capture ended by another thread is
+/// forgotten here.
 #[inline]
 pub(crate) fn current() -> Option<Current> {
     if ACTIVE.load(Relaxed) == 0 {
@@ -300,8 +298,7 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
         return Ok((b, true));
     }
     let ran = crate::safe::device::run_on(device, || {
-        // cudaMalloc is "potentially unsafe" during a capture of global or thread-local mode;
-        // it does not touch captured work, so relaxed mode allows it.
+        // cudaMalloc touches no captured work: relaxed mode allows it.
         let _relaxed = crate::safe::capture::Relaxed::new();
         crate::safe::memory::alloc_device(class)
     });
@@ -312,8 +309,7 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
         }
     }
     let made = ran.undone_unless_restored(|p| {
-        // Made, but the device current before could not be made current again: the block
-        // joins the pool's free ones, the caller gets the error.
+        // The previous device could not be restored: the block joins the pool's free ones.
         keep_free(pool, device, class, p as usize);
     });
     let p = made.map_err(|e| {
@@ -329,21 +325,16 @@ pub(crate) fn alloc(capture: u64, pool: u64, device: i32, size: usize) -> Result
     Ok((p as usize, false))
 }
 
-/// A block of class `class` never handed out (its allocation's caller got an error): free in
-/// `pool` for later captures into it, or freed with the pool's others once the pool is gone.
+/// A block of class `class` never handed out: free in `pool`, or freed if the pool is gone.
 fn keep_free(pool: u64, device: i32, class: usize, b: usize) {
     with_state(|s| match s.pools.get_mut(&pool) {
         Some(p) => p.free.entry(class).or_default().push(b),
-        None => {
-            s.to_free.push((device, b, class));
-            WORK.store(true, Relaxed);
-        }
+        None => s.free_later(device, b, class),
     });
 }
 
-/// A block of `pool` (of `size` bytes asked) freed by free_device: kept for later captures when
-/// freed by the capture into the pool on this thread, else retired; when the pool is gone it
-/// joins the blocks `take_unheld` hands out.
+/// A block of `pool` freed by free_device: kept for later captures when freed by the capture
+/// into the pool on this thread, else retired; freed if the pool is gone.
 pub(crate) fn free(pool: u64, device: i32, ptr: usize, size: usize) {
     let class = class(size);
     let current = current();
@@ -352,24 +343,19 @@ pub(crate) fn free(pool: u64, device: i32, ptr: usize, size: usize) {
             Some(c) if c.pool == pool => p.freed_during.push((c.capture, class, ptr)),
             _ => p.retired.push((ptr, class)),
         },
-        None => {
-            s.to_free.push((device, ptr, class));
-            WORK.store(true, Relaxed);
-        }
+        None => s.free_later(device, ptr, class),
     });
 }
 
 /// Counts the holds graphs gave up, and takes the blocks of pools nobody holds any more:
-/// (device, address, size), for the caller to free (`cache::deferred`, kind `Graph`), then to
-/// report with [`note_freed`]. Cheap when there is nothing to do.
+/// (device, address, size), for the caller to free, then report with [`note_freed`].
 pub(crate) fn take_unheld() -> Vec<(i32, usize, usize)> {
     if !WORK.load(Relaxed) {
         return Vec::new();
     }
     with_state(|s| {
-        // Cleared before `RELEASED` is emptied: a release pushed after that (on CUDA's thread,
-        // which takes only `RELEASED`'s lock) sets it again. `to_free` grows only under the
-        // state's lock, held here.
+        // Cleared before `RELEASED` is emptied: a release pushed after that (on CUDA's thread)
+        // sets it again; `to_free` grows only under the state's lock, held here.
         WORK.store(false, Relaxed);
         #[cfg(test)]
         tests::between_steps();

@@ -1,18 +1,14 @@
 //! Pinned host memory behind malloc_host/free_host, cached in size classes (powers of two from
 //! 4 KiB to 1 GiB, then multiples of 256 MiB).
 //!
-//! A pinned block may still be read or written by copies queued with memcpy_async when the
-//! host frees it. memcpy_async therefore notes, for each of our blocks it touches, the stream it
-//! was queued on (a map lookup, no CUDA call); free_host records one event on each of those
-//! streams and the block is reused only once they have all completed. A block no stream touched
-//! is reusable at once. memcpy_sync needs no note: it returns with the copy done.
-//! destroy_stream records the event before the stream goes away. Use of our pinned memory by the
-//! host's own kernels or copies (not through the table) is not seen: synchronize before freeing.
+//! memcpy_async notes, for each of our blocks it touches, the stream it was queued on (no CUDA
+//! call); free_host records one event on each of those streams and the block is reused only once
+//! they have all completed (destroy_stream records them before the stream goes). Use of our
+//! pinned memory outside the table is not seen: the host synchronizes before freeing.
 //!
-//! An event cannot be recorded on a stream that captures a graph (it would join the capture),
-//! nor on the legacy stream while a blocking stream captures: a block freed then *waits* until
-//! those streams are free again, and is reused only after their events. The cache's own queries
-//! and allocations run in relaxed capture mode, which captures of every mode allow.
+//! No event may be recorded on a capturing stream, nor on the legacy stream while a blocking
+//! stream captures: a block freed then *waits* until those streams are free again. The cache's
+//! own queries and allocations run in relaxed capture mode.
 
 use super::{AllocatorStats, Counters};
 use crate::cudart::calls::StreamHandle;
@@ -25,8 +21,8 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock, RwLock, RwLockWriteGuard};
 
-/// A stream that used a block: (handle, the device it belongs to). For NULL, the legacy stream of
-/// the device current at the copy (-1 when that could not be read: the device current at free).
+/// A stream that used a block: (handle, its device; for NULL the device current at the copy,
+/// -1 when unknown: the device current at free).
 type Stream = (usize, i32);
 
 struct Block {
@@ -69,18 +65,16 @@ struct State {
     waiting: Vec<Waiting>,
     cached_bytes: usize,
     spare_events: Vec<Event>,
-    /// Blocks whose streams could neither be given an event nor synchronized: never reused,
-    /// freed by release_cached.
+    /// Blocks whose streams could neither get an event nor be synchronized: freed by
+    /// release_cached, never reused.
     quarantine: Vec<usize>,
-    /// Every stream handle some live block's `streams` may hold (noted since that stream was
-    /// made): destroy_stream of any other stream has nothing to look for.
+    /// Every stream handle some live block's `streams` may hold.
     noted: AddrMap<()>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
-/// Streams are destroyed under its write lock and free_host records its events under its read
-/// lock: a block taken out of `live` by free_host can never see its stream destroyed before its
-/// event is recorded (stream_destroyed only sees blocks still in `live`).
+/// Streams are destroyed under its write lock, free_host records its events under its read lock:
+/// a block free_host took out of `live` never sees its stream destroyed before its event.
 static STREAM_LIFETIME: RwLock<()> = RwLock::new(());
 
 /// Held by whoever destroys a stream (see `STREAM_LIFETIME`).
@@ -91,7 +85,7 @@ static COUNTERS: Counters = Counters::new();
 /// Number of live blocks, read without the lock so memcpy_async pays nothing when there are none.
 static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// The lowest start and highest end of any block ever handed out: an address outside is not
-/// ours, known without the lock (most memcpy_async host pointers are pageable memory).
+/// ours, known without the lock.
 static SPAN_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
 static SPAN_HI: AtomicUsize = AtomicUsize::new(0);
 
@@ -130,8 +124,7 @@ pub(crate) fn size_class(size: usize) -> usize {
     }
 }
 
-/// Allocates `size` bytes of pinned memory. Size 0 gives NULL and no error. Out of memory is
-/// returned as it is: the caller may release caches and try again (`ops::memory` does, once).
+/// Allocates `size` bytes of pinned memory. Size 0 gives NULL; out of memory is returned as is.
 pub(crate) fn alloc(size: usize) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
@@ -231,10 +224,8 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
         match record_event(stream) {
             Ok(e) => events.push(e),
             Err(e) => {
-                // Without an event the block may be reused only once the stream is idle. If
-                // even that fails (a broken context), the block is never reused and the error
-                // is reported: free_host then fails having taken the block (it is freed by
-                // llaisysNvidiaReleaseCachedMemory). Otherwise the free is complete and safe.
+                // Without an event, the stream is waited for; if that fails too, the block is
+                // quarantined (freed by release_cached) and the error reported.
                 if synchronize(stream).is_err() {
                     reusable = false;
                     first_err.get_or_insert(e);
@@ -272,11 +263,10 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
-/// True when no event may be recorded on `stream` now: it captures a graph (for NULL: a
-/// blocking stream of its device does, or a capture through the library is counted there and
-/// may be about to begin). A failed query counts as not capturing (the record that follows
-/// reports the error). For NULL the caller holds `legacy_stream::gate()` until it has recorded, so
-/// that no capture through the library begins between this check and the record.
+/// True when no event may be recorded on `stream` now (for NULL: a blocking stream of its device
+/// captures, or a capture through the library is counted). A failed query counts as not
+/// capturing. For NULL the caller holds `legacy_stream::gate()` until it has recorded, so that no
+/// capture through the library begins between this check and the record.
 fn captures((stream, device): Stream) -> bool {
     let s = stream as StreamHandle;
     if s.is_null() && crate::cache::legacy_stream::capturing(device) {
@@ -302,9 +292,8 @@ fn synchronize((stream, device): Stream) -> Result<()> {
     crate::safe::device::for_stream(s, device, sync)
 }
 
-/// Notes that a copy on `stream` (of `stream_device`; None: NULL, the legacy stream of the
-/// current device) uses the host memory at `ptr` (any address inside one of our blocks). Cheap
-/// when `ptr` is not ours.
+/// Notes that a copy on `stream` (of `stream_device`; None: NULL, the current device) uses the
+/// host memory at `ptr`. Cheap when `ptr` is not ours.
 #[inline]
 pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device: Option<i32>) {
     let addr = ptr as usize;
@@ -313,8 +302,8 @@ pub(crate) fn record_use(ptr: *const c_void, stream: StreamHandle, stream_device
     }
 }
 
-/// record_use for an address inside our span: nothing to do when this thread noted the same
-/// block and stream last, within the epoch.
+/// record_use for an address inside our span: skipped when this thread noted the same block and
+/// stream last, within the epoch.
 #[inline]
 fn note_use(addr: usize, stream: StreamHandle, stream_device: Option<i32>) {
     let device = match stream_device {
@@ -341,8 +330,7 @@ fn note_use_locked(addr: usize, stream: Stream, epoch: u64) {
         if !block.streams.contains(&stream) {
             block.streams.push(stream);
         }
-        // Also when the block held it already: an entry is only ever removed once no block
-        // holds the stream (stream_destroyed), and this keeps it true.
+        // Always: `noted` holds every stream any block holds (`stream_destroyed`).
         s.noted.insert(stream.0, ());
         Some((start, start + block.class))
     });
@@ -353,9 +341,8 @@ fn note_use_locked(addr: usize, stream: Stream, epoch: u64) {
 
 /// Called before `stream` (of `device`) is destroyed: blocks that used it get their event now.
 pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> {
-    // A stream no block noted: no block holds it, and no thread's last note names it. The entry
-    // goes only once every block that held the stream has its event (below): should recording
-    // one fail, destroy_stream fails, the stream stays, and a second destroy_stream scans again.
+    // The note goes only once every block that held the stream has its event (below), so a
+    // failed destroy_stream scans again next time.
     if !with_state(|s| s.noted.contains_key(&(stream as usize))) {
         return Ok(());
     }
@@ -382,8 +369,7 @@ pub(crate) fn stream_destroyed(stream: StreamHandle, device: i32) -> Result<()> 
             None => s.spare_events.push(ev),
         });
     }
-    // Freed blocks waiting for this stream (it no longer captures: a capturing stream is not
-    // destroyed) get their event now too.
+    // Freed blocks waiting for this stream (no longer capturing) get their event too.
     let waiting = with_state(|s| {
         s.waiting
             .iter()
@@ -491,8 +477,7 @@ impl State {
     fn collect_completed(&mut self) {
         let mut i = 0;
         while i < self.pending.len() {
-            // Not complete, or a query that failed: kept, retried later, and reported by
-            // release_cached, which waits for it (not left as cudart's last error meanwhile).
+            // A failed query: kept, and reported by release_cached, which waits for it.
             let done = self.pending[i]
                 .events
                 .iter()
@@ -590,8 +575,7 @@ mod tests {
     #[test]
     fn the_legacy_stream_counts_as_capturing_from_the_moment_a_capture_through_the_library_is_counted(
     ) {
-        // A device slot no other test counts captures on, and no machine has: the CUDA query
-        // for it fails, so only the library's own count can say "capturing".
+        // A device no machine has: only the library's own count can say "capturing".
         const DEVICE: i32 = 63;
         let legacy: Stream = (0, DEVICE);
         let seen = crate::cache::legacy_stream::begin_counted(DEVICE, || {

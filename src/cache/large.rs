@@ -1,21 +1,13 @@
 //! Large device blocks from cudaMalloc instead of the pool.
 //!
-//! On one H200 (docs/benchmark.md, the D2D rows) a 16 MiB D2D copy between pool blocks runs
-//! 1-3% slower than between cudaMalloc blocks, whoever makes the calls
-//! (raw cudart from its own pool shows the same). So blocks from `LLAISYS_NVIDIA_DEVICE_LARGE_BYTES`
-//! up (default 16 MiB; 0: every block from the pool) that `recycle` can keep come from cudaMalloc,
-//! as PyTorch's caching allocator takes all its memory. Only on the legacy stream with one device
-//! in use (`cache::device` decides): stream-ordered allocations and those made while several
-//! devices are in use stay pool memory, whose peers the pool grants access to.
+//! A 16 MiB D2D copy between pool blocks runs 1-3% slower than between cudaMalloc blocks (one
+//! H200, docs/benchmark.md). So blocks from `LLAISYS_NVIDIA_DEVICE_LARGE_BYTES` up (default
+//! 16 MiB; 0: none) that `recycle` can keep come from cudaMalloc, on the legacy stream with one
+//! device in use only (`cache::device` decides).
 //!
-//! Freeing such a block is where it differs: cudaFree waits for the whole device. A freed large
-//! block is kept by `recycle` (behind its barrier, as a pool block is); one that must leave the
-//! cache (over recycle's budget) is *parked* here instead of freed at once, and the parked blocks
-//! are freed together once they pass the same budget, so a workload churning through large sizes
-//! waits for the device once per budget's worth of frees (1 GiB by default), not once per free.
-//! release_cached (and the out-of-memory retry) frees them all. A free that cannot be kept
-//! (another stream's free, after that stream; several devices in use) is a plain cudaFree, as
-//! with the cache off.
+//! cudaFree waits for the whole device, so a large block leaving `recycle` is *parked* here, and
+//! the parked blocks are freed together once they pass recycle's budget (one device wait per
+//! budget's worth of frees). release_cached frees them all.
 
 use super::recycle::{self, Block};
 use super::MAX_DEVICES;
@@ -31,8 +23,7 @@ struct LargeBlocks {
     held: AtomicU64,
     /// Blocks that left `recycle`, waiting to be freed together.
     parked: Mutex<Vec<Block>>,
-    /// Their bytes (written under the lock; read without it, so that `flush` of a device with
-    /// nothing parked, as every free while several devices are in use asks, takes no lock).
+    /// Their bytes (written under the lock; read without it by `flush`).
     parked_bytes: AtomicU64,
 }
 
@@ -61,8 +52,7 @@ fn threshold() -> usize {
 }
 
 /// True when a block of `size` bytes (on the legacy stream, one device in use) comes from
-/// cudaMalloc: from the threshold up, and only sizes `recycle` keeps (a larger block would be
-/// freed, waiting for the device, at every free_device).
+/// cudaMalloc: from the threshold up, and only sizes `recycle` keeps.
 pub(crate) fn wanted(size: usize) -> bool {
     let t = threshold();
     t > 0 && size >= t && recycle::takes(size)
@@ -98,10 +88,7 @@ pub(crate) unsafe fn free_now(b: Block, device: i32) -> Result<()> {
 /// Parks a large block that left the cache; once the parked bytes pass recycle's budget, frees
 /// them all (on the current device, `device`). Blocks that could not be freed are handed back,
 /// with the first failure.
-pub(crate) fn park(
-    device: i32,
-    b: Block,
-) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+pub(crate) fn park(device: i32, b: Block) -> Flushed {
     let large = match super::checked_entry(&DEVICES, device) {
         Ok(large) => large,
         Err(e) => return Err((vec![b], e)),
@@ -118,7 +105,7 @@ pub(crate) fn park(
 }
 
 /// Frees every parked block of `device` (current).
-pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+pub(crate) fn flush(device: i32) -> Flushed {
     let Some(large) = of(device).filter(|l| l.parked_bytes.load(Relaxed) > 0) else {
         return Ok(());
     };
@@ -126,14 +113,13 @@ pub(crate) fn flush(device: i32) -> std::result::Result<(), (Vec<Block>, crate::
     flush_blocks(device, all)
 }
 
-fn flush_blocks(
-    device: i32,
-    blocks: Vec<Block>,
-) -> std::result::Result<(), (Vec<Block>, crate::error::Error)> {
+/// The blocks that could not be freed, with the first failure.
+type Flushed = std::result::Result<(), (Vec<Block>, crate::error::Error)>;
+
+fn flush_blocks(device: i32, blocks: Vec<Block>) -> Flushed {
     let mut left = Vec::new();
     let mut first_err = None;
-    // cudaFree, by a thread that may capture another device in global or thread-local mode
-    // (the callers ask `legacy_stream::usable` here): relaxed mode, only when there are blocks.
+    // This thread may capture another device (the callers asked `legacy_stream::usable`).
     let _relaxed = (!blocks.is_empty()).then(crate::safe::capture::Relaxed::new);
     for b in blocks {
         // SAFETY: parked blocks are ours, kept by no list and handed out to no one.

@@ -1,24 +1,16 @@
 //! When the library may queue work of its own on a device's legacy default stream, and where
 //! that work goes when it may not.
 //!
-//! The caches order their work on the legacy stream (a free, a recycling barrier: one action
-//! there is ordered after every blocking stream of the device), and memcpy_sync is cudaMemcpy,
-//! a legacy-stream copy. While a blocking stream of the device captures a graph, any work on
-//! the legacy stream fails and invalidates that capture, whoever queued it. So before each such
-//! use the library asks [`usable`]: the legacy stream is usable when no capture begun through
-//! the library's own API is in progress on the device (counted here, per device) and cudart
-//! reports no blocking stream of the device capturing (a capture the host began with
-//! `cudaStreamBeginCapture` directly). When it is not usable the caches keep their work for
-//! later (deferred frees, pending blocks) and copies and allocations go to a private
-//! non-blocking stream of the device ([`side_stream`]), waited for on the host in relaxed
-//! capture mode.
+//! While a blocking stream of the device captures a graph, any work on the legacy stream fails
+//! and invalidates that capture. So before each use the library asks [`usable`]: no capture
+//! begun through the library is in progress on the device (counted here) and cudart reports no
+//! blocking stream capturing. Otherwise the caches keep their work for later and copies and
+//! allocations go to a private non-blocking stream ([`side_stream`]), waited for on the host.
 //!
 //! A capture begun through the library takes the gate for writing while it is counted, and
-//! every use of the legacy stream holds it for reading ([`Usable`]): such a capture never
-//! begins between a check and the use it allowed. A capture the host begins directly cannot be
-//! excluded that way; a table call racing with that `cudaStreamBeginCapture` (within the
-//! fraction of a microsecond between the check and the use) can still invalidate it, as any
-//! legacy-stream call (cudaMemcpy, cudaMalloc's frees) of any library would.
+//! every use of the legacy stream holds it for reading ([`Usable`]): such a capture never begins
+//! between a check and the use it allowed. A capture the host begins directly can still race
+//! with a use, as with any legacy-stream call of any library.
 
 use super::MAX_DEVICES;
 use crate::cudart::calls::StreamHandle;
@@ -94,16 +86,13 @@ pub(crate) fn usable(device: i32) -> Result<Option<Usable>> {
     Ok(Some(permission))
 }
 
-/// The gate alone, for a caller that checks each device itself ([`capturing`], then the CUDA
-/// query of the legacy stream): while it lives no capture through the library begins, so a
-/// check that found none still holds when the caller then queues its work. Take it before any
-/// lock of the caches, as every other use of the legacy stream does.
+/// The gate alone, for a caller that checks each device itself ([`capturing`], then CUDA): while
+/// it lives no capture through the library begins. Take it before any lock of the caches.
 pub(crate) fn gate() -> Usable {
     Usable::take()
 }
 
-/// As [`usable`] for the current device, asking which device that is only while a capture
-/// through the library is in progress somewhere (the eager path: the gate and one query).
+/// As [`usable`] for the current device (asked only while a capture through the library runs).
 pub(crate) fn usable_current() -> Result<Option<Usable>> {
     let permission = Usable::take();
     if any_capture() && crate::safe::device::current().is_ok_and(capturing) {
@@ -115,9 +104,8 @@ pub(crate) fn usable_current() -> Result<Option<Usable>> {
     Ok(Some(permission))
 }
 
-/// For work the caller asked for on NULL (the legacy stream of the current device): the
-/// permission, to hold while the work is queued; None when `on_legacy` is false (the work goes
-/// to a stream); the refusal naming `call` and `what` while a capture forbids the legacy stream.
+/// For work asked for on NULL: the permission to hold while it is queued; None when `on_legacy`
+/// is false; the refusal naming `call` and `what` while a capture forbids the legacy stream.
 pub(crate) fn permit(on_legacy: bool, call: &'static str, what: &str) -> Result<Option<Usable>> {
     if !on_legacy {
         return Ok(None);
@@ -183,9 +171,8 @@ pub(crate) fn ended(device: i32) {
     }
 }
 
-/// The library's private non-blocking stream of `device`, the current device: for work of its
-/// own (and memcpy_sync) while the legacy stream may not be used. Nothing else is queued there,
-/// and it never captures.
+/// The library's private non-blocking stream of `device` (current), for its work while the
+/// legacy stream may not be used. It never captures.
 pub(crate) fn side_stream(device: i32) -> Result<StreamHandle> {
     let mut side = lock(&of(device)?.side);
     if *side == 0 {

@@ -1,18 +1,14 @@
 //! Allocation caches behind the table's malloc/free, and their switches and statistics.
 //!
-//! - [`device`]: device memory from a CUDA stream-ordered memory pool per device, allocated and
-//!   freed in the order of the legacy default stream, so a block is reused only after all work
-//!   queued before its free (on the legacy stream and every blocking stream) has run.
-//! - [`recycle`]: freed device blocks kept on the host and handed out again with no driver call,
-//!   behind one event recorded on the legacy stream per batch of frees (the same barrier the
-//!   pool's free on the legacy stream gives).
-//! - [`host`]: pinned host memory kept in size classes; a freed block that copies queued with
-//!   memcpy_async may still read or write is reused only after events recorded on those streams
-//!   at free time have completed (PyTorch's CachingHostAllocator scheme).
-//! - [`cross`]: with several devices, streams of one device that used another device's memory;
-//!   frees and reuse on that device are ordered with them.
-//! - [`in_use`]: which devices are in use (one bit each), for the pools' peer access and for
-//!   `cross`.
+//! - [`device`]: device memory from a stream-ordered pool per device, allocated and freed in the
+//!   order of the legacy default stream, so a block is reused only after its users have run.
+//! - [`recycle`]: freed device blocks handed out again with no driver call, behind one event on
+//!   the legacy stream per batch of frees.
+//! - [`host`]: pinned host memory in size classes, reused only after events recorded at free
+//!   time on the streams that used it (PyTorch's CachingHostAllocator scheme).
+//! - [`cross`]: with several devices, frees and reuse ordered with other devices' streams that
+//!   used the memory.
+//! - [`in_use`]: which devices are in use (one bit each).
 //! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
@@ -20,19 +16,9 @@
 //!   side stream used instead.
 //! - [`copies`]: what a copy does with the caches' memory: the one door of `ops::copies`.
 //!
-//! While a stream captures a graph, the legacy stream may not be used (`legacy_stream`): the
-//! caches then queue nothing there (frees wait, pending or deferred; new memory comes from the
-//! side stream) and never hand out memory freed during the capture before it has ended.
-//!
-//! Each module keeps its per-device state in one table of [`MAX_DEVICES`] entries (a struct
-//! each where it keeps several things per device), reached through [`entry`] /
-//! [`checked_entry`].
-//!
-//! Dependencies inside this layer: `copies` -> {`device`, `host`, `cross`}; `device` ->
-//! {`deferred`, `large`, `graph_pool`, `recycle`, `cross`, `in_use`}; `deferred` -> {`large`,
-//! `graph_pool`, `recycle`, `cross`}; `large` -> `recycle`; `cross` -> `in_use`; `copies`,
-//! `device`, `deferred`, `cross`, `recycle` and `host` -> `legacy_stream`, which, like
-//! `graph_pool` and `in_use`, uses no other. All of them use this module's items.
+//! While a stream captures a graph, the caches queue nothing on the legacy stream (frees wait;
+//! new memory comes from the side stream) and never hand out memory freed during the capture
+//! before it has ended. Per-device state lives in tables of [`MAX_DEVICES`] entries ([`entry`]).
 //!
 //! Switches, read once per process: `LLAISYS_NVIDIA_DEVICE_CACHE=0` (plain cudaMalloc/cudaFree),
 //! `LLAISYS_NVIDIA_HOST_CACHE=0` (plain cudaMallocHost/cudaFreeHost).
@@ -51,8 +37,7 @@ pub(crate) mod recycle;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Device ids the per-device tables hold, 0..MAX_DEVICES: `in_use` keeps one bit per device in
-/// a u64.
+/// Device ids the per-device tables hold (`in_use` keeps one bit per device in a u64).
 pub(crate) const MAX_DEVICES: usize = 64;
 const _: () = assert!(MAX_DEVICES <= u64::BITS as usize);
 
@@ -62,8 +47,7 @@ pub(crate) fn entry<T>(table: &[T; MAX_DEVICES], device: i32) -> Option<&T> {
     usize::try_from(device).ok().and_then(|d| table.get(d))
 }
 
-/// [`entry`], with an id outside 0..MAX_DEVICES as an internal error (the ids come from CUDA or
-/// from our own records).
+/// [`entry`], with an id outside 0..MAX_DEVICES as an internal error.
 #[inline]
 pub(crate) fn checked_entry<T>(table: &[T; MAX_DEVICES], device: i32) -> Result<&T> {
     entry(table, device).ok_or_else(|| outside(device))

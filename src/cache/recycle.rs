@@ -1,25 +1,17 @@
 //! Freed device blocks kept on the host and handed out again without a driver call.
 //!
-//! free_device of a pool block would queue `cudaFreeAsync` on the legacy stream (the most
-//! expensive part of a malloc/free pair: ~1 us on the H200 machine). What makes that free safe
-//! is that it is an action on the legacy stream: it waits for all work queued before it on the
-//! legacy stream and on every blocking stream, and all work queued after it there waits for it.
-//! Here a freed block is kept as *pending*; once `BATCH` blocks (or half the byte budget) are
-//! pending, one event is recorded on the legacy stream (also an action there, so the same
-//! barrier) and they become *ready*. malloc_device hands out only ready blocks (exact size):
-//! every use of the new owner is queued after that barrier, which is after every use of the old
-//! owner, as with the pool. One event record per `BATCH` frees instead of one free each.
+//! A pool free on the legacy stream (`cudaFreeAsync`, ~1 us on the H200 machine) is safe because
+//! it is a barrier there. Here a freed block is kept as *pending*; once `BATCH` blocks (or half
+//! the byte budget) are pending, one event recorded on the legacy stream gives the same barrier
+//! and they become *ready*. malloc_device hands out only ready blocks (exact size), so the new
+//! owner's work is queued after every use of the old owner, as with the pool.
 //!
-//! The budget (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0 turns this
-//! off) bounds the pending bytes by half of it; the ready bytes are bounded by the setting when
-//! set, else by a sixteenth of the device's memory when that is more than the budget
-//! (`ready_limit`). Beyond that, ready blocks of the largest sizes go back to the pool (large
-//! blocks, from cudaMalloc, are parked for cudaFree: `cache::large`). Blocks larger than an
-//! eighth of the budget bypass it. Used only with one device in use and on
-//! the legacy stream (`cache::device` decides); `drain` empties it for release_cached and
-//! out-of-memory retries. While a capture forbids the legacy stream (`legacy_stream`), frees
-//! stay pending: nothing freed then is handed out before the capture has ended and a barrier
-//! has been recorded after it.
+//! The budget (`LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES`, default 1 GiB per device; 0: off) bounds
+//! the pending bytes by half of it; the ready bytes by `ready_limit`, beyond which the largest
+//! go back to the pool (or, from cudaMalloc, to `cache::large`). Blocks over an eighth of the
+//! budget bypass it. Used only with one device in use, on the legacy stream. While a capture
+//! forbids the legacy stream, frees stay pending: nothing freed then is handed out before a
+//! barrier recorded after the capture.
 
 use super::MAX_DEVICES;
 use crate::error::Result;
@@ -50,8 +42,7 @@ struct Lists {
     ready: BTreeMap<usize, Vec<Block>>,
     ready_count: usize,
     ready_bytes: usize,
-    /// A size's list emptied out of `ready`, kept for the next size that needs one: the lists
-    /// are not allocated again at every barrier.
+    /// A size's list emptied out of `ready`, kept for the next size that needs one.
     spare: Vec<Block>,
     /// The barrier's event, made on the device on first use.
     marker: Option<Event>,
@@ -75,22 +66,19 @@ fn setting() -> Option<usize> {
     *B.get_or_init(|| crate::util::env::number("LLAISYS_NVIDIA_DEVICE_RECYCLE_BYTES"))
 }
 
-/// The byte budget per device (0: off): the setting, else `BUDGET`. It bounds the pending bytes
-/// (half of it), the blocks kept (an eighth of it at most) and the parked large blocks; the
-/// ready bytes may grow past it (`ready_limit`).
+/// The byte budget per device (0: off): the setting, else `BUDGET`.
 pub(crate) fn budget() -> usize {
     setting().unwrap_or(BUDGET)
 }
 
 /// The default budget.
 const BUDGET: usize = 1 << 30;
-/// Without the setting, the ready bytes of a device are bounded by this fraction of its memory
-/// when that is more than the budget: a model freed and loaded again (its matrices each an exact
-/// size kept here) finds its blocks ready instead of making them again (docs/caches.md).
+/// Without the setting, the ready bytes may grow to this fraction of the device's memory: a
+/// model freed and loaded again finds its blocks ready (docs/caches.md).
 const READY_SHARE: usize = 16;
 
-/// The most ready bytes kept for a device with `total` bytes of memory: the setting when set,
-/// else the larger of the budget and `total / READY_SHARE`.
+/// The most ready bytes kept for a device of `total` bytes: the setting, else the larger of the
+/// budget and `total / READY_SHARE`.
 pub(crate) fn ready_limit(total: usize) -> usize {
     setting().unwrap_or(BUDGET.max(total / READY_SHARE))
 }
@@ -145,8 +133,8 @@ impl Lists {
         }
     }
 
-    /// Takes `block` back out of the pending list (it is not kept after all). False when it is
-    /// no longer there: another free's barrier has made it ready meanwhile, so it is kept.
+    /// Takes `block` back out of the pending list; false when another free's barrier has made
+    /// it ready meanwhile.
     fn take_back(&mut self, block: Block) -> bool {
         let Some(i) = self.pending.iter().rposition(|b| *b == block) else {
             return false;
@@ -156,8 +144,7 @@ impl Lists {
         true
     }
 
-    /// Takes a ready block to go back to the pool: one of the largest size kept. None only
-    /// when no ready block is left.
+    /// Takes a ready block of the largest size kept; None when none is left.
     fn evict(&mut self) -> Option<Block> {
         loop {
             let mut last = self.ready.last_entry()?;
@@ -181,9 +168,8 @@ fn due(count: usize, bytes: usize) -> bool {
     count >= BATCH || bytes >= budget() / 2
 }
 
-/// Keeps a freed block of `device` as pending when that does not make a barrier due: no CUDA
-/// call, so `device` need not be current. False: nothing was done; [`keep`] it, with `device`
-/// current.
+/// Keeps a freed block as pending when that makes no barrier due (no CUDA call). False: nothing
+/// was done; [`keep`] it, with `device` current.
 pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
     let mut l = lock(super::checked_entry(&LISTS, device)?);
     if due(l.pending.len() + 1, l.pending_bytes + block.size) {
@@ -194,15 +180,11 @@ pub(crate) fn keep_pending(device: i32, block: Block) -> Result<bool> {
     Ok(true)
 }
 
-/// Keeps a freed block of `device`, which must be the current device (the barrier is recorded
-/// on its legacy stream). Ok: the block is kept; the blocks returned (ready ones of the largest
-/// sizes, over the budget) go back to the pool. While a capture forbids the legacy stream
-/// (`legacy_stream`) no barrier is recorded: the blocks stay pending, handed out to no one, until
-/// a later free may record it. Err: the barrier could not be recorded; the block is not kept
-/// (the caller frees it the ordinary way) and the pending ones wait for the next barrier. A
-/// block that another free's barrier made ready meanwhile (the lists' lock is let go before
-/// the barrier) is kept whatever this one's barrier did (`not_kept`). At most `limit` bytes
-/// stay ready (`ready_limit`).
+/// Keeps a freed block of `device` (current: the barrier goes on its legacy stream). Ok: kept;
+/// the blocks returned (over `limit` ready bytes) go back to the pool. While a capture forbids
+/// the legacy stream no barrier is recorded and the blocks stay pending. Err: the barrier failed;
+/// the block is not kept (the caller frees it) unless another free's barrier made it ready
+/// meanwhile (`not_kept`).
 pub(crate) fn keep(device: i32, block: Block, limit: usize) -> Result<Vec<Block>> {
     let lists = super::checked_entry(&LISTS, device)?;
     let due = {
@@ -243,8 +225,7 @@ pub(crate) fn keep(device: i32, block: Block, limit: usize) -> Result<Vec<Block>
 }
 
 /// `keep`'s answer when its barrier failed with `e`: the block is taken back out of the pending
-/// list (Err: the caller frees it), unless another free's barrier, recorded meanwhile, has made
-/// it ready already: then it is kept, and `e`, of a barrier no longer needed, is cleared.
+/// list (Err), unless another free's barrier has made it ready already (kept; `e` cleared).
 fn not_kept(l: &mut Lists, block: Block, e: crate::error::Error) -> Result<Vec<Block>> {
     if l.take_back(block) {
         return Err(e);
@@ -253,9 +234,8 @@ fn not_kept(l: &mut Lists, block: Block, e: crate::error::Error) -> Result<Vec<B
     Ok(Vec::new())
 }
 
-/// Takes back a block that could not go back to the pool, as *pending*: it may have come from
-/// the pending list (no barrier after its free yet), so it is handed out again only after the
-/// next barrier.
+/// Takes back a block that could not go back to the pool, as *pending* (it may have had no
+/// barrier after its free yet).
 pub(crate) fn restore(device: i32, block: Block) {
     if let Some(lists) = lists(device) {
         let mut l = lock(lists);
@@ -303,19 +283,20 @@ pub(crate) fn kept_bytes(device: i32) -> usize {
 mod tests {
     use super::*;
 
+    /// A pool block.
+    fn pooled(ptr: usize, size: usize) -> Block {
+        Block {
+            ptr,
+            size,
+            raw: false,
+        }
+    }
+
     #[test]
     fn pending_blocks_are_never_handed_out() {
         // Device 63: no test allocates there. Fewer than BATCH frees: no barrier, nothing ready.
         for i in 0..BATCH - 1 {
-            let back = keep(
-                63,
-                Block {
-                    ptr: 0x1000 * (i + 1),
-                    size: 4096,
-                    raw: false,
-                },
-                budget(),
-            );
+            let back = keep(63, pooled(0x1000 * (i + 1), 4096), budget());
             assert_eq!(back.ok(), Some(Vec::new()));
         }
         assert_eq!(take(63, 4096), None);
@@ -330,22 +311,9 @@ mod tests {
         // Device 62 exists nowhere we run (and CI has no driver): the BATCH-th free cannot
         // make or record the barrier's event.
         for i in 0..BATCH - 1 {
-            assert!(keep(
-                62,
-                Block {
-                    ptr: 0x1000 * (i + 1),
-                    size: 512,
-                    raw: false,
-                },
-                budget(),
-            )
-            .is_ok());
+            assert!(keep(62, pooled(0x1000 * (i + 1), 512), budget()).is_ok());
         }
-        let last = Block {
-            ptr: 0x10_0000,
-            size: 512,
-            raw: false,
-        };
+        let last = pooled(0x10_0000, 512);
         assert!(
             keep(62, last, budget()).is_err(),
             "no driver: the barrier fails"
@@ -385,18 +353,7 @@ mod tests {
 
     #[test]
     fn taking_the_last_block_of_a_size_leaves_nothing_for_drain_to_miss() {
-        let (big, small) = (
-            Block {
-                ptr: 0x20_0000,
-                size: 200,
-                raw: false,
-            },
-            Block {
-                ptr: 0x30_0000,
-                size: 100,
-                raw: false,
-            },
-        );
+        let (big, small) = (pooled(0x20_0000, 200), pooled(0x30_0000, 100));
         make_ready(61, &[big, small]);
         assert_eq!(take(61, 200), Some(big));
         assert_eq!(take(61, 200), None);
@@ -411,11 +368,7 @@ mod tests {
     #[test]
     fn keep_pending_stops_short_of_a_due_barrier_and_keeps_nothing_then() {
         // Device 56: no other test uses it. Up to BATCH - 1 blocks wait without a barrier.
-        let block = |i: usize| Block {
-            ptr: 0x70_0000 + i * 0x1000,
-            size: 128,
-            raw: false,
-        };
+        let block = |i: usize| pooled(0x70_0000 + i * 0x1000, 128);
         for i in 0..BATCH - 1 {
             assert_eq!(keep_pending(56, block(i)).ok(), Some(true), "block {i}");
         }
@@ -438,11 +391,7 @@ mod tests {
     fn an_emptied_size_list_is_reused_by_the_next_size() {
         // Device 57: no other test uses it.
         let blocks: Vec<Block> = (0..5)
-            .map(|i| Block {
-                ptr: 0x50_0000 + i * 0x1000,
-                size: 300,
-                raw: false,
-            })
+            .map(|i| pooled(0x50_0000 + i * 0x1000, 300))
             .collect();
         make_ready(57, &blocks);
         for b in blocks.iter().rev() {
@@ -450,11 +399,7 @@ mod tests {
         }
         let kept = lock(&LISTS[57]).spare.capacity();
         assert!(kept >= blocks.len(), "the emptied list is kept ({kept})");
-        let other = Block {
-            ptr: 0x60_0000,
-            size: 700,
-            raw: false,
-        };
+        let other = pooled(0x60_0000, 700);
         make_ready(57, &[other]);
         {
             let l = lock(&LISTS[57]);
@@ -467,11 +412,7 @@ mod tests {
     #[test]
     fn eviction_goes_past_emptied_sizes_and_restored_blocks_wait_for_a_barrier() {
         let blocks: Vec<Block> = (0..4)
-            .map(|i| Block {
-                ptr: 0x40_0000 + i * 0x1000,
-                size: 64 + i,
-                raw: false,
-            })
+            .map(|i| pooled(0x40_0000 + i * 0x1000, 64 + i))
             .collect();
         make_ready(60, &blocks);
         // Empty the largest size, then evict: the next largest comes out.
@@ -481,11 +422,7 @@ mod tests {
         drop(l);
         // A block that could not be freed comes back as pending: never handed out before the
         // next barrier.
-        let back = Block {
-            ptr: 0x50_0000,
-            size: 64,
-            raw: false,
-        };
+        let back = pooled(0x50_0000, 64);
         assert!(take(60, 64).is_some());
         restore(60, back);
         assert_eq!(take(60, 64), None);
@@ -501,22 +438,18 @@ mod tests {
     #[test]
     fn a_block_keeps_its_origin_through_the_lists() {
         // Device 59: no other test uses it. A cudaMalloc block and a pool block of one size.
-        let (raw, pooled) = (
+        let (raw, pool) = (
             Block {
                 ptr: 0x60_0000,
                 size: 300,
                 raw: true,
             },
-            Block {
-                ptr: 0x70_0000,
-                size: 300,
-                raw: false,
-            },
+            pooled(0x70_0000, 300),
         );
-        make_ready(59, &[raw, pooled]);
+        make_ready(59, &[raw, pool]);
         let mut out = vec![take(59, 300), take(59, 300)];
         out.sort_by_key(|b| b.map(|b| b.ptr));
-        assert_eq!(out, vec![Some(raw), Some(pooled)]);
+        assert_eq!(out, vec![Some(raw), Some(pool)]);
         restore(59, raw);
         assert_eq!(drain(59), vec![raw], "drain hands the origin back");
     }

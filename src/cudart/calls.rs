@@ -1,13 +1,10 @@
-//! The thin per-call layer over cudart: one function per cudart call this crate makes, each
-//! with its safety argument next to the call (in the manner of cudarc's `runtime/result.rs`).
-//! A call that has no precondition beyond "any value" is a safe `fn`; one whose pointers must
-//! be valid is an `unsafe fn` with a `# Safety` section. Every function returns what the call
-//! wrote, or a [`Failed`] naming the call and its code; the safe layer above adds the
-//! arguments that matter ([`Detail::detail`]).
-//!
-//! This is the only module besides `error` that touches [`crate::cudart::sys`]. With the `loaded`
-//! feature the same `raw::` functions resolve their symbols in the runtime loaded at run time
-//! (`cudart::loaded`); nothing here differs but where the runtime's address comes from.
+//! The thin per-call layer over cudart (in the manner of cudarc's `runtime/result.rs`): one
+//! function per call, its safety argument next to the call. A call with no precondition beyond
+//! "any value" is a safe `fn`, one whose pointers must be valid an `unsafe fn` with a `# Safety`
+//! section. Each returns what the call wrote, or a [`Failed`] naming the call and its code; the
+//! safe layer adds the arguments that matter ([`Detail::detail`]). With `error`, the only user
+//! of [`crate::cudart::sys`] (whose functions, in the `loaded` mode, resolve in the runtime
+//! `cudart::loaded` loaded).
 
 use crate::cudart::sys as raw;
 use crate::error::{CudaError, Error};
@@ -41,6 +38,35 @@ fn ready(call: &'static str, rc: raw::cudaError_t) -> CallResult<bool> {
     }
 }
 
+/// Wrappers of the common shape: arguments passed through, at most one output
+/// (`-> v: T = init,`) written to a local, the code checked under the call's name. `safe:` makes
+/// safe `fn`s (every pointer passed is to a local), `unsafe:` makes `unsafe fn`s whose `# Safety`
+/// is the argument.
+macro_rules! calls {
+    (@ty) => { () };
+    (@ty $t:ty) => { $t };
+    (safe: $($(#[$m:meta])* fn $name:ident($($a:ident: $ty:ty),*)
+        $(-> $v:ident: $t:ty = $init:expr,)? => raw::$call:ident($($e:expr),*);)*) => {$(
+        $(#[$m])*
+        pub(crate) fn $name($($a: $ty),*) -> CallResult<calls!(@ty $($t)?)> {
+            $(let mut $v: $t = $init;)?
+            // SAFETY: any pointer passed is to this function's local output; cudart checks
+            // every other value.
+            check(stringify!($call), unsafe { raw::$call($($e),*) })$(.map(|()| $v))?
+        }
+    )*};
+    (unsafe: $($(#[$m:meta])* fn $name:ident($($a:ident: $ty:ty),*)
+        $(-> $v:ident: $t:ty = $init:expr,)? => raw::$call:ident($($e:expr),*);)*) => {$(
+        $(#[$m])*
+        pub(crate) unsafe fn $name($($a: $ty),*) -> CallResult<calls!(@ty $($t)?)> {
+            $(let mut $v: $t = $init;)?
+            // SAFETY: the caller keeps this function's `# Safety` contract, which is the call's;
+            // an output is written to a local.
+            check(stringify!($call), unsafe { raw::$call($($e),*) })$(.map(|()| $v))?
+        }
+    )*};
+}
+
 impl From<Failed> for Error {
     #[track_caller]
     fn from(f: Failed) -> Error {
@@ -66,34 +92,15 @@ impl<T> Detail<T> for CallResult<T> {
 
 // ---- process and versions -------------------------------------------------------------------
 
-/// `cudaRuntimeGetVersion`.
-pub(crate) fn runtime_get_version() -> CallResult<i32> {
-    let mut v: c_int = 0;
-    // SAFETY: writes one int to a local.
-    check("cudaRuntimeGetVersion", unsafe {
-        raw::cudaRuntimeGetVersion(&mut v)
-    })?;
-    Ok(v)
-}
+calls! { safe:
+    /// `cudaRuntimeGetVersion`.
+    fn runtime_get_version() -> v: c_int = 0, => raw::cudaRuntimeGetVersion(&mut v);
 
-/// `cudaDriverGetVersion` (0 without a driver).
-pub(crate) fn driver_get_version() -> CallResult<i32> {
-    let mut v: c_int = 0;
-    // SAFETY: writes one int to a local.
-    check("cudaDriverGetVersion", unsafe {
-        raw::cudaDriverGetVersion(&mut v)
-    })?;
-    Ok(v)
-}
+    /// `cudaDriverGetVersion` (0 without a driver).
+    fn driver_get_version() -> v: c_int = 0, => raw::cudaDriverGetVersion(&mut v);
 
-/// `cudaGetDeviceCount`.
-pub(crate) fn get_device_count() -> CallResult<i32> {
-    let mut n: c_int = 0;
-    // SAFETY: writes one int to a local.
-    check("cudaGetDeviceCount", unsafe {
-        raw::cudaGetDeviceCount(&mut n)
-    })?;
-    Ok(n)
+    /// `cudaGetDeviceCount`.
+    fn get_device_count() -> n: c_int = 0, => raw::cudaGetDeviceCount(&mut n);
 }
 
 /// `cudaGetLastError`: reads and clears the runtime's last error of this thread.
@@ -125,40 +132,31 @@ pub(crate) fn loaded_runtime() -> &'static crate::cudart::loaded::Choice {
 
 // ---- devices --------------------------------------------------------------------------------
 
-/// `cudaSetDevice`.
-pub(crate) fn set_device(device: i32) -> CallResult<()> {
-    // SAFETY: any value; cudart checks it.
-    check("cudaSetDevice", unsafe { raw::cudaSetDevice(device) })
-}
+calls! { safe:
+    /// `cudaSetDevice`.
+    fn set_device(device: i32) => raw::cudaSetDevice(device);
 
-/// `cudaGetDevice`.
-pub(crate) fn get_device() -> CallResult<i32> {
-    let mut d: c_int = 0;
-    // SAFETY: writes one int to a local.
-    check("cudaGetDevice", unsafe { raw::cudaGetDevice(&mut d) })?;
-    Ok(d)
-}
+    /// `cudaGetDevice`.
+    fn get_device() -> d: c_int = 0, => raw::cudaGetDevice(&mut d);
 
-/// `cudaInitDevice(device, 0, 0)`.
-pub(crate) fn init_device(device: i32) -> CallResult<()> {
-    // SAFETY: any value; cudart checks it.
-    check("cudaInitDevice", unsafe {
-        raw::cudaInitDevice(device, 0, 0)
-    })
+    /// `cudaInitDevice(device, 0, 0)`.
+    fn init_device(device: i32) => raw::cudaInitDevice(device, 0, 0);
+
+    /// `cudaDeviceSynchronize`.
+    fn device_synchronize() => raw::cudaDeviceSynchronize();
+
+    /// `cudaDeviceGetAttribute`.
+    fn device_get_attribute(attr: raw::cudaDeviceAttr, device: i32) -> v: c_int = 0,
+        => raw::cudaDeviceGetAttribute(&mut v, attr, device);
+
+    /// `cudaDeviceEnablePeerAccess(peer, 0)` for the current device.
+    fn device_enable_peer_access(peer: i32) => raw::cudaDeviceEnablePeerAccess(peer, 0);
 }
 
 /// `cudaFree(NULL)`: creates the current device's primary context if it has none.
 pub(crate) fn create_context() -> CallResult<()> {
     // SAFETY: cudaFree(NULL) frees nothing.
     check("cudaFree", unsafe { raw::cudaFree(null_mut()) })
-}
-
-/// `cudaDeviceSynchronize`.
-pub(crate) fn device_synchronize() -> CallResult<()> {
-    // SAFETY: no arguments.
-    check("cudaDeviceSynchronize", unsafe {
-        raw::cudaDeviceSynchronize()
-    })
 }
 
 /// `cudaMemGetInfo`: (free, total) of the current device.
@@ -182,16 +180,6 @@ pub(crate) fn get_device_properties(device: i32) -> CallResult<raw::cudaDevicePr
     Ok(p)
 }
 
-/// `cudaDeviceGetAttribute`.
-pub(crate) fn device_get_attribute(attr: raw::cudaDeviceAttr, device: i32) -> CallResult<i32> {
-    let mut v: c_int = 0;
-    // SAFETY: writes one int to a local; cudart checks both values.
-    check("cudaDeviceGetAttribute", unsafe {
-        raw::cudaDeviceGetAttribute(&mut v, attr, device)
-    })?;
-    Ok(v)
-}
-
 /// Whether `device` supports stream-ordered memory pools.
 pub(crate) fn memory_pools_supported(device: i32) -> CallResult<bool> {
     device_get_attribute(raw::cudaDeviceAttr::cudaDevAttrMemoryPoolsSupported, device)
@@ -209,14 +197,6 @@ pub(crate) fn device_get_pci_bus_id(device: i32) -> CallResult<String> {
     Ok(unsafe { CStr::from_ptr(bus.as_ptr()) }
         .to_string_lossy()
         .into_owned())
-}
-
-/// `cudaDeviceEnablePeerAccess(peer, 0)` for the current device.
-pub(crate) fn device_enable_peer_access(peer: i32) -> CallResult<()> {
-    // SAFETY: any value; cudart checks it.
-    check("cudaDeviceEnablePeerAccess", unsafe {
-        raw::cudaDeviceEnablePeerAccess(peer, 0)
-    })
 }
 
 /// `cudaDeviceCanAccessPeer`.
@@ -241,138 +221,79 @@ pub(crate) fn device_get_stream_priority_range() -> CallResult<(i32, i32)> {
 
 // ---- memory ---------------------------------------------------------------------------------
 
-/// `cudaMalloc`.
-pub(crate) fn malloc(size: usize) -> CallResult<*mut c_void> {
-    let mut p = null_mut();
-    // SAFETY: writes one pointer to a local.
-    check("cudaMalloc", unsafe { raw::cudaMalloc(&mut p, size) })?;
-    Ok(p)
+calls! { safe:
+    /// `cudaMalloc`.
+    fn malloc(size: usize) -> p: *mut c_void = null_mut(), => raw::cudaMalloc(&mut p, size);
+
+    /// `cudaMallocHost`.
+    fn malloc_host(size: usize) -> p: *mut c_void = null_mut(),
+        => raw::cudaMallocHost(&mut p, size);
+
+    /// `cudaHostAlloc`.
+    fn host_alloc(size: usize, flags: u32) -> p: *mut c_void = null_mut(),
+        => raw::cudaHostAlloc(&mut p, size, flags);
+
+    /// `cudaMallocManaged(size, cudaMemAttachGlobal)`.
+    fn malloc_managed(size: usize) -> p: *mut c_void = null_mut(),
+        => raw::cudaMallocManaged(&mut p, size, raw::cudaMemAttachGlobal);
 }
 
-/// `cudaFree`.
-///
-/// # Safety
-/// `p` is NULL or memory of cudaMalloc / cudaMallocManaged not yet freed, and no queued work
-/// uses it any more (cudaFree waits for the device, but the caller must not use it after).
-pub(crate) unsafe fn free(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: `p` is NULL or cudaMalloc / cudaMallocManaged memory not yet freed, used by no
-    // queued work (this function's contract).
-    check("cudaFree", unsafe { raw::cudaFree(p) })
-}
+calls! { unsafe:
+    /// `cudaFree`.
+    ///
+    /// # Safety
+    /// `p` is NULL or memory of cudaMalloc / cudaMallocManaged not yet freed, and no queued work
+    /// uses it any more (cudaFree waits for the device, but the caller must not use it after).
+    fn free(p: *mut c_void) => raw::cudaFree(p);
 
-/// `cudaMallocHost`.
-pub(crate) fn malloc_host(size: usize) -> CallResult<*mut c_void> {
-    let mut p = null_mut();
-    // SAFETY: writes one pointer to a local.
-    check("cudaMallocHost", unsafe {
-        raw::cudaMallocHost(&mut p, size)
-    })?;
-    Ok(p)
+    /// `cudaFreeHost`.
+    ///
+    /// # Safety
+    /// `p` is NULL or memory of cudaMallocHost / cudaHostAlloc not yet freed, which no queued work
+    /// uses any more.
+    fn free_host(p: *mut c_void) => raw::cudaFreeHost(p);
+
+    /// `cudaHostGetDevicePointer`.
+    ///
+    /// # Safety
+    /// `host` is mapped pinned memory of cudaHostAlloc or registered memory.
+    fn host_get_device_pointer(host: *mut c_void) -> d: *mut c_void = null_mut(),
+        => raw::cudaHostGetDevicePointer(&mut d, host, 0);
+
+    /// `cudaHostRegister` (portable and mapped).
+    ///
+    /// # Safety
+    /// `p` is valid for `size` bytes until it is unregistered.
+    fn host_register(p: *mut c_void, size: usize)
+        => raw::cudaHostRegister(p, size,
+            raw::cudaHostRegisterPortable | raw::cudaHostRegisterMapped);
+
+    /// `cudaHostUnregister`.
+    ///
+    /// # Safety
+    /// No queued work uses the registered range any more; cudart refuses unregistered pointers.
+    fn host_unregister(p: *mut c_void) => raw::cudaHostUnregister(p);
+
+    /// `cudaMemset`.
+    ///
+    /// # Safety
+    /// `p` is device-accessible memory valid for `size` bytes.
+    fn memset(p: *mut c_void, value: u8, size: usize)
+        => raw::cudaMemset(p, c_int::from(value), size);
+
+    /// `cudaMemsetAsync`.
+    ///
+    /// # Safety
+    /// `p` is device-accessible memory valid for `size` bytes until the memset has run; `s` is
+    /// NULL or a live stream.
+    fn memset_async(p: *mut c_void, value: u8, size: usize, s: StreamHandle)
+        => raw::cudaMemsetAsync(p, c_int::from(value), size, s);
 }
 
 /// `cudaHostAllocPortable`: pinned for every device, not only the current one.
 pub(crate) const HOST_ALLOC_PORTABLE: u32 = raw::cudaHostAllocPortable;
 /// `cudaHostAllocMapped`: also mapped into the device address space.
 pub(crate) const HOST_ALLOC_MAPPED: u32 = raw::cudaHostAllocMapped;
-
-/// `cudaHostAlloc`.
-pub(crate) fn host_alloc(size: usize, flags: u32) -> CallResult<*mut c_void> {
-    let mut p = null_mut();
-    // SAFETY: writes one pointer to a local; cudart checks the flags.
-    check("cudaHostAlloc", unsafe {
-        raw::cudaHostAlloc(&mut p, size, flags)
-    })?;
-    Ok(p)
-}
-
-/// `cudaFreeHost`.
-///
-/// # Safety
-/// `p` is NULL or memory of cudaMallocHost / cudaHostAlloc not yet freed, which no queued work
-/// uses any more.
-pub(crate) unsafe fn free_host(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: `p` is NULL or cudaMallocHost / cudaHostAlloc memory not yet freed, used by no
-    // queued work (this function's contract).
-    check("cudaFreeHost", unsafe { raw::cudaFreeHost(p) })
-}
-
-/// `cudaMallocManaged(size, cudaMemAttachGlobal)`.
-pub(crate) fn malloc_managed(size: usize) -> CallResult<*mut c_void> {
-    let mut p = null_mut();
-    // SAFETY: writes one pointer to a local.
-    check("cudaMallocManaged", unsafe {
-        raw::cudaMallocManaged(&mut p, size, raw::cudaMemAttachGlobal)
-    })?;
-    Ok(p)
-}
-
-/// `cudaHostGetDevicePointer`.
-///
-/// # Safety
-/// `host` is mapped pinned memory of cudaHostAlloc or registered memory.
-pub(crate) unsafe fn host_get_device_pointer(host: *mut c_void) -> CallResult<*mut c_void> {
-    let mut d = null_mut();
-    // SAFETY: writes one pointer to a local; `host` is mapped pinned or registered memory (this
-    // function's contract).
-    check("cudaHostGetDevicePointer", unsafe {
-        raw::cudaHostGetDevicePointer(&mut d, host, 0)
-    })?;
-    Ok(d)
-}
-
-/// `cudaHostRegister` (portable and mapped).
-///
-/// # Safety
-/// `p` is valid for `size` bytes until it is unregistered.
-pub(crate) unsafe fn host_register(p: *mut c_void, size: usize) -> CallResult<()> {
-    // SAFETY: `p` is valid for `size` bytes until it is unregistered (this function's contract).
-    check("cudaHostRegister", unsafe {
-        raw::cudaHostRegister(
-            p,
-            size,
-            raw::cudaHostRegisterPortable | raw::cudaHostRegisterMapped,
-        )
-    })
-}
-
-/// `cudaHostUnregister`.
-///
-/// # Safety
-/// No queued work uses the registered range any more; cudart refuses unregistered pointers.
-pub(crate) unsafe fn host_unregister(p: *mut c_void) -> CallResult<()> {
-    // SAFETY: no queued work uses the registered range any more (this function's contract);
-    // cudart refuses unregistered pointers.
-    check("cudaHostUnregister", unsafe { raw::cudaHostUnregister(p) })
-}
-
-/// `cudaMemset`.
-///
-/// # Safety
-/// `p` is device-accessible memory valid for `size` bytes.
-pub(crate) unsafe fn memset(p: *mut c_void, value: u8, size: usize) -> CallResult<()> {
-    // SAFETY: `p` is device-accessible memory valid for `size` bytes (this function's contract).
-    check("cudaMemset", unsafe {
-        raw::cudaMemset(p, c_int::from(value), size)
-    })
-}
-
-/// `cudaMemsetAsync`.
-///
-/// # Safety
-/// `p` is device-accessible memory valid for `size` bytes until the memset has run; `s` is
-/// NULL or a live stream.
-pub(crate) unsafe fn memset_async(
-    p: *mut c_void,
-    value: u8,
-    size: usize,
-    s: StreamHandle,
-) -> CallResult<()> {
-    // SAFETY: `p` is device-accessible memory valid for `size` bytes until the memset has run,
-    // `s` NULL or a live stream (this function's contract).
-    check("cudaMemsetAsync", unsafe {
-        raw::cudaMemsetAsync(p, c_int::from(value), size, s)
-    })
-}
 
 fn location(device: i32) -> raw::cudaMemLocation {
     raw::cudaMemLocation {
@@ -461,59 +382,30 @@ pub(crate) fn pointer_get_attributes(p: *const c_void) -> CallResult<PointerInfo
 
 // ---- copies ---------------------------------------------------------------------------------
 
-/// `cudaMemcpy` (`kind` 0..=3: HostToHost .. DeviceToDevice).
-///
-/// # Safety
-/// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
-pub(crate) unsafe fn memcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: u32,
-) -> CallResult<()> {
-    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
-    // function's contract).
-    check("cudaMemcpy", unsafe {
-        raw::cudaMemcpy(dst, src, size, raw::cudaMemcpyKind(kind))
-    })
-}
+calls! { unsafe:
+    /// `cudaMemcpy` (`kind` 0..=3: HostToHost .. DeviceToDevice).
+    ///
+    /// # Safety
+    /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
+    fn memcpy(dst: *mut c_void, src: *const c_void, size: usize, kind: u32)
+        => raw::cudaMemcpy(dst, src, size, raw::cudaMemcpyKind(kind));
 
-/// `cudaMemcpyAsync`.
-///
-/// # Safety
-/// As `memcpy`, until the copy has run; `s` is NULL or a live stream.
-pub(crate) unsafe fn memcpy_async(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: u32,
-    s: StreamHandle,
-) -> CallResult<()> {
-    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the copy
-    // has run, `s` NULL or a live stream (this function's contract).
-    check("cudaMemcpyAsync", unsafe {
-        raw::cudaMemcpyAsync(dst, src, size, raw::cudaMemcpyKind(kind), s)
-    })
-}
+    /// `cudaMemcpyAsync`.
+    ///
+    /// # Safety
+    /// As `memcpy`, until the copy has run; `s` is NULL or a live stream.
+    fn memcpy_async(dst: *mut c_void, src: *const c_void, size: usize, kind: u32, s: StreamHandle)
+        => raw::cudaMemcpyAsync(dst, src, size, raw::cudaMemcpyKind(kind), s);
 
-/// `cudaMemcpyPeerAsync`.
-///
-/// # Safety
-/// `dst`/`src` are device memory of `dst_device`/`src_device` valid for `size` bytes until the
-/// copy has run; `s` is NULL or a live stream.
-pub(crate) unsafe fn memcpy_peer_async(
-    dst: *mut c_void,
-    dst_device: i32,
-    src: *const c_void,
-    src_device: i32,
-    size: usize,
-    s: StreamHandle,
-) -> CallResult<()> {
-    // SAFETY: `dst`/`src` are device memory of `dst_device`/`src_device` valid for `size` bytes
-    // until the copy has run, `s` NULL or a live stream (this function's contract).
-    check("cudaMemcpyPeerAsync", unsafe {
-        raw::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, size, s)
-    })
+    /// `cudaMemcpyPeerAsync`.
+    ///
+    /// # Safety
+    /// `dst`/`src` are device memory of `dst_device`/`src_device` valid for `size` bytes until the
+    /// copy has run; `s` is NULL or a live stream.
+    fn memcpy_peer_async(
+        dst: *mut c_void, dst_device: i32, src: *const c_void, src_device: i32, size: usize,
+        s: StreamHandle
+    ) => raw::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, size, s);
 }
 
 // ---- streams --------------------------------------------------------------------------------
@@ -523,43 +415,45 @@ pub(crate) const STREAM_NON_BLOCKING: u32 = raw::cudaStreamNonBlocking;
 /// `cudaStreamDefault`.
 pub(crate) const STREAM_DEFAULT: u32 = raw::cudaStreamDefault;
 
-/// `cudaStreamCreate`.
-pub(crate) fn stream_create() -> CallResult<StreamHandle> {
-    let mut s = null_mut();
-    // SAFETY: writes one handle to a local.
-    check("cudaStreamCreate", unsafe { raw::cudaStreamCreate(&mut s) })?;
-    Ok(s)
+calls! { safe:
+    /// `cudaStreamCreate`.
+    fn stream_create() -> s: StreamHandle = null_mut(), => raw::cudaStreamCreate(&mut s);
+
+    /// `cudaStreamCreateWithPriority`.
+    fn stream_create_with_priority(flags: u32, priority: i32) -> s: StreamHandle = null_mut(),
+        => raw::cudaStreamCreateWithPriority(&mut s, flags, priority);
 }
 
-/// `cudaStreamCreateWithPriority`.
-pub(crate) fn stream_create_with_priority(flags: u32, priority: i32) -> CallResult<StreamHandle> {
-    let mut s = null_mut();
-    // SAFETY: writes one handle to a local; cudart checks flags and priority.
-    check("cudaStreamCreateWithPriority", unsafe {
-        raw::cudaStreamCreateWithPriority(&mut s, flags, priority)
-    })?;
-    Ok(s)
-}
+calls! { unsafe:
+    /// `cudaStreamDestroy`.
+    ///
+    /// # Safety
+    /// `s` is a live stream, destroyed once, not used afterwards.
+    fn stream_destroy(s: StreamHandle) => raw::cudaStreamDestroy(s);
 
-/// `cudaStreamDestroy`.
-///
-/// # Safety
-/// `s` is a live stream, destroyed once, not used afterwards.
-pub(crate) unsafe fn stream_destroy(s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `s` is a live stream, destroyed once, not used afterwards (this function's
-    // contract).
-    check("cudaStreamDestroy", unsafe { raw::cudaStreamDestroy(s) })
-}
+    /// `cudaStreamSynchronize`.
+    ///
+    /// # Safety
+    /// `s` is NULL (the legacy stream) or a live stream.
+    fn stream_synchronize(s: StreamHandle) => raw::cudaStreamSynchronize(s);
 
-/// `cudaStreamSynchronize`.
-///
-/// # Safety
-/// `s` is NULL (the legacy stream) or a live stream.
-pub(crate) unsafe fn stream_synchronize(s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `s` is NULL or a live stream (this function's contract).
-    check("cudaStreamSynchronize", unsafe {
-        raw::cudaStreamSynchronize(s)
-    })
+    /// `cudaStreamWaitEvent(s, e, 0)`.
+    ///
+    /// # Safety
+    /// `s` is NULL or a live stream; `e` a live event.
+    fn stream_wait_event(s: StreamHandle, e: EventHandle) => raw::cudaStreamWaitEvent(s, e, 0);
+
+    /// `cudaStreamGetFlags`.
+    ///
+    /// # Safety
+    /// `s` is a live stream.
+    fn stream_get_flags(s: StreamHandle) -> f: u32 = 0, => raw::cudaStreamGetFlags(s, &mut f);
+
+    /// `cudaStreamGetDevice`.
+    ///
+    /// # Safety
+    /// `s` is a live stream.
+    fn stream_get_device(s: StreamHandle) -> d: c_int = 0, => raw::cudaStreamGetDevice(s, &mut d);
 }
 
 /// `cudaStreamQuery`: true when all its work has completed.
@@ -571,44 +465,6 @@ pub(crate) unsafe fn stream_query(s: StreamHandle) -> CallResult<bool> {
     ready("cudaStreamQuery", unsafe { raw::cudaStreamQuery(s) })
 }
 
-/// `cudaStreamWaitEvent(s, e, 0)`.
-///
-/// # Safety
-/// `s` is NULL or a live stream; `e` a live event.
-pub(crate) unsafe fn stream_wait_event(s: StreamHandle, e: EventHandle) -> CallResult<()> {
-    // SAFETY: `s` is NULL or a live stream, `e` a live event (this function's contract).
-    check("cudaStreamWaitEvent", unsafe {
-        raw::cudaStreamWaitEvent(s, e, 0)
-    })
-}
-
-/// `cudaStreamGetFlags`.
-///
-/// # Safety
-/// `s` is a live stream.
-pub(crate) unsafe fn stream_get_flags(s: StreamHandle) -> CallResult<u32> {
-    let mut f: u32 = 0;
-    // SAFETY: writes one unsigned int to a local; `s` is a live stream (this function's
-    // contract).
-    check("cudaStreamGetFlags", unsafe {
-        raw::cudaStreamGetFlags(s, &mut f)
-    })?;
-    Ok(f)
-}
-
-/// `cudaStreamGetDevice`.
-///
-/// # Safety
-/// `s` is a live stream.
-pub(crate) unsafe fn stream_get_device(s: StreamHandle) -> CallResult<i32> {
-    let mut d: c_int = 0;
-    // SAFETY: writes one int to a local; `s` is a live stream (this function's contract).
-    check("cudaStreamGetDevice", unsafe {
-        raw::cudaStreamGetDevice(s, &mut d)
-    })?;
-    Ok(d)
-}
-
 // ---- events ---------------------------------------------------------------------------------
 
 /// `cudaEventDefault`.
@@ -618,34 +474,37 @@ pub(crate) const EVENT_BLOCKING_SYNC: u32 = raw::cudaEventBlockingSync;
 /// `cudaEventDisableTiming`.
 pub(crate) const EVENT_DISABLE_TIMING: u32 = raw::cudaEventDisableTiming;
 
-/// `cudaEventCreateWithFlags` on the current device.
-pub(crate) fn event_create_with_flags(flags: u32) -> CallResult<EventHandle> {
-    let mut e = null_mut();
-    // SAFETY: writes one handle to a local; cudart checks the flags.
-    check("cudaEventCreateWithFlags", unsafe {
-        raw::cudaEventCreateWithFlags(&mut e, flags)
-    })?;
-    Ok(e)
+calls! { safe:
+    /// `cudaEventCreateWithFlags` on the current device.
+    fn event_create_with_flags(flags: u32) -> e: EventHandle = null_mut(),
+        => raw::cudaEventCreateWithFlags(&mut e, flags);
 }
 
-/// `cudaEventDestroy`.
-///
-/// # Safety
-/// `e` is a live event, destroyed once, not used afterwards.
-pub(crate) unsafe fn event_destroy(e: EventHandle) -> CallResult<()> {
-    // SAFETY: `e` is a live event, destroyed once, not used afterwards (this function's
-    // contract).
-    check("cudaEventDestroy", unsafe { raw::cudaEventDestroy(e) })
-}
+calls! { unsafe:
+    /// `cudaEventDestroy`.
+    ///
+    /// # Safety
+    /// `e` is a live event, destroyed once, not used afterwards.
+    fn event_destroy(e: EventHandle) => raw::cudaEventDestroy(e);
 
-/// `cudaEventRecord`.
-///
-/// # Safety
-/// `e` is a live event; `s` NULL or a live stream of the event's device.
-pub(crate) unsafe fn event_record(e: EventHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `e` is a live event, `s` NULL or a live stream of the event's device (this
-    // function's contract).
-    check("cudaEventRecord", unsafe { raw::cudaEventRecord(e, s) })
+    /// `cudaEventRecord`.
+    ///
+    /// # Safety
+    /// `e` is a live event; `s` NULL or a live stream of the event's device.
+    fn event_record(e: EventHandle, s: StreamHandle) => raw::cudaEventRecord(e, s);
+
+    /// `cudaEventSynchronize`.
+    ///
+    /// # Safety
+    /// `e` is a live event.
+    fn event_synchronize(e: EventHandle) => raw::cudaEventSynchronize(e);
+
+    /// `cudaEventElapsedTime` in milliseconds.
+    ///
+    /// # Safety
+    /// Both are live events.
+    fn event_elapsed_time(start: EventHandle, end: EventHandle) -> ms: f32 = 0.0,
+        => raw::cudaEventElapsedTime(&mut ms, start, end);
 }
 
 /// `cudaEventQuery`: true when complete (or never recorded).
@@ -655,30 +514,6 @@ pub(crate) unsafe fn event_record(e: EventHandle, s: StreamHandle) -> CallResult
 pub(crate) unsafe fn event_query(e: EventHandle) -> CallResult<bool> {
     // SAFETY: `e` is a live event (this function's contract).
     ready("cudaEventQuery", unsafe { raw::cudaEventQuery(e) })
-}
-
-/// `cudaEventSynchronize`.
-///
-/// # Safety
-/// `e` is a live event.
-pub(crate) unsafe fn event_synchronize(e: EventHandle) -> CallResult<()> {
-    // SAFETY: `e` is a live event (this function's contract).
-    check("cudaEventSynchronize", unsafe {
-        raw::cudaEventSynchronize(e)
-    })
-}
-
-/// `cudaEventElapsedTime` in milliseconds.
-///
-/// # Safety
-/// Both are live events.
-pub(crate) unsafe fn event_elapsed_time(start: EventHandle, end: EventHandle) -> CallResult<f32> {
-    let mut ms = 0f32;
-    // SAFETY: writes one float to a local; both events are live (this function's contract).
-    check("cudaEventElapsedTime", unsafe {
-        raw::cudaEventElapsedTime(&mut ms, start, end)
-    })?;
-    Ok(ms)
 }
 
 // ---- stream-ordered memory pools --------------------------------------------------------------
@@ -716,34 +551,39 @@ pub(crate) fn mem_pool_create(device: i32) -> CallResult<PoolHandle> {
     Ok(pool)
 }
 
-/// `cudaMemPoolDestroy`.
-///
-/// # Safety
-/// `pool` is a live pool, destroyed once, not used afterwards.
-pub(crate) unsafe fn mem_pool_destroy(pool: PoolHandle) -> CallResult<()> {
-    // SAFETY: `pool` is a live pool, destroyed once, not used afterwards (this function's
-    // contract).
-    check("cudaMemPoolDestroy", unsafe {
-        raw::cudaMemPoolDestroy(pool)
-    })
-}
+calls! { unsafe:
+    /// `cudaMemPoolDestroy`.
+    ///
+    /// # Safety
+    /// `pool` is a live pool, destroyed once, not used afterwards.
+    fn mem_pool_destroy(pool: PoolHandle) => raw::cudaMemPoolDestroy(pool);
 
-/// `cudaMemPoolGetAttribute(cudaMemPoolAttrReservedMemCurrent)`: bytes the pool holds.
-///
-/// # Safety
-/// `pool` is a live pool.
-pub(crate) unsafe fn mem_pool_reserved(pool: PoolHandle) -> CallResult<u64> {
-    let mut v: u64 = 0;
-    // SAFETY: the attribute is a u64 written to a local; `pool` is a live pool (this
-    // function's contract).
-    check("cudaMemPoolGetAttribute", unsafe {
-        raw::cudaMemPoolGetAttribute(
-            pool,
-            raw::cudaMemPoolAttr::cudaMemPoolAttrReservedMemCurrent,
-            (&mut v as *mut u64).cast(),
-        )
-    })?;
-    Ok(v)
+    /// `cudaMemPoolGetAttribute(cudaMemPoolAttrReservedMemCurrent)`: bytes the pool holds.
+    ///
+    /// # Safety
+    /// `pool` is a live pool.
+    fn mem_pool_reserved(pool: PoolHandle) -> v: u64 = 0, => raw::cudaMemPoolGetAttribute(pool,
+        raw::cudaMemPoolAttr::cudaMemPoolAttrReservedMemCurrent, (&mut v as *mut u64).cast());
+
+    /// `cudaMemPoolTrimTo(pool, 0)`.
+    ///
+    /// # Safety
+    /// `pool` is a live pool.
+    fn mem_pool_trim(pool: PoolHandle) => raw::cudaMemPoolTrimTo(pool, 0);
+
+    /// `cudaMallocFromPoolAsync`.
+    ///
+    /// # Safety
+    /// `pool` is a live pool; `s` NULL or a live stream.
+    fn malloc_from_pool_async(size: usize, pool: PoolHandle, s: StreamHandle)
+        -> p: *mut c_void = null_mut(), => raw::cudaMallocFromPoolAsync(&mut p, size, pool, s);
+
+    /// `cudaFreeAsync`.
+    ///
+    /// # Safety
+    /// `p` is pool memory not yet freed, not used by work queued after this on `s`; `s` NULL or a
+    /// live stream.
+    fn free_async(p: *mut c_void, s: StreamHandle) => raw::cudaFreeAsync(p, s);
 }
 
 /// `cudaMemPoolSetAccess`: device `peer` may read and write memory of `pool`.
@@ -762,46 +602,6 @@ pub(crate) unsafe fn mem_pool_grant(pool: PoolHandle, peer: i32) -> CallResult<(
     })
 }
 
-/// `cudaMemPoolTrimTo(pool, 0)`.
-///
-/// # Safety
-/// `pool` is a live pool.
-pub(crate) unsafe fn mem_pool_trim(pool: PoolHandle) -> CallResult<()> {
-    // SAFETY: `pool` is a live pool (this function's contract).
-    check("cudaMemPoolTrimTo", unsafe {
-        raw::cudaMemPoolTrimTo(pool, 0)
-    })
-}
-
-/// `cudaMallocFromPoolAsync`.
-///
-/// # Safety
-/// `pool` is a live pool; `s` NULL or a live stream.
-pub(crate) unsafe fn malloc_from_pool_async(
-    size: usize,
-    pool: PoolHandle,
-    s: StreamHandle,
-) -> CallResult<*mut c_void> {
-    let mut p = null_mut();
-    // SAFETY: writes one pointer to a local; `pool` is a live pool, `s` NULL or a live stream
-    // (this function's contract).
-    check("cudaMallocFromPoolAsync", unsafe {
-        raw::cudaMallocFromPoolAsync(&mut p, size, pool, s)
-    })?;
-    Ok(p)
-}
-
-/// `cudaFreeAsync`.
-///
-/// # Safety
-/// `p` is pool memory not yet freed, not used by work queued after this on `s`; `s` NULL or a
-/// live stream.
-pub(crate) unsafe fn free_async(p: *mut c_void, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `p` is pool memory not yet freed, not used by work queued after this on `s`, and `s`
-    // is NULL or a live stream (this function's contract).
-    check("cudaFreeAsync", unsafe { raw::cudaFreeAsync(p, s) })
-}
-
 // ---- stream capture and graphs ----------------------------------------------------------------
 
 pub(crate) use raw::{
@@ -809,24 +609,19 @@ pub(crate) use raw::{
     cudaUserObject_t as UserObjectHandle,
 };
 
+use raw::{cudaStreamCaptureMode as Mode, cudaStreamCaptureStatus as Status};
 /// A stream's capture status (`cudaStreamCaptureStatus`): 0 none, 1 active, 2 invalidated.
-pub(crate) const CAPTURE_STATUS_NONE: u32 =
-    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone.0;
+pub(crate) const CAPTURE_STATUS_NONE: u32 = Status::cudaStreamCaptureStatusNone.0;
 /// `cudaStreamCaptureStatusActive`.
-pub(crate) const CAPTURE_STATUS_ACTIVE: u32 =
-    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusActive.0;
+pub(crate) const CAPTURE_STATUS_ACTIVE: u32 = Status::cudaStreamCaptureStatusActive.0;
 /// `cudaStreamCaptureStatusInvalidated`.
-pub(crate) const CAPTURE_STATUS_INVALIDATED: u32 =
-    raw::cudaStreamCaptureStatus::cudaStreamCaptureStatusInvalidated.0;
+pub(crate) const CAPTURE_STATUS_INVALIDATED: u32 = Status::cudaStreamCaptureStatusInvalidated.0;
 /// `cudaStreamCaptureModeGlobal`.
-pub(crate) const CAPTURE_MODE_GLOBAL: u32 =
-    raw::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal.0;
+pub(crate) const CAPTURE_MODE_GLOBAL: u32 = Mode::cudaStreamCaptureModeGlobal.0;
 /// `cudaStreamCaptureModeThreadLocal`.
-pub(crate) const CAPTURE_MODE_THREAD_LOCAL: u32 =
-    raw::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal.0;
+pub(crate) const CAPTURE_MODE_THREAD_LOCAL: u32 = Mode::cudaStreamCaptureModeThreadLocal.0;
 /// `cudaStreamCaptureModeRelaxed`.
-pub(crate) const CAPTURE_MODE_RELAXED: u32 =
-    raw::cudaStreamCaptureMode::cudaStreamCaptureModeRelaxed.0;
+pub(crate) const CAPTURE_MODE_RELAXED: u32 = Mode::cudaStreamCaptureModeRelaxed.0;
 
 /// `cudaStreamIsCapturing`: the capture status of `s`. On the legacy stream (NULL) while a
 /// blocking stream of the device captures, cudart answers `cudaErrorStreamCaptureImplicit`
@@ -890,15 +685,62 @@ pub(crate) fn thread_exchange_capture_mode(mode: u32) -> CallResult<u32> {
     Ok(m.0)
 }
 
-/// `cudaStreamBeginCapture`.
-///
-/// # Safety
-/// `s` is a live stream (cudart refuses the legacy stream and unknown modes).
-pub(crate) unsafe fn stream_begin_capture(s: StreamHandle, mode: u32) -> CallResult<()> {
-    // SAFETY: `s` is a live stream (this function's contract); cudart refuses unknown modes.
-    check("cudaStreamBeginCapture", unsafe {
-        raw::cudaStreamBeginCapture(s, raw::cudaStreamCaptureMode(mode))
-    })
+calls! { unsafe:
+    /// `cudaStreamBeginCapture`.
+    ///
+    /// # Safety
+    /// `s` is a live stream (cudart refuses the legacy stream and unknown modes).
+    fn stream_begin_capture(s: StreamHandle, mode: u32)
+        => raw::cudaStreamBeginCapture(s, raw::cudaStreamCaptureMode(mode));
+
+    /// `cudaGraphUpload`.
+    ///
+    /// # Safety
+    /// `exec` is a live executable graph; `s` NULL or a live stream.
+    fn graph_upload(exec: GraphExecHandle, s: StreamHandle) => raw::cudaGraphUpload(exec, s);
+
+    /// `cudaGraphLaunch`.
+    ///
+    /// # Safety
+    /// `exec` is a live executable graph; `s` NULL or a live stream.
+    fn graph_launch(exec: GraphExecHandle, s: StreamHandle) => raw::cudaGraphLaunch(exec, s);
+
+    /// `cudaGraphExecDestroy`.
+    ///
+    /// # Safety
+    /// `exec` is a live executable graph, destroyed once, not used afterwards.
+    fn graph_exec_destroy(exec: GraphExecHandle) => raw::cudaGraphExecDestroy(exec);
+
+    /// `cudaGraphDestroy`.
+    ///
+    /// # Safety
+    /// `graph` is a live graph, destroyed once, not used afterwards.
+    fn graph_destroy(graph: GraphHandle) => raw::cudaGraphDestroy(graph);
+
+    /// `cudaUserObjectCreate(ptr, destroy, 1, cudaUserObjectNoDestructorSync)`: one reference,
+    /// owned by the caller (to be moved into a graph).
+    ///
+    /// # Safety
+    /// `destroy(ptr)` is sound to call once, from any thread, at any later time.
+    fn user_object_create(ptr: *mut c_void, destroy: HostFn) -> obj: UserObjectHandle = null_mut(),
+        => raw::cudaUserObjectCreate(&mut obj, ptr, Some(destroy), 1,
+            raw::cudaUserObjectFlags::cudaUserObjectNoDestructorSync.0);
+
+    /// `cudaUserObjectRelease(obj, 1)`.
+    ///
+    /// # Safety
+    /// The caller owns one reference of `obj`, given up here.
+    fn user_object_release(obj: UserObjectHandle) => raw::cudaUserObjectRelease(obj, 1);
+
+    /// `cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove)`: the caller's reference
+    /// moves into the graph (and every executable graph made from it holds one).
+    ///
+    /// # Safety
+    /// `graph` is a live graph (one being captured included); the caller owns one reference of
+    /// `obj`, given up on success.
+    fn graph_retain_user_object_move(graph: GraphHandle, obj: UserObjectHandle)
+        => raw::cudaGraphRetainUserObject(graph, obj, 1,
+            raw::cudaUserObjectRetainFlags::cudaGraphUserObjectMove.0);
 }
 
 /// `cudaStreamEndCapture`: the captured graph (NULL when the capture was invalidated, with the
@@ -946,26 +788,6 @@ pub(crate) unsafe fn graph_instantiate(
     }
 }
 
-/// `cudaGraphUpload`.
-///
-/// # Safety
-/// `exec` is a live executable graph; `s` NULL or a live stream.
-pub(crate) unsafe fn graph_upload(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
-    // contract).
-    check("cudaGraphUpload", unsafe { raw::cudaGraphUpload(exec, s) })
-}
-
-/// `cudaGraphLaunch`.
-///
-/// # Safety
-/// `exec` is a live executable graph; `s` NULL or a live stream.
-pub(crate) unsafe fn graph_launch(exec: GraphExecHandle, s: StreamHandle) -> CallResult<()> {
-    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
-    // contract).
-    check("cudaGraphLaunch", unsafe { raw::cudaGraphLaunch(exec, s) })
-}
-
 /// `cudaGraphExecUpdate`: Ok, or the failure with cudart's reason (`cudaGraphExecUpdateResult`).
 ///
 /// # Safety
@@ -982,76 +804,6 @@ pub(crate) unsafe fn graph_exec_update(
     check("cudaGraphExecUpdate", rc).map_err(|f| (f, info.result.0))
 }
 
-/// `cudaGraphExecDestroy`.
-///
-/// # Safety
-/// `exec` is a live executable graph, destroyed once, not used afterwards.
-pub(crate) unsafe fn graph_exec_destroy(exec: GraphExecHandle) -> CallResult<()> {
-    // SAFETY: `exec` is a live executable graph, destroyed once, not used afterwards (this
-    // function's contract).
-    check("cudaGraphExecDestroy", unsafe {
-        raw::cudaGraphExecDestroy(exec)
-    })
-}
-
-/// `cudaGraphDestroy`.
-///
-/// # Safety
-/// `graph` is a live graph, destroyed once, not used afterwards.
-pub(crate) unsafe fn graph_destroy(graph: GraphHandle) -> CallResult<()> {
-    // SAFETY: `graph` is a live graph, destroyed once, not used afterwards (this function's
-    // contract).
-    check("cudaGraphDestroy", unsafe { raw::cudaGraphDestroy(graph) })
-}
-
 /// What a user object calls when its last reference goes (on a CUDA thread; it must not call
 /// CUDA).
 pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
-
-/// `cudaUserObjectCreate(ptr, destroy, 1, cudaUserObjectNoDestructorSync)`: one reference,
-/// owned by the caller (to be moved into a graph).
-///
-/// # Safety
-/// `destroy(ptr)` is sound to call once, from any thread, at any later time.
-pub(crate) unsafe fn user_object_create(
-    ptr: *mut c_void,
-    destroy: HostFn,
-) -> CallResult<UserObjectHandle> {
-    let mut obj: UserObjectHandle = null_mut();
-    let flags = raw::cudaUserObjectFlags::cudaUserObjectNoDestructorSync.0;
-    // SAFETY: writes one handle to a local; `destroy(ptr)` is sound to call once, from any
-    // thread, at any later time (this function's contract).
-    check("cudaUserObjectCreate", unsafe {
-        raw::cudaUserObjectCreate(&mut obj, ptr, Some(destroy), 1, flags)
-    })?;
-    Ok(obj)
-}
-
-/// `cudaUserObjectRelease(obj, 1)`.
-///
-/// # Safety
-/// The caller owns one reference of `obj`, given up here.
-pub(crate) unsafe fn user_object_release(obj: UserObjectHandle) -> CallResult<()> {
-    // SAFETY: the caller owns one reference of `obj`, given up here (this function's contract).
-    check("cudaUserObjectRelease", unsafe {
-        raw::cudaUserObjectRelease(obj, 1)
-    })
-}
-
-/// `cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove)`: the caller's reference
-/// moves into the graph (and every executable graph made from it holds one).
-///
-/// # Safety
-/// `graph` is a live graph (one being captured included); the caller owns one reference of
-/// `obj`, given up on success.
-pub(crate) unsafe fn graph_retain_user_object_move(
-    graph: GraphHandle,
-    obj: UserObjectHandle,
-) -> CallResult<()> {
-    let flags = raw::cudaUserObjectRetainFlags::cudaGraphUserObjectMove.0;
-    // SAFETY: `graph` is a live graph and the caller owns one reference of `obj`, given up on
-    // success (this function's contract).
-    check("cudaGraphRetainUserObject", unsafe {
-        raw::cudaGraphRetainUserObject(graph, obj, 1, flags)
-    })
-}

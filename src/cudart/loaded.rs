@@ -10,14 +10,12 @@
 //!    runtime needs a driver for 13.0 or newer; CUDA 12 runtimes run on any 12.x driver). With
 //!    no driver there is nothing to compare with: the newest runtime found is loaded, and it
 //!    answers `cudaErrorInsufficientDriver` as a linked one would.
-//! 2. The runtime: the newest major the driver supports, through [`crate::libsearch`]:
-//!    `LLAISYS_NVIDIA_CUDART_LIBRARY` (a file or folder; when set nothing else is searched),
-//!    the runtime made with this library beside it (`libllaisys_nvidia_cudart13.so`, `12.so`:
+//! 2. The runtime: the newest major the driver supports, through [`crate::libsearch`]; beside
+//!    this library it looks for the runtime made with it (`libllaisys_nvidia_cudart13.so`:
 //!    NVIDIA's static runtime as a shared library, which costs less per call than the shared
-//!    `libcudart.so`), the dynamic loader's path (`libcudart.so.13`, `.12`), the folder of that
-//!    library at build time, the Python wheels (`nvidia/cu13/lib`, `nvidia/cuda_runtime/lib`).
-//!    A library found is opened and asked `cudaRuntimeGetVersion`; one that lacks it, answers a
-//!    failure, or is of a major this build has no headers for is passed over (and closed).
+//!    `libcudart.so`). A library found is opened and asked `cudaRuntimeGetVersion`; one that
+//!    lacks it, answers a failure, or is of a major this build has no headers for is passed over
+//!    (and closed).
 //!
 //! Failures, as `cudaError_t` values:
 //! - no driver support for any major of the build, or only runtimes found that need a newer
@@ -253,12 +251,7 @@ fn choose(spec: &'static Spec) -> Choice {
         });
         indices.push(i);
     }
-    let majors = spec
-        .majors
-        .iter()
-        .map(|m| m.to_string())
-        .collect::<Vec<_>>()
-        .join(" or ");
+    let majors = majors_text(spec, " or ");
     if libraries.is_empty() {
         // Majors are passed over only for a driver's version.
         let reason = match &driver {
@@ -322,21 +315,13 @@ fn choose(spec: &'static Spec) -> Choice {
             }
         }
         None => {
-            let places: Vec<String> = tried
-                .iter()
-                .map(|t| format!("{}: {}", t.place, t.outcome))
-                .collect();
             let reason = format!(
                 "no CUDA runtime (libcudart.so.{}) could be loaded; looked at: {}; fix: install \
                  one (python3 -m pip install nvidia-cuda-runtime for CUDA 13, \
                  nvidia-cuda-runtime-cu12 for CUDA 12) or set \
                  {LIBRARY_VAR}=/path/to/libcudart.so.N",
-                spec.majors
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" or .so."),
-                places.join("; ")
+                majors_text(spec, " or .so."),
+                libsearch::places_text(&tried)
             );
             // Every runtime found needs a newer driver: the driver is the reason.
             let code = if needs_newer_driver {
@@ -352,6 +337,12 @@ fn choose(spec: &'static Spec) -> Choice {
             }
         }
     }
+}
+
+/// The build's majors joined by `sep` ("13 or 12").
+fn majors_text(spec: &Spec, sep: &str) -> String {
+    let majors: Vec<String> = spec.majors.iter().map(u32::to_string).collect();
+    majors.join(sep)
 }
 
 fn unavailable(code: u32, reason: &str) -> Unavailable {
@@ -418,11 +409,7 @@ fn open(
         return reject(format!(
             "{file} is CUDA {}; this library was built with the headers of CUDA {} only",
             libsearch::cuda_version_text(version),
-            spec.majors
-                .iter()
-                .map(|m| m.to_string())
-                .collect::<Vec<_>>()
-                .join(" and ")
+            majors_text(spec, " and ")
         ));
     };
     if let Some(w) = which.filter(|&w| w != index) {

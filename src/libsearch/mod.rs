@@ -98,6 +98,15 @@ impl Tried {
     }
 }
 
+/// Every place of `tried` with what came of it, for a message ("place: outcome; ...").
+pub fn places_text(tried: &[Tried]) -> String {
+    let places: Vec<String> = tried
+        .iter()
+        .map(|t| format!("{}: {}", t.place, t.outcome))
+        .collect();
+    places.join("; ")
+}
+
 /// What the search found.
 #[derive(Debug)]
 pub struct Found<T> {
@@ -183,11 +192,9 @@ fn beside_this<T>(
     attempt_file(tried, open, place, &file, which, via)
 }
 
-/// The file of the object holding this code: the shared library, or the program this crate is
-/// linked into, as the kernel names the mapping of this function's address (`/proc/self/maps`:
-/// an absolute path with links resolved). Not the loader's name (`dladdr`), which is `argv[0]`
-/// for the program and stays relative for a library opened by a relative path.
-/// Read once per process: the file does not move.
+/// The file of the object holding this code (the library, or the program it is linked into), as
+/// `/proc/self/maps` names it: absolute, links resolved. Not `dladdr`'s name, which is `argv[0]`
+/// for a program and stays relative for a library opened by a relative path. Read once.
 pub fn this_object() -> Option<PathBuf> {
     static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     FILE.get_or_init(|| {
@@ -228,20 +235,9 @@ fn from_variable<T>(
     }
     let via = format!("the folder {} names", s.var);
     s.libraries.iter().enumerate().find_map(|(i, lib)| {
-        let place = format!(
-            "{}/{} ({} names the folder)",
-            given.display(),
-            lib.file_name,
-            s.var
-        );
-        attempt_file(
-            tried,
-            open,
-            place,
-            &given.join(&lib.file_name),
-            Some(i),
-            &via,
-        )
+        let (dir, name, var) = (given.display(), &lib.file_name, s.var);
+        let place = format!("{dir}/{name} ({var} names the folder)");
+        attempt_file(tried, open, place, &given.join(name), Some(i), &via)
     })
 }
 
@@ -415,19 +411,14 @@ pub fn object_of(addr: *const c_void) -> Option<String> {
         return None;
     }
     // SAFETY: a NUL-terminated string owned by the loader.
-    Some(
-        unsafe { CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
 }
 
-/// Writes a shell script running `body` at `path`, executable, for the tests of this module and
-/// of `python`. The text goes to a side file that `install(1)` copies into place (then removed),
-/// so this process never holds the script open for writing: a child forked meanwhile by another
-/// test's thread would inherit that descriptor until its exec, and running the script then fails
-/// with ETXTBSY ("Text file busy"). (tests/support has the same helper for the integration tests,
-/// which cannot reach this one.)
+/// Writes an executable shell script running `body` at `path` (tests). `install(1)` copies it
+/// into place so this process never holds it open for writing: a child forked meanwhile by
+/// another test's thread would inherit that descriptor and running the script would fail with
+/// ETXTBSY.
 #[cfg(test)]
 fn write_test_script(path: &std::path::Path, body: &str) {
     let side = path.with_extension("text");
@@ -456,17 +447,12 @@ mod tests {
                     7f0000000000-7f0000002000 r-xp 00001000 fd:01 43    /opt/lib/libz.so\n\
                     7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n\
                     7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0    [vdso]\n";
-        assert_eq!(
-            mapping_file(maps, 0x55d0c0000800),
-            Some(PathBuf::from("/opt/x y/prog"))
-        );
-        assert_eq!(
-            mapping_file(maps, 0x7f0000001fff),
-            Some(PathBuf::from("/opt/lib/libz.so"))
-        );
-        assert_eq!(mapping_file(maps, 0x7f0000002000), None);
-        assert_eq!(mapping_file(maps, 0x7ffd00000010), None);
-        assert_eq!(mapping_file(maps, 0x10), None);
+        let file = |addr| mapping_file(maps, addr).map(|p| p.display().to_string());
+        assert_eq!(file(0x55d0c0000800).as_deref(), Some("/opt/x y/prog"));
+        assert_eq!(file(0x7f0000001fff).as_deref(), Some("/opt/lib/libz.so"));
+        assert_eq!(file(0x7f0000002000), None);
+        assert_eq!(file(0x7ffd00000010), None);
+        assert_eq!(file(0x10), None);
     }
 
     /// A fresh folder, removed at the end.
@@ -646,28 +632,20 @@ mod tests {
         let s = search_for(None, py.clone(), two_libraries(&t.0));
         let (found, tried, _) = run(&s, &[]);
         assert_eq!(found, None);
-        let lines: Vec<String> = tried
-            .iter()
-            .map(|t| format!("{}: {}", t.place, t.outcome))
-            .collect();
-        let b = |m: u32| t.0.join(format!("b{m}/libx.so.{m}")).display().to_string();
-        assert_eq!(
-            lines,
-            vec![
-                "LIBX: not set".to_string(),
-                "libx.so.13 on the dynamic loader's path: libx.so.13: not it".to_string(),
-                format!(
-                    "{} (the folder recorded at build time): no such file",
-                    b(13)
-                ),
-                format!("the PyPI wheels holding libx.so.13: {py} exited with status 1"),
-                "libx.so.12 on the dynamic loader's path: libx.so.12: not it".to_string(),
-                format!(
-                    "{} (the folder recorded at build time): no such file",
-                    b(12)
-                ),
-                format!("the PyPI wheels holding libx.so.12: {py} exited with status 1"),
-            ]
-        );
+        let b = |m: u32| {
+            let file = t.0.join(format!("b{m}/libx.so.{m}"));
+            let file = file.display();
+            format!("{file} (the folder recorded at build time): no such file")
+        };
+        let want = [
+            "LIBX: not set".to_string(),
+            "libx.so.13 on the dynamic loader's path: libx.so.13: not it".to_string(),
+            b(13),
+            format!("the PyPI wheels holding libx.so.13: {py} exited with status 1"),
+            "libx.so.12 on the dynamic loader's path: libx.so.12: not it".to_string(),
+            b(12),
+            format!("the PyPI wheels holding libx.so.12: {py} exited with status 1"),
+        ];
+        assert_eq!(places_text(&tried), want.join("; "));
     }
 }

@@ -1,13 +1,11 @@
 //! Asking a Python for its site folders (the search's last step: the PyPI wheels), with a bound
 //! that holds whatever the Python does.
 //!
-//! The child's whole life is bounded, not only its exit: its output is read with `poll(2)`
-//! against the same deadline, because a process the Python starts in the background inherits
-//! the output pipe and can keep it open long after the Python itself has exited. Once the
-//! Python has exited, what it wrote is already in the pipe: it is read without waiting for the
-//! end of the pipe. Past the deadline the Python's process group (it is started as the leader
-//! of its own) is killed and the answer says so. A Python that exits with a status or dies of a
-//! signal is reported as such, not as a timeout.
+//! The child's whole life is bounded, output included (`poll(2)` against the same deadline): a
+//! process the Python starts in the background inherits the pipe and can hold it open long
+//! after the Python exits, so once it has exited, what is in the pipe is read without waiting
+//! for its end. Past the deadline the Python's process group (it leads its own) is killed and
+//! the answer says so; an exit status or a signal is reported as such, not as a timeout.
 
 use std::io::Read;
 use std::os::fd::AsRawFd;

@@ -99,36 +99,51 @@ pub unsafe fn comm_get_async_error(lib: &Library, comm: sys::ncclComm_t) -> Resu
     Ok(NcclResult::from_raw(state))
 }
 
-/// `ncclCommFinalize`: flushes the communicator's work (non-blocking: may be `InProgress`).
-///
-/// # Safety
-/// `comm` is a live communicator.
-pub unsafe fn comm_finalize(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
-    let f = function!(lib, comm_finalize, "ncclCommFinalize", "2.14");
-    // SAFETY: `comm` is live (this function's contract).
-    check(lib, "ncclCommFinalize", unsafe { f(comm) })
+/// Calls whose only argument is the communicator (or none), answering [`Progress`]; the
+/// loader's field for each is the function's name.
+macro_rules! progress_calls {
+    ($($(#[$m:meta])* fn $name:ident($($comm:ident)?) = $call:literal since $since:literal;)*) => {$(
+        $(#[$m])*
+        pub unsafe fn $name(lib: &Library $(, $comm: sys::ncclComm_t)?) -> Result<Progress> {
+            let f = function!(lib, $name, $call, $since);
+            // SAFETY: the caller keeps this function's `# Safety` contract, which is the call's.
+            check(lib, $call, unsafe { f($($comm)?) })
+        }
+    )*};
 }
 
-/// `ncclCommDestroy`: frees the communicator.
-///
-/// # Safety
-/// `comm` is a live communicator, not used again.
-pub unsafe fn comm_destroy(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
-    let f = function!(lib, comm_destroy, "ncclCommDestroy", "1.0");
-    // SAFETY: `comm` is live and not used again (this function's contract).
-    check(lib, "ncclCommDestroy", unsafe { f(comm) })
-}
+progress_calls! {
+    /// `ncclCommFinalize`: flushes the communicator's work (non-blocking: may be `InProgress`).
+    ///
+    /// # Safety
+    /// `comm` is a live communicator.
+    fn comm_finalize(comm) = "ncclCommFinalize" since "2.14";
 
-/// `ncclCommAbort`: stops the communicator's work (its kernels return) and frees it.
-///
-/// # Safety
-/// `comm` is a communicator (live, or one whose initialisation is still in progress), not used
-/// again.
-pub unsafe fn comm_abort(lib: &Library, comm: sys::ncclComm_t) -> Result<Progress> {
-    let f = function!(lib, comm_abort, "ncclCommAbort", "2.4");
-    // SAFETY: `comm` is live or still initialising, and not used again (this function's
-    // contract).
-    check(lib, "ncclCommAbort", unsafe { f(comm) })
+    /// `ncclCommDestroy`: frees the communicator.
+    ///
+    /// # Safety
+    /// `comm` is a live communicator, not used again.
+    fn comm_destroy(comm) = "ncclCommDestroy" since "1.0";
+
+    /// `ncclCommAbort`: stops the communicator's work (its kernels return) and frees it.
+    ///
+    /// # Safety
+    /// `comm` is a communicator (live, or one whose initialisation is still in progress), not
+    /// used again.
+    fn comm_abort(comm) = "ncclCommAbort" since "2.4";
+
+    /// `ncclGroupStart`.
+    ///
+    /// # Safety
+    /// Must be matched by [`group_end`] on this thread.
+    fn group_start() = "ncclGroupStart" since "2.0";
+
+    /// `ncclGroupEnd`: launches what the group queued (non-blocking communicators: may be
+    /// `InProgress`, then each communicator of the group is polled).
+    ///
+    /// # Safety
+    /// Every communicator used in the group is still live.
+    fn group_end() = "ncclGroupEnd" since "2.0";
 }
 
 /// `ncclCommCount`, `ncclCommUserRank`, `ncclCommCuDevice`: (ranks, rank, device).
@@ -148,26 +163,4 @@ pub unsafe fn comm_shape(lib: &Library, comm: sys::ncclComm_t) -> Result<(c_int,
         check(lib, "ncclCommCuDevice", device(comm, &mut d))?;
     }
     Ok((n, r, d))
-}
-
-/// `ncclGroupStart`.
-///
-/// # Safety
-/// Must be matched by [`group_end`] on this thread.
-pub unsafe fn group_start(lib: &Library) -> Result<Progress> {
-    let f = function!(lib, group_start, "ncclGroupStart", "2.0");
-    // SAFETY: takes no arguments; the caller matches it with `group_end` (this function's
-    // contract).
-    check(lib, "ncclGroupStart", unsafe { f() })
-}
-
-/// `ncclGroupEnd`: launches what the group queued (non-blocking communicators: may be
-/// `InProgress`, then each communicator of the group is polled).
-///
-/// # Safety
-/// Every communicator used in the group is still live.
-pub unsafe fn group_end(lib: &Library) -> Result<Progress> {
-    let f = function!(lib, group_end, "ncclGroupEnd", "2.0");
-    // SAFETY: every communicator used in the group is live (this function's contract).
-    check(lib, "ncclGroupEnd", unsafe { f() })
 }

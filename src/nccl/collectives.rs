@@ -54,28 +54,15 @@ pub enum Part {
 }
 
 /// The part a role stands for.
+#[rustfmt::skip]
 macro_rules! part {
-    (send($extent:ident)) => {
-        Part::Send(Extent::$extent)
-    };
-    (recv($extent:ident)) => {
-        Part::Recv(Extent::$extent)
-    };
-    (count) => {
-        Part::Count
-    };
-    (dtype) => {
-        Part::Dtype
-    };
-    (op) => {
-        Part::Op
-    };
-    (root) => {
-        Part::Root
-    };
-    (peer) => {
-        Part::Peer
-    };
+    (send($extent:ident)) => { Part::Send(Extent::$extent) };
+    (recv($extent:ident)) => { Part::Recv(Extent::$extent) };
+    (count) => { Part::Count };
+    (dtype) => { Part::Dtype };
+    (op) => { Part::Op };
+    (root) => { Part::Root };
+    (peer) => { Part::Peer };
 }
 
 /// What a call moves and names, from its parameters' roles, with the parameters' names for
@@ -141,28 +128,12 @@ pub struct Call {
 }
 
 /// The argument NCCL gets for a role.
+#[rustfmt::skip]
 macro_rules! nccl_arg {
-    ($call:ident, send) => {
-        $call.send
-    };
-    ($call:ident, recv) => {
-        $call.recv
-    };
-    ($call:ident, count) => {
-        $call.count
-    };
-    ($call:ident, dtype) => {
-        $call.datatype
-    };
-    ($call:ident, op) => {
-        $call.op
-    };
-    ($call:ident, root) => {
-        $call.rank
-    };
-    ($call:ident, peer) => {
-        $call.rank
-    };
+    ($call:ident, dtype) => { $call.datatype };
+    ($call:ident, root) => { $call.rank };
+    ($call:ident, peer) => { $call.rank };
+    ($call:ident, $field:ident) => { $call.$field };
 }
 
 macro_rules! collective_enum {

@@ -7,10 +7,9 @@
 //! orderly end (`ncclCommFinalize`, polled, then `ncclCommDestroy`).
 //!
 //! NVLink SHARP / multicast (NVLS) is off in every communicator made here (the config's
-//! `nvlsHostMode` = disable; an older NCCL that predates the field still needs
-//! `NCCL_NVLS_ENABLE=0`), unless
-//! `LLAISYS_NVIDIA_NCCL_NVLS=1`: on the machines this project runs on, multicast can take shared
-//! GPUs out of service.
+//! `nvlsHostMode` = disable; an NCCL that predates the field still needs `NCCL_NVLS_ENABLE=0`)
+//! unless `LLAISYS_NVIDIA_NCCL_NVLS=1`: on our machines, multicast can take shared GPUs out of
+//! service.
 
 use super::api::{self, Progress};
 use super::error::{Error, NcclResult, Result};
@@ -136,20 +135,18 @@ impl Communicator {
                     api::comm_init_rank_config(lib, &mut raw, n, id, rank as c_int, &mut cfg)
                 })
             });
-            match r {
-                Ok(Ok(_)) if !raw.is_null() => made.push(Communicator { raw, lib }),
-                Ok(Ok(_)) => {
-                    first_err.get_or_insert(Error::invalid(format!(
-                        "ncclCommInitRankConfig returned no communicator (device {device})"
-                    )));
+            let e = match r {
+                Ok(Ok(_)) if !raw.is_null() => {
+                    made.push(Communicator { raw, lib });
+                    continue;
                 }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e.context(&format!("device {device}")));
-                }
-                Err(e) => {
-                    first_err.get_or_insert(Error::Base(e));
-                }
-            }
+                Ok(Ok(_)) => Error::invalid(format!(
+                    "ncclCommInitRankConfig returned no communicator (device {device})"
+                )),
+                Ok(Err(e)) => e.context(&format!("device {device}")),
+                Err(e) => Error::Base(e),
+            };
+            first_err.get_or_insert(e);
         }
         // SAFETY: every communicator the group made is live: `made` owns them until this
         // returns (dropped, they are aborted after the group ends).

@@ -149,46 +149,23 @@ impl Error {
     }
 
     /// The same error with `more` added to its detail.
-    pub fn context(self, more: &str) -> Error {
-        let join = |d: String| {
-            if d.is_empty() {
+    pub fn context(mut self, more: &str) -> Error {
+        if let Error::Nccl { detail, .. } | Error::Timeout { detail, .. } = &mut self {
+            *detail = if detail.is_empty() {
                 more.to_string()
             } else {
-                format!("{d}, {more}")
-            }
-        };
-        match self {
-            Error::Nccl {
-                call,
-                code,
-                description,
-                last,
-                detail,
-            } => Error::Nccl {
-                call,
-                code,
-                description,
-                last,
-                detail: join(detail),
-            },
-            Error::Timeout {
-                call,
-                waited,
-                detail,
-            } => Error::Timeout {
-                call,
-                waited,
-                detail: join(detail),
-            },
-            other => other,
+                format!("{detail}, {more}")
+            };
         }
+        self
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Base(e) => write!(f, "{e}"),
+        let detail = match self {
+            Error::Base(e) => return write!(f, "{e}"),
+            Error::Unavailable { detail } => return write!(f, "NCCL is not available: {detail}"),
             Error::Nccl {
                 call,
                 code,
@@ -196,21 +173,13 @@ impl fmt::Display for Error {
                 last,
                 detail,
             } => {
-                write!(
-                    f,
-                    "{call} failed: {} ({}): {description}",
-                    code.name(),
-                    code.0
-                )?;
+                let (name, raw) = (code.name(), code.0);
+                write!(f, "{call} failed: {name} ({raw}): {description}")?;
                 if !last.is_empty() {
                     write!(f, "; NCCL: {last}")?;
                 }
-                if !detail.is_empty() {
-                    write!(f, " [{detail}]")?;
-                }
-                Ok(())
+                detail
             }
-            Error::Unavailable { detail } => write!(f, "NCCL is not available: {detail}"),
             Error::Timeout {
                 call,
                 waited,
@@ -222,12 +191,13 @@ impl fmt::Display for Error {
                      llaisysNvidiaCommSetTimeout); the communicator was aborted",
                     waited.as_millis()
                 )?;
-                if !detail.is_empty() {
-                    write!(f, " [{detail}]")?;
-                }
-                Ok(())
+                detail
             }
+        };
+        if !detail.is_empty() {
+            write!(f, " [{detail}]")?;
         }
+        Ok(())
     }
 }
 

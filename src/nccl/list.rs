@@ -4,14 +4,9 @@
 //! (`LlaisysNvidiaCommAPI`; the first group is in the table, in field order, the second is
 //! not), the NCCL function (the loader's field, its name, its bindgen `PFN_` type and the NCCL
 //! release that has it), a line of documentation, and its parameters before `comm` and
-//! `stream`, each with its name (as in the header) and its role. Everything else follows the
-//! list:
-//! - `loader`: the NCCL function pointers;
-//! - `collectives`: `Collective`, each call's shape and the
-//!   one thin `unsafe fn` calling NCCL;
-//! - `ops::comm::collectives`: one body checking and queuing any of them by its shape;
-//! - `capi::comm`: the exported C functions, the table's fields and the table, and the list of
-//!   C signatures a test compares with the header.
+//! `stream`, each with its name (as in the header) and its role. `loader`, `collectives`,
+//! `ops::comm::collectives` and `capi::comm` (exports, table, the signatures a test compares
+//! with the header) are all made from it.
 //!
 //! The roles (a role fixes the C type, the NCCL argument and the checks):
 //! - `send(Count)`, `send(Ranks)`, `send(OnRoot)`: `const void *sendbuff` holding `count`

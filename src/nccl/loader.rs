@@ -3,21 +3,10 @@
 //! called, so an older NCCL still serves what it has. The library is never unloaded (NCCL keeps
 //! threads).
 //!
-//! The search is [`crate::libsearch`]'s, in this order (the first that loads wins):
-//! 1. `LLAISYS_NVIDIA_NCCL_LIBRARY`: a file, or a folder holding `libnccl.so.2`. When it is set,
-//!    nothing else is searched (mixing roots silently is how wrong libraries get loaded).
-//! 2. The dynamic loader's own search for `libnccl.so.2`: `LD_LIBRARY_PATH`, this library's
-//!    RUNPATH, `ld.so.cache`, the default folders.
-//! 3. The PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
-//!    `<site-packages>/nvidia/nccl/lib/libnccl.so.2` (wheels `nvidia-nccl-cu13`, `-cu12`). The
-//!    Python is asked for its site folders only when step 2 found nothing, within 10 s from its
-//!    start to the end of its answer, whatever it does ([`crate::libsearch::python`]).
-//!
-//! A file that loads is accepted only when its `ncclGetVersion` reports a version of the NCCL
-//! major release the bindings were built for (`NCCL_MAJOR` of nccl.h, 2: NCCL 2.0.0 to
-//! 2.99.99); anything else (-1, `INT_MAX`, NCCL 3) is refused naming the file and the version,
-//! and the file is closed again. The failure message lists every place looked at and why it
-//! did not serve, and how to fix it.
+//! The search is [`crate::libsearch`]'s (`LLAISYS_NVIDIA_NCCL_LIBRARY`, alone when set; the
+//! dynamic loader; the PyPI wheels' `nvidia/nccl/lib`). A file that loads is accepted only when
+//! `ncclGetVersion` reports a version of the NCCL major the bindings were built for (2); anything
+//! else (-1, `INT_MAX`, NCCL 3) is refused naming the file and the version, and closed again.
 
 use super::error::{Error, Result};
 use super::sys;
@@ -226,13 +215,9 @@ fn load() -> std::result::Result<Library, String> {
             ..found.value
         });
     }
-    let places: Vec<String> = tried
-        .iter()
-        .map(|t| format!("{}: {}", t.place, t.outcome))
-        .collect();
+    let places = libsearch::places_text(&tried);
     Err(format!(
-        "{SONAME} could not be loaded; looked at: {}; {FIX}",
-        places.join("; ")
+        "{SONAME} could not be loaded; looked at: {places}; {FIX}"
     ))
 }
 

@@ -1,18 +1,10 @@
 //! The host threads of large H2D staged copies, adapted copy by copy.
 //!
-//! An H2D copy's host side writes the staging buffers while the copy engine reads the buffers
-//! filled before: both use the host's memory and caches. On a machine whose host copy is much
-//! faster than the link, every thread copying at once slows the DMA down, so fewer threads
-//! finish the copy sooner; on a machine whose host copy is the limit every thread is needed
-//! (docs/caches.md).
-//!
-//! Which of the two a copy met shows when its last chunk is queued: if every staging buffer
-//! still waits for its DMA, the host was a whole ring ahead of the link (one thread fewer next
-//! time); if at most one does, the link waited for the host (one more). Copies from
-//! `ADAPT_FROM` bytes that write the staging buffers with non-temporal stores take part;
-//! smaller ones, whose time goes to the first chunk, use every thread, and so do those with
-//! ordinary stores (`super::policy::Adapt::of`): there, fewer threads were slower even when the
-//! host was a ring ahead.
+//! Host threads and the copy engine share the host's memory: where the host copy is much faster
+//! than the link, fewer threads finish sooner (docs/caches.md). When a copy's last chunk is
+//! queued, if every staging buffer still waits for its DMA the host was a ring ahead (one thread
+//! fewer next time); if at most one does, the link waited (one more). Which copies take part:
+//! `super::policy::Adapt::of`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -30,9 +22,8 @@ pub(super) fn threads(lo: usize, hi: usize) -> usize {
     }
 }
 
-/// What an H2D copy saw when its last chunk was queued: `pending` of its last `of` chunks (those
-/// that can be in flight at once: the staging buffers, or every chunk of a shorter copy) still
-/// waited for their DMA.
+/// What an H2D copy saw when its last chunk was queued: `pending` of its last `of` chunks (one
+/// per staging buffer) still waited for their DMA.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct InFlight {
     pub(super) pending: usize,

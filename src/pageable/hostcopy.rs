@@ -1,13 +1,6 @@
-//! The host side of a staged copy: how a piece's bytes are written. Writes can bypass the CPU
-//! caches (non-temporal stores; `super::policy::stores` says when): into a staging buffer (H2D
-//! below 128 MiB from a source read again) the copy engine then reads memory, not lines dirty in
-//! a core's cache, and the copy does not first read the lines it overwrites; into the caller's
-//! buffer of a large D2H copy they spare the caches bytes they could not keep anyway
-//! (docs/caches.md).
-//!
-//! The non-temporal copy asks for the source a page ahead of its loads: the processor's own
-//! prefetchers stop at the end of a 4 KiB page, so without it every page of a source that comes
-//! from memory starts with a wait (docs/caches.md).
+//! The host side of a staged copy: how a piece's bytes are written, with ordinary or
+//! non-temporal stores (`super::policy::stores` says when; docs/caches.md). The non-temporal copy
+//! prefetches the source a page ahead: the processor's prefetchers stop at a 4 KiB page's end.
 
 /// How far ahead of its loads the non-temporal copy asks for the source: one page.
 #[cfg(target_arch = "x86_64")]

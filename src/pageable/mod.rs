@@ -1,29 +1,21 @@
 //! Fast copies between pageable host memory and the device.
 //!
-//! cudaMemcpy from pageable memory goes through the driver's own small staging buffers with one
-//! host thread, far below the link's rate (docs/benchmark.md). Here a copy of `H2D_MIN_BYTES`
-//! (H2D) or `D2H_MIN_BYTES` (D2H) or more is cut into chunks staged through pinned buffers
-//! (`staging`, one slot per chunk in flight) and run as one pipeline (`pipeline`): the calling
-//! thread queues every chunk's DMA on the caller's stream, so the copy keeps the stream's order,
-//! and the host threads (the caller and the pool's, `workers`) take the copy's pieces in order
-//! and copy each one as soon as its chunk is ready. A smaller H2D `memcpy_sync` is staged only
-//! behind a staged copy's DMA still pending on the legacy stream (`copy_behind`).
+//! cudaMemcpy from pageable memory runs far below the link's rate (docs/benchmark.md). Here a
+//! copy of `H2D_MIN_BYTES` / `D2H_MIN_BYTES` or more is cut into chunks staged through pinned
+//! buffers (`staging`) and run as one pipeline (`pipeline`): the calling thread queues every
+//! chunk's DMA on the caller's stream, keeping the stream's order, and the host threads
+//! (`workers`) copy the pieces. A smaller H2D `memcpy_sync` is staged only behind a staged
+//! copy's DMA still pending on the legacy stream (`copy_behind`).
 //!
-//! - H2D: piece -> slot (host copy), cudaMemcpyAsync slot -> device on the stream once the
-//!   chunk's pieces are in, the slot's event recorded. Returns once every chunk is queued, i.e.
-//!   the caller's buffer has been read (as cudaMemcpy does); a slot is reused once its event
-//!   has completed, except for a copy of up to `BEHIND_MAX` on the legacy stream written past
-//!   the bytes the slot's pending DMA reads, behind it on that stream.
-//! - D2H: cudaMemcpyAsync device -> slot on the stream, the slot's event polled, slot ->
-//!   caller. Returns with the data in the caller's buffer (as cudaMemcpy does).
+//! - H2D returns once every chunk is queued (the caller's buffer has been read, as cudaMemcpy);
+//!   a slot is reused once its event has completed, or written past the bytes its pending DMA
+//!   reads, behind it on the legacy stream.
+//! - D2H returns with the data in the caller's buffer.
 //!
-//! Settings (docs/variables.md, read by `policy`): `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns the
-//! path off; `LLAISYS_NVIDIA_PAGEABLE_THREADS` bounds the host threads of a copy (default: 3/4
-//! of the cores, at most 12). The shape of a copy (chunks: `plan`; pieces, staging buffers,
-//! stores, the threads' spin) is fixed by constants and, for the stores of an H2D copy below
-//! 128 MiB, by whether a recent copy read its source (`recent`), chosen with the benchmarks
-//! (docs/caches.md); H2D copies of 8 to 128 MiB with non-temporal stores adapt their thread
-//! count below the bound (`adapt`).
+//! Settings (docs/variables.md, `policy`): `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns the path off;
+//! `LLAISYS_NVIDIA_PAGEABLE_THREADS` bounds the host threads of a copy (default: 3/4 of the
+//! cores, at most 12). The rest is fixed by constants measured with the benchmarks
+//! (docs/caches.md), with stores chosen by `recent` and thread counts by `adapt`.
 
 mod adapt;
 mod hostcopy;
@@ -44,11 +36,8 @@ use std::os::raw::c_void;
 
 pub(crate) use staging::release as release_staging;
 
-/// The smallest H2D copy that is staged; smaller ones go to cudaMemcpy, whose fixed cost is
-/// lower (unless a `memcpy_sync` can go behind a pending DMA: `copy_behind`). An H2D copy's
-/// first chunk is short (`plan`), so from two chunks on its DMA overlaps the host
-/// copy of the rest (a model's key and value projections, 768 KiB in the weights benchmark's
-/// model, are above it: docs/benchmark.md).
+/// The smallest H2D copy that is staged; below, cudaMemcpy's fixed cost is lower (a model's
+/// 768 KiB key and value projections are above it: docs/benchmark.md).
 const H2D_MIN_BYTES: usize = 512 << 10;
 /// The smallest D2H copy that is staged: its first chunk lands before any is copied out.
 const D2H_MIN_BYTES: usize = 1 << 20;
@@ -105,9 +94,8 @@ pub(crate) unsafe fn copy(
     let set = staging::take();
     let next_slot = set.first_slot();
     let last_slot = next_slot + set.slots.len() - 1;
-    // A small H2D copy on the legacy stream goes behind the last slot's last use (pending, or
-    // completed but not yet seen) if it has room, as one chunk; any other copy starts at the
-    // next slot.
+    // A small H2D copy on the legacy stream goes behind the last slot's last use if it has
+    // room, as one chunk; any other copy starts at the next slot.
     let behind_at =
         (direction == Direction::HostToDevice && stream.is_null() && size <= BEHIND_MAX)
             .then(|| set.room_behind(last_slot, stream_device, size))
@@ -144,21 +132,16 @@ pub(crate) unsafe fn copy(
     }
 }
 
-/// False when `copy_behind` would do nothing because no staged H2D copy may be in flight (one
-/// atomic load): the caller need not look at its pointers.
+/// False when `copy_behind` would do nothing because no staged H2D copy may be in flight.
 #[inline]
 pub(crate) fn copy_behind_possible() -> bool {
     config().enabled && staging::h2d_maybe_in_flight()
 }
 
-/// memcpy_sync of an H2D copy of `size` bytes from pageable `host` memory too small for
-/// `wanted`, on the legacy stream of the current device: staged as one chunk behind a staged
-/// copy's DMA still pending there when a staging buffer has room behind it (`staging::take_behind`;
-/// the copy waits for nothing), so that it neither waits for that DMA, as `cudaMemcpy` would
-/// (it waits for the stream first), nor lets the copy engine run dry between large copies (a
-/// model's norms and biases between its matrices). Returns false, having done nothing, when no
-/// such DMA is pending or no buffer has room: the caller copies with `cudaMemcpy`. One atomic
-/// load when no staged H2D copy may be in flight.
+/// memcpy_sync of an H2D copy too small for `wanted`, on the legacy stream of the current
+/// device: staged as one chunk behind a staged copy's DMA still pending there when a staging
+/// buffer has room behind it, so that it does not wait for that DMA as `cudaMemcpy` would.
+/// Returns false, having done nothing, otherwise: the caller copies with `cudaMemcpy`.
 ///
 /// # Safety
 /// `host` is pageable memory valid for `size` bytes until this returns; `device` is device
@@ -238,11 +221,10 @@ unsafe fn run(
     let adapt = Adapt::of(direction, size, stores);
     let threads = adapt.map_or(config().threads, Adapt::threads);
     set.used(layout.first_slot, layout.plan.len());
-    // SAFETY: `device` and `host` hold `size` bytes, the plan's chunks cover exactly those, and
-    // they stay valid until the copy has run (this function's contract); `stream` is NULL or a
-    // live stream of `stream_device`; the set was taken from the kept sets (or made) for this
-    // copy alone, and a chunk behind a pending DMA has the room `room_behind` found, on the
-    // stream of that DMA (this function's contract).
+    // SAFETY: `device` and `host` hold `size` bytes, which the plan's chunks cover exactly, valid
+    // until the copy has run; `stream` is NULL or a live stream of `stream_device`; the set is
+    // this copy's alone, and a chunk behind a pending DMA has the room `room_behind` found, on
+    // that DMA's stream (this function's contract).
     let mut result = unsafe {
         pipeline::run(
             pipeline::Request {
@@ -271,10 +253,8 @@ unsafe fn run(
         result = set.wait_all();
     }
     if result.is_err() {
-        // A chunk may be queued without its event: reuse the set only once the stream is idle
-        // and every slot's last recorded use (perhaps an earlier copy's, on another stream) has
-        // completed; if either wait fails, the set is dropped (its buffers leak rather than be
-        // overwritten while a copy may still read them).
+        // A chunk may be queued without its event: reuse the set only once the stream and every
+        // slot are idle; else it leaks rather than be overwritten while a copy may read it.
         // SAFETY: `stream` is NULL or a live stream (this function's contract).
         if unsafe { crate::safe::stream::synchronize(stream) }.is_ok() && set.wait_all().is_ok() {
             staging::give_back(set);

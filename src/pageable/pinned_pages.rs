@@ -1,9 +1,7 @@
 //! Pinned host buffers made of transparent huge pages: an anonymous mapping aligned to 2 MiB,
-//! asked for huge pages (`MADV_HUGEPAGE`) and touched (`Mapping`, host work alone, so several
-//! can be made at once on several threads), then page-locked with `cudaHostRegister`
-//! (`Pinned`). Page-locking 2 MiB pages costs a fraction of what `cudaHostAlloc` spends on 4 KiB
-//! ones (docs/caches.md); where the kernel gives no huge pages (`available`), `cudaHostAlloc`
-//! is the faster way, and the caller uses it.
+//! asked for huge pages and touched (`Mapping`, host work alone), then page-locked with
+//! `cudaHostRegister` (`Pinned`), a fraction of `cudaHostAlloc`'s cost (docs/caches.md). Where
+//! the kernel gives no huge pages (`available`), the caller uses `cudaHostAlloc`.
 
 use crate::error::Result;
 use std::mem::ManuallyDrop;
@@ -17,8 +15,7 @@ const PAGE: usize = 4096;
 /// Where the kernel says whether anonymous mappings may get huge pages.
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
-/// True when the kernel gives an anonymous mapping huge pages on `MADV_HUGEPAGE` (its
-/// transparent huge pages set to `always` or `madvise`); read once per process.
+/// True when the kernel gives an anonymous mapping huge pages on `MADV_HUGEPAGE`; read once.
 pub(crate) fn available() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
@@ -28,8 +25,7 @@ pub(crate) fn available() -> bool {
     })
 }
 
-/// Whether the contents of `THP_ENABLED` (the choices, the one in force in brackets) let
-/// `MADV_HUGEPAGE` give huge pages.
+/// Whether the contents of `THP_ENABLED` let `MADV_HUGEPAGE` give huge pages.
 fn enabled(setting: &str) -> bool {
     setting.contains("[always]") || setting.contains("[madvise]")
 }
@@ -47,9 +43,8 @@ pub(crate) struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes (rounded up to `HUGE`) aligned to `HUGE`, asks for huge pages and keeps
-    /// the range out of a forked child (as CUDA's own pinned memory), then writes one byte per
-    /// page so that every page is in memory. Host work alone: no CUDA call.
+    /// Maps `len` bytes (rounded up to `HUGE`) aligned to `HUGE`, asks for huge pages, keeps the
+    /// range out of a forked child, then touches every page. No CUDA call.
     pub(crate) fn new(len: usize) -> std::io::Result<Mapping> {
         let len = len.div_ceil(HUGE) * HUGE;
         let mapped = len + HUGE;
@@ -100,8 +95,7 @@ impl Mapping {
         self.len
     }
 
-    /// Page-locks the usable part (`cudaHostRegister`, portable and mapped, as `cudaHostAlloc`'s
-    /// portable memory is usable with every device).
+    /// Page-locks the usable part (`cudaHostRegister`, portable and mapped).
     pub(crate) fn register(self) -> Result<Pinned> {
         // SAFETY: the range is this mapping's, valid until `Pinned::free` unmaps it after
         // unregistering it.
@@ -120,8 +114,7 @@ impl Drop for Mapping {
     }
 }
 
-/// A page-locked `Mapping`. Dropped without `free` it is leaked, neither unregistered nor
-/// unmapped, as a buffer that a DMA may still use must be.
+/// A page-locked `Mapping`; dropped without `free` it is leaked (a DMA may still use it).
 pub(crate) struct Pinned {
     mapping: ManuallyDrop<Mapping>,
 }
@@ -133,8 +126,7 @@ impl Pinned {
     }
 
     /// Unregisters the buffer, then unmaps it. When CUDA refuses to unregister it, the mapping
-    /// is leaked (never unmapped under memory CUDA may still hold locked) and the error
-    /// returned.
+    /// is leaked and the error returned.
     ///
     /// # Safety
     /// No queued work reads or writes the buffer any more.

@@ -1,21 +1,11 @@
-//! The pipeline of a staged copy: the host threads work through the whole copy's pieces in
-//! order, so that no thread waits for the others at a chunk's end. Only the calling thread talks
-//! to CUDA: it queues each chunk's DMA and event and polls the events to publish how far the
-//! threads may go; the pool's threads claim pieces one after another and copy each one as soon
-//! as its chunk is ready, so that copying out one chunk overlaps the DMA of the next and a chunk
-//! that lands is copied by every thread that is free.
+//! The pipeline of a staged copy. Only the calling thread talks to CUDA: it queues each chunk's
+//! DMA and event and publishes how many chunks are ready; the pool's threads claim pieces in
+//! order and copy each once its chunk is ready, holding no piece while they wait.
 //!
-//! - D2H: chunk k is ready once its DMA into slot k mod K has landed (the slot's event); the DMA
-//!   of chunk k+K is queued once every piece of chunk k has been copied out.
-//! - H2D: chunk k is ready once slot k mod K is free (the event after the DMA of chunk k-K); its
-//!   DMA is queued once every piece of it has been copied in.
-//!
-//! The helpers start once there is work for them (D2H: the first chunk has landed; H2D: the
-//! first staging buffer is free), but a D2H on an idle stream whose helpers sleep wakes them as
-//! soon as its first DMAs are queued (waking takes longer than a chunk takes to land); until
-//! then the calling thread waits as the application's device flags say. A pool thread claims a
-//! piece only once its chunk is ready; until then it spins on the published count (250 us, then
-//! naps of 20 us), holding no piece.
+//! - D2H: chunk k is ready once its DMA into slot k mod K has landed; the DMA of chunk k+K is
+//!   queued once every piece of chunk k has been copied out.
+//! - H2D: chunk k is ready once slot k mod K is free; its DMA is queued once every piece of it
+//!   has been copied in.
 
 use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
@@ -36,14 +26,11 @@ const NAP: Duration = Duration::from_micros(20);
 
 /// The smallest piece: below it a piece's claim and fence are no longer small beside its copy.
 const MIN_PIECE: usize = 16 << 10;
-/// The largest piece: small enough that a chunk that lands is shared by many threads, large
-/// enough that fewer threads are woken per chunk than with smaller ones (docs/caches.md).
+/// The largest piece: a chunk is shared by many threads, but few are woken (docs/caches.md).
 const MAX_PIECE: usize = 64 << 10;
 
-/// The pieces of a chunk of `len` bytes copied by `threads`: about one per thread, 4 KiB
-/// aligned, from `MIN_PIECE` up to `MAX_PIECE`. A small chunk (an H2D copy's first, 256 KiB) is
-/// thus split among every thread instead of a few `MAX_PIECE` ones: one thread beside the copy
-/// engine copies far slower than the link, and the chunk's DMA waits for its last piece.
+/// The piece length for a chunk of `len` bytes copied by `threads`: about one per thread, 4 KiB
+/// aligned, clamped to `MIN_PIECE..=MAX_PIECE` (a small chunk's DMA waits for its last piece).
 fn piece_for(len: usize, threads: usize) -> usize {
     (len / threads.max(1))
         .next_multiple_of(4096)
@@ -67,10 +54,8 @@ struct Job {
     bufs: Vec<usize>,
     /// (offset, length) of each chunk in the copy.
     chunks: Vec<(usize, usize)>,
-    /// The index of each chunk's first piece, and after the last chunk's the number of pieces
-    /// (piece i's chunk, offset and length follow from these: `piece`; a copy of 256 MiB has
-    /// about 4000 pieces, and making a list of them would take longer than the first chunk's
-    /// copy).
+    /// Each chunk's first piece, then the number of pieces (a list of 4000 pieces would take
+    /// longer to make than the first chunk's copy).
     first_piece: Vec<usize>,
     /// Each chunk's piece length (its last piece may be shorter).
     piece_len: Vec<usize>,
@@ -85,8 +70,7 @@ struct Job {
     failed: AtomicBool,
     /// Set when a piece's copy panicked (a bug): the copy fails (`drive`).
     panicked: AtomicBool,
-    /// Set once a pool thread has claimed a piece: until then the calling thread copies too
-    /// (`drive`), when the threads were asleep.
+    /// Set once a pool thread has claimed a piece (`Helpers::waking`).
     helped: AtomicBool,
 }
 
@@ -155,11 +139,8 @@ impl Job {
         self.first_piece[c + 1] - self.first_piece[c]
     }
 
-    /// Claims the next piece once its chunk is ready (or the copy failed); None once every piece
-    /// is claimed. A thread waiting for a chunk holds no piece: the chunk's pieces go to the
-    /// threads awake when it is ready, the caller's among them, and its DMA never waits for a
-    /// thread that napped while holding one of them and wakes late. The wait reads `ready`
-    /// alone: no piece of a chunk is claimed before the chunk is ready (but in a failed copy).
+    /// Claims the next piece once its chunk is ready (or the copy failed); None once all are
+    /// claimed. A waiting thread holds no piece, so no DMA waits for a thread that napped.
     fn claim_ready(&self) -> Option<usize> {
         let ready = |chunk: usize| {
             self.ready.load(Ordering::Acquire) > chunk || self.failed.load(Ordering::Relaxed)
@@ -207,8 +188,8 @@ impl Job {
         self.copied[c].load(Ordering::Acquire) >= self.pieces_of(c)
     }
 
-    /// Copies piece `i`, claimed once its chunk was ready (`claim_ready`, `claim_if`), unless the
-    /// copy failed, and counts it done, also when the copy panics (the job then fails).
+    /// Copies piece `i` (claimed once its chunk was ready) unless the copy failed, and counts it
+    /// done, also when the copy panics (the job then fails).
     fn do_piece(&self, i: usize) {
         let p = self.piece(i);
         let _counted = Counted {
@@ -272,8 +253,7 @@ impl Drop for Counted<'_> {
             self.job.panicked.store(true, Ordering::Release);
             self.job.failed.store(true, Ordering::Relaxed);
         }
-        // `done` first: once a chunk counts as copied (H2D: the caller may return after the
-        // last one) the job counts as finished too.
+        // `done` first: once a chunk counts as copied (the caller may return) the job is done.
         self.job.done.fetch_add(1, Ordering::Release);
         self.job.copied[self.chunk].fetch_add(1, Ordering::Release);
     }
@@ -283,8 +263,7 @@ impl Task for Job {
     fn work(&self) {
         let mut first = true;
         while let Some(i) = self.claim_ready() {
-            // A pool thread's first piece (the caller claims through `claim_if`, or here only
-            // on the way out after an error): a helper has joined.
+            // A pool thread's first piece: a helper has joined.
             if first && !self.failed.load(Ordering::Relaxed) {
                 self.helped.store(true, Ordering::Relaxed);
             }
@@ -298,8 +277,7 @@ impl Task for Job {
     }
 }
 
-/// On the way out (an error, or a panic), lets every piece left be skipped and done, so that the
-/// pool's threads finish and `Running` can take the job back.
+/// On the way out (an error, a panic): every piece left is skipped, so the pool's threads finish.
 struct Finish<'a>(&'a Job);
 
 impl Drop for Finish<'_> {
@@ -329,8 +307,7 @@ pub(super) struct Request<'a> {
     pub(super) count_in_flight: bool,
     /// The set's slot of the first chunk (`Set::first_slot`); chunk k takes the k-th after it.
     pub(super) first_slot: usize,
-    /// Set for a one-chunk H2D copy written behind the first slot's pending use, at this offset
-    /// of its buffer (`Set::room_behind`): the slot is not waited for.
+    /// For a one-chunk H2D copy behind the first slot's pending use: the offset in its buffer.
     pub(super) behind_at: Option<usize>,
 }
 
@@ -341,11 +318,9 @@ impl Request<'_> {
     }
 }
 
-/// Runs a staged copy of `chunks` ((offset, length) each) with the pipelined engine. D2H returns
-/// with the data in `host`; H2D once every chunk's DMA is queued (the caller's buffer has been
-/// read). With `count_in_flight`, an H2D copy that the pool's threads helped with also says how
-/// many of its last chunks that can be in flight at once (the staging buffers, or every chunk of
-/// a shorter copy) still waited for their DMA then (`adapt`'s measure); otherwise None.
+/// Runs a staged copy of `chunks` ((offset, length) each). D2H returns with the data in `host`;
+/// H2D once every chunk's DMA is queued. With `count_in_flight`, a helped H2D copy also returns
+/// how many of its last chunks still waited for their DMA (`adapt`'s measure).
 ///
 /// # Safety
 /// `dev` is device memory and `host` pageable memory, both valid for the chunks' bytes until the
@@ -391,10 +366,7 @@ pub(super) unsafe fn run(c: Request<'_>, chunks: Vec<(usize, usize)>) -> Result<
     )
 }
 
-/// The pool's threads of one copy, started when there is work for them: D2H once the first chunk
-/// has landed (or, asleep and on an idle stream, once the first DMAs are queued), H2D once the
-/// first staging buffer is free (so that they do not spin while a DMA waits behind earlier work
-/// on a stream).
+/// The pool's threads of one copy, started once there is work for them.
 struct Helpers {
     job: Arc<Job>,
     threads: usize,
@@ -415,8 +387,7 @@ impl Helpers {
         self.started && self.running.is_none()
     }
 
-    /// True while the helpers were woken for this copy (asleep when it was handed to them)
-    /// and none of them has claimed a piece yet: the calling thread copies meanwhile.
+    /// True while the helpers woken for this copy have not yet claimed a piece.
     fn waking(&self) -> bool {
         self.running.as_ref().is_some_and(|r| r.asleep > 0)
             && !self.job.helped.load(Ordering::Relaxed)
@@ -432,10 +403,7 @@ impl Helpers {
     }
 }
 
-/// The calling thread's part: queues DMAs and events, publishes ready chunks, and copies pieces
-/// (D2H: once every chunk has landed, or when the next DMA waits for a chunk to be copied out;
-/// H2D: pieces of the next chunk to queue; alone: any ready piece), so that it never waits for
-/// the helpers alone.
+/// The calling thread's part: queues DMAs and events, publishes ready chunks, copies pieces.
 ///
 /// # Safety
 /// As `run`.
@@ -444,12 +412,9 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
     let k = job.bufs.len();
     let (mut queued, mut ready) = (0, 0);
     let publish = |ready: usize| job.ready.store(ready, Ordering::Release);
-    // A D2H copy whose helpers sleep, on an idle stream: they are woken as soon as its first
-    // DMAs are queued, not once the first chunk has landed. Waking takes longer than a chunk
-    // takes to land on an idle stream (docs/caches.md), so they join about when it lands,
-    // and the calling thread copies out until they do. Behind work on the stream they would
-    // only spin for it: they are woken when the first chunk lands. A failed query counts as
-    // busy (the copy's own calls report any error).
+    // Sleeping helpers of a D2H on an idle stream are woken once its first DMAs are queued:
+    // waking takes longer than a chunk takes to land (docs/caches.md). A failed query counts
+    // as busy (the copy's own calls report any error).
     let mut wake_early = c.direction == Direction::DeviceToHost
         && helpers.asleep()
         // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
@@ -461,14 +426,10 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
         let mut progressed = false;
         match c.direction {
             Direction::DeviceToHost => {
-                // A slot takes the next chunk's DMA once its last chunk has been copied out (and,
-                // first, ordered after an earlier copy's use of it on the stream).
+                // A slot takes the next chunk's DMA once its last chunk has been copied out; an
+                // earlier copy's use of it is ordered on the stream, not waited for here.
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
                     let mut slot = c.slot(queued);
-                    // An earlier copy's use of the slot (an H2D DMA reading it, say) is waited
-                    // for by the stream, not here: the DMA is queued at once and starts as soon
-                    // as the GPU is done with the buffer. (A slot whose chunk of this copy was
-                    // copied out has no pending use.)
                     // SAFETY: `stream` is NULL or a live stream of `device` (`run`'s contract).
                     unsafe { slot.order_before_dma(c.stream, c.device) }?;
                     slot.prepare(c.device)?;
@@ -485,9 +446,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                     helpers.start();
                 }
                 if ready == 0 && queued == n.min(k) && !progressed {
-                    // Nothing to do until the first chunk lands, which may be behind long work
-                    // on the stream: wait as the application's device flags say (spin, yield
-                    // or block), not in a loop of queries.
+                    // Until the first chunk lands: wait as the device flags say.
                     c.slot(0).wait()?;
                 }
                 while ready < queued && c.slot(ready).poll()? {
@@ -501,8 +460,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                     return Ok(());
                 }
                 // Copy out too when alone, while the helpers wake, when every chunk has landed,
-                // and when the next DMA waits for a chunk to be copied out: the copy never
-                // depends on the helpers alone.
+                // and when the next DMA waits for a chunk to be copied out.
                 if helpers.alone() || helpers.waking() || ready == n || (queued < n && queued >= k)
                 {
                     if let Some(i) = job.claim_if(|ch| ch < ready) {
@@ -512,10 +470,7 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                 }
             }
             Direction::HostToDevice => {
-                // Chunk `ready` may be copied in once its slot is free: the DMA of the chunk
-                // before it in that slot is queued and has completed. The first slot is waited
-                // for (an earlier copy's last chunks may be behind long work on a stream) as
-                // the application's device flags say; the helpers start once it is free.
+                // Chunk `ready` may be copied in once its slot's previous DMA has completed.
                 while ready < n && (ready < k || queued > ready - k) {
                     let mut slot = c.slot(ready);
                     if ready > 0 && !slot.poll()? {
@@ -556,9 +511,8 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
     }
 }
 
-/// How many of the job's last chunks, one per staging buffer and all queued, still wait for
-/// their DMA (their slots' events). A query that fails counts as waiting: the copy is queued,
-/// and the slot's next use (`prepare`, `wait_all`) reports the error (`Slot::idle`).
+/// How many of the job's last chunks (one per staging buffer) still wait for their DMA. A failed
+/// query counts as waiting; the slot's next use reports the error (`Slot::idle`).
 fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
     let n = job.chunks.len();
     let last = n.saturating_sub(job.bufs.len())..n;
@@ -568,8 +522,7 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
     }
 }
 
-/// Queues chunk `k`'s DMA between its staging buffer and the device on the copy's stream, then
-/// the slot's event.
+/// Queues chunk `k`'s DMA on the copy's stream, then the slot's event.
 ///
 /// # Safety
 /// As `run`; the slot's buffer is ready for the DMA (D2H: every earlier use of it has completed
@@ -607,17 +560,23 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot) -> Result
 mod tests {
     use super::*;
 
+    /// A job over no memory, to cut pieces.
+    fn cut(chunks: &[(usize, usize)], threads: usize) -> Job {
+        let (host, bufs) = (std::ptr::null_mut(), vec![0; 2]);
+        Job::new(
+            Direction::HostToDevice,
+            host,
+            bufs,
+            chunks.to_vec(),
+            threads,
+            Stores::Cached,
+        )
+    }
+
     #[test]
     fn pieces_cover_every_chunk_in_order() {
         let chunks = vec![(0, 256 << 10), (256 << 10, 100_000), (362_144, 1)];
-        let job = Job::new(
-            Direction::DeviceToHost,
-            std::ptr::null_mut(),
-            vec![0, 0],
-            chunks.clone(),
-            1,
-            Stores::Cached,
-        );
+        let job = cut(&chunks, 1);
         assert_eq!(per_chunk(&job), vec![4, 2, 1]);
         let mut off = 0;
         for p in all_pieces(&job) {
@@ -638,14 +597,7 @@ mod tests {
         assert_eq!(piece_for(256 << 10, 0), MAX_PIECE);
         // Each chunk gets its own pieces: the first (256 KiB) in 11 for 12 threads, the next
         // (1 MiB) in 16 of the most, 64 KiB.
-        let job = Job::new(
-            Direction::HostToDevice,
-            std::ptr::null_mut(),
-            vec![0, 0],
-            vec![(0, 256 << 10), (256 << 10, 1 << 20)],
-            12,
-            Stores::Cached,
-        );
+        let job = cut(&[(0, 256 << 10), (256 << 10, 1 << 20)], 12);
         assert_eq!(per_chunk(&job), vec![11, 16]);
         let pieces = all_pieces(&job);
         assert!(pieces[..11]
@@ -691,14 +643,7 @@ mod tests {
                         at += n;
                     }
                 }
-                let job = Job::new(
-                    Direction::HostToDevice,
-                    std::ptr::null_mut(),
-                    vec![0; 4],
-                    chunks.clone(),
-                    threads,
-                    Stores::Cached,
-                );
+                let job = cut(&chunks, threads);
                 assert_eq!(
                     all_pieces(&job),
                     want,
@@ -738,9 +683,7 @@ mod tests {
             assert_eq!(job.next.load(Ordering::Relaxed), 0, "nothing claimed");
             job.ready.store(1, Ordering::Release);
             assert_eq!(waiting.join().expect("no panic"), Some(0));
-            // The caller takes chunk 0's other pieces; chunk 1 is not ready: a thread waits
-            // for it, holding nothing, until the copy fails, then takes the next piece (to
-            // skip it).
+            // Chunk 1 is not ready: a thread waits for it, holding nothing, until the copy fails.
             let mut taken = 1;
             while job.claim_if(|ch| ch < 1).is_some() {
                 taken += 1;

@@ -7,19 +7,13 @@ use super::Direction;
 pub(super) const CHUNK_MAX: usize = 8 << 20;
 /// The smallest chunk: below it the cost of queuing a DMA is no longer small beside it.
 const CHUNK_MIN: usize = 256 << 10;
-/// An H2D copy's first chunk on an idle link (later ones double up to the chunk size): the copy
-/// engine starts after a short host copy instead of a quarter of the copy. Behind earlier DMAs
-/// still in flight the first chunk is longer (`first_chunk`). D2H copies use equal chunks,
-/// which were faster for them (docs/caches.md).
+/// An H2D copy's first chunk on an idle link (later ones double up to the chunk size), so the
+/// copy engine starts early. D2H copies use equal chunks, faster for them (docs/caches.md).
 const H2D_FIRST_CHUNK: usize = 256 << 10;
 
 /// The smallest H2D copy that ramps down on an idle link: its last chunks halve down to
-/// `H2D_FIRST_CHUNK`, so that once the host has copied its last bytes in, whoever waits for the
-/// copy (a synchronize after it) waits for a short DMA instead of a whole chunk's. A copy on an
-/// idle link is likely waited for alone; the copy that may follow it right away starts with
-/// short chunks itself. Such copies write the staging buffers with ordinary stores, and the host
-/// is their limit; at 64 MiB, from a source read again (non-temporal stores), the ramp was not
-/// faster (docs/benchmark.md).
+/// `H2D_FIRST_CHUNK`, so a synchronize after it waits for a short DMA (at 64 MiB the ramp was
+/// not faster: docs/benchmark.md).
 const RAMP_DOWN_FROM: usize = 128 << 20;
 
 /// The chunk size for a copy of `size` bytes: about a quarter of it, so that even a 1 MiB copy
@@ -31,11 +25,8 @@ fn chunk_for(size: usize) -> usize {
 }
 
 /// The chunks (offset, length) of a copy of `size` bytes: the first `first` bytes long (when
-/// set and smaller than the largest chunk), each next one twice the last, up to `largest`. With
-/// `down` the copy ramps down as well: its last chunk is `first` bytes long (or shorter), each
-/// one before it twice the next, so that the copy's tail, the DMA of its last chunk after the
-/// host has copied it in, is short. The bytes the two ramps leave go in the middle, as chunks
-/// of `largest` and one shorter one.
+/// set), each next one twice the last, up to `largest`. With `down` the last chunks ramp down
+/// the same way. The bytes the ramps leave go in the middle, in chunks of `largest`.
 fn plan(size: usize, largest: usize, first: usize, down: bool) -> Vec<(usize, usize)> {
     let start = if first > 0 {
         first.min(largest)
@@ -77,21 +68,16 @@ fn plan(size: usize, largest: usize, first: usize, down: bool) -> Vec<(usize, us
 
 /// The first chunk of an H2D copy whose chunks are at most `largest` bytes, queued behind
 /// `pending` bytes of DMAs from the set's staging buffers, `oldest` of them from the slot the
-/// copy starts at: the copy engine stays busy with the others (`pending - oldest`) while the
-/// host copies the first chunk, so it may be as long as they are. A ramp from
-/// `H2D_FIRST_CHUNK` behind DMAs in flight would hold small chunks in buffers that could each
-/// hold the largest, and the copy engine could run dry between them.
+/// copy starts at: the copy engine is busy with the others while the host copies the first
+/// chunk, so it may be as long as they are.
 fn first_chunk(pending: usize, oldest: usize, largest: usize) -> usize {
     let behind = pending.saturating_sub(oldest) / (64 << 10) * (64 << 10);
     behind.clamp(H2D_FIRST_CHUNK, largest.max(H2D_FIRST_CHUNK))
 }
 
 /// The largest H2D copy written behind a staging slot's last use (`staging::Set::room_behind`)
-/// as one chunk, instead of taking slots of its own: a model's key and value projections
-/// between its large matrices, each of which would otherwise hold a slot that could hold a
-/// whole chunk while the copy engine runs through the slots' DMAs; and its norms and biases
-/// (below `H2D_MIN_BYTES`, staged only so: `copy_behind`), which would otherwise go to
-/// cudaMemcpy and wait for the stream.
+/// as one chunk instead of taking slots of its own (a model's projections, norms and biases
+/// between its large matrices).
 pub(super) const BEHIND_MAX: usize = 1 << 20;
 
 /// The chunks of a copy of `size` bytes going `direction`; an H2D copy's first chunk as
@@ -104,10 +90,8 @@ pub(super) fn chunks(
 ) -> Vec<(usize, usize)> {
     match direction {
         Direction::HostToDevice => {
-            // Behind DMAs in flight a copy needs no short chunks to start the copy engine: its
-            // chunks may be as long as its first (up to a slot's buffer). A large copy on an
-            // idle link, its first chunk the short one (at most that much in flight from the
-            // other slots), ramps down as well as up (`RAMP_DOWN_FROM`).
+            // Behind DMAs in flight the chunks may be as long as the first; a large copy on
+            // an idle link ramps down as well as up (`RAMP_DOWN_FROM`).
             let first = first_chunk(pending, oldest, CHUNK_MAX);
             let down = first == H2D_FIRST_CHUNK && size >= RAMP_DOWN_FROM;
             plan(size, chunk_for(size).max(first), first, down)

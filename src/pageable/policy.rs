@@ -10,12 +10,8 @@ use std::sync::OnceLock;
 /// D2H copies from this size write the caller's buffer with non-temporal stores: beyond what
 /// the CPU caches keep, where they are faster than ordinary stores (docs/caches.md).
 const STREAMING_FROM: usize = 32 << 20;
-/// H2D copies from this size write the staging buffers with ordinary stores: their source comes
-/// from memory rather than the CPU caches, and the copy engine then reads the staging buffers
-/// from the last-level cache instead of memory, which non-temporal stores would have sent them
-/// to; smaller copies keep non-temporal stores where their source was read lately (in the CPU
-/// caches, where they were faster) and take ordinary ones where it was not (`stores_as`,
-/// docs/caches.md).
+/// H2D copies from this size write the staging buffers with ordinary stores whatever their
+/// source (`stores_as`, docs/caches.md).
 const H2D_CACHED_FROM: usize = 128 << 20;
 
 /// The settings from the environment, read once per process.
@@ -49,13 +45,9 @@ pub(super) fn stores(direction: Direction, size: usize, host: usize) -> Stores {
 }
 
 /// The stores of a copy's host side. H2D writes the staging buffers with ordinary stores from
-/// `H2D_CACHED_FROM` bytes and for a source that none of the last copies read (it comes from
-/// memory rather than the CPU caches, as a model's weights do; the staging buffers then stay in
-/// the last-level cache, where the copy engine reads them), else with non-temporal ones (a
-/// source copied again, a buffer the application reuses: the copy engine then reads memory, not
-/// lines dirty in a core's cache). `seen_again` says whether the copy's source is that of a
-/// recent copy, asked once for every H2D copy. D2H writes the caller's buffer, with
-/// non-temporal stores from `STREAMING_FROM` bytes.
+/// `H2D_CACHED_FROM` bytes and for a source no recent copy read (the copy engine then reads
+/// them from the last-level cache), else with non-temporal ones; `seen_again` is asked once for
+/// every H2D copy. D2H uses non-temporal stores from `STREAMING_FROM` bytes.
 fn stores_as(direction: Direction, size: usize, seen_again: impl FnOnce() -> bool) -> Stores {
     match direction {
         Direction::HostToDevice => {
@@ -72,8 +64,7 @@ fn stores_as(direction: Direction, size: usize, seen_again: impl FnOnce() -> boo
 }
 
 /// The bounds of an H2D copy whose host threads adapt (`adapt`): from half the threads to all
-/// of them. Only copies with non-temporal stores adapt: with ordinary stores fewer threads were
-/// slower whatever the balance, so those use them all (docs/caches.md).
+/// of them. Only non-temporal copies adapt: with ordinary stores fewer threads were slower.
 #[derive(Clone, Copy)]
 pub(super) struct Adapt {
     lo: usize,

@@ -1,7 +1,5 @@
-//! The sources of the last H2D staged copies, for the stores of the next one
-//! (`super::policy::stores`): a copy whose source overlaps one of theirs likely finds it in the
-//! CPU caches (the staged path read it lately, as a benchmark repeating one copy does); any other
-//! likely reads it from memory (a model's weights, each tensor read once).
+//! The sources of the last H2D staged copies (`super::policy::stores`): a copy whose source
+//! overlaps one of theirs likely finds it in the CPU caches; any other reads it from memory.
 
 use std::sync::Mutex;
 

@@ -1,12 +1,9 @@
-//! Pinned staging buffers of the fast path: a set holds one slot per chunk in flight (`SLOTS`),
-//! each slot a pinned buffer (made on first use) and the event of its last use. A slot is used
-//! by one thread at a time (its lock), and bytes of its buffer are overwritten only once no DMA
-//! reads them: once its event has completed, or, past the bytes its pending DMA reads, by a
-//! small copy queued behind that DMA on the same legacy stream (`room_behind`). A set's slots
-//! are a ring: each copy starts at the slot after the last one the set's previous copy used,
-//! the one whose use is oldest, so that a copy queued behind another's last chunks waits for the
-//! earliest of them, not for whichever its first chunk's slot held (a copy behind a pending DMA
-//! uses that last slot). Sets are kept for reuse, at most `MAX_SETS` idle.
+//! Pinned staging buffers: a set holds one slot per chunk in flight (`SLOTS`), each a pinned
+//! buffer and the event of its last use. A slot is used by one thread at a time (its lock), and
+//! bytes of its buffer are overwritten only once no DMA reads them: once its event has completed,
+//! or, past the bytes its pending DMA reads, by a copy queued behind that DMA on the same legacy
+//! stream (`room_behind`). A set's slots are a ring: each copy starts at the slot after the last
+//! one the previous copy used (the oldest use). At most `MAX_SETS` idle sets are kept.
 
 use super::pinned_pages::{Mapping, Pinned};
 use super::plan::CHUNK_MAX;
@@ -25,8 +22,7 @@ const MAX_SETS: usize = 2;
 /// One staging buffer and the event of its last use.
 pub(super) struct Slot {
     buf: *mut u8,
-    /// The huge pages that `buf` points into, when it was made of them (`Set::make_buffers`);
-    /// None for a buffer from `cudaHostAlloc`.
+    /// The huge pages `buf` points into (`Set::make_buffers`); None for `cudaHostAlloc`'s.
     pages: Option<Pinned>,
     /// Made on `device` (events are per device); None before the first use.
     event: Option<Event>,
@@ -55,8 +51,7 @@ impl Slot {
     }
 
     /// Makes the slot ready for a chunk on `device`: its buffer exists, its last use has
-    /// completed (or, after `order_before_dma`, is ordered before the next DMA on its stream),
-    /// its event is of that device. Returns the buffer (CHUNK_MAX bytes).
+    /// completed (or is ordered, `order_before_dma`), its event is of that device.
     pub(super) fn prepare(&mut self, device: i32) -> Result<*mut u8> {
         self.buffer()?;
         self.wait()?;
@@ -68,9 +63,8 @@ impl Slot {
         Ok(self.buf)
     }
 
-    /// Records the slot's event on `stream` (of the device the slot was prepared for) after a
-    /// DMA from or to the buffer's first `len` bytes: the buffer is in use until the work queued
-    /// there so far has completed.
+    /// Records the slot's event on `stream` (of the slot's device) after a DMA from or to the
+    /// buffer's first `len` bytes.
     ///
     /// # Safety
     /// `stream` is NULL or a live stream of that device.
@@ -86,10 +80,8 @@ impl Slot {
         Ok(())
     }
 
-    /// Orders the slot's next use, a DMA into its buffer (D2H), after its last use on the GPU
-    /// instead of the host: a use that may still be pending on `device` is waited for by
-    /// `stream` (`cudaStreamWaitEvent`), so that the DMA can be queued at once; a use on
-    /// another device is waited for here. Nothing is asked of CUDA when no use is pending.
+    /// Orders the slot's next use, a D2H DMA into its buffer, after its last use: on `device`
+    /// by `stream` (`cudaStreamWaitEvent`), on another device by waiting here.
     ///
     /// # Safety
     /// `stream` is NULL or a live stream of `device`.
@@ -123,8 +115,7 @@ impl Slot {
         Ok(())
     }
 
-    /// True once the slot's last use has completed (without waiting); an error of the event
-    /// (the copy it follows failed) is returned.
+    /// True once the slot's last use has completed (without waiting); an event error is returned.
     pub(super) fn poll(&mut self) -> Result<bool> {
         if self.busy {
             if let Some(e) = &self.event {
@@ -150,8 +141,7 @@ impl Slot {
     }
 
     /// As `poll`, for a caller with nobody to tell: a failed query counts as busy (the slot's
-    /// next use reports the error), and the runtime's last error is cleared, so that the
-    /// application's next `cudaGetLastError` does not see it.
+    /// next use reports it) and is cleared from the runtime's last error.
     pub(super) fn idle(&mut self) -> bool {
         self.poll().unwrap_or_else(|_| {
             crate::safe::runtime::take_last_cuda_error();
@@ -189,8 +179,7 @@ impl Set {
         }
     }
 
-    /// The slot of a copy's first chunk: the one after the last one the set's previous copy
-    /// used.
+    /// The slot of a copy's first chunk: after the last one the set's previous copy used.
     pub(super) fn first_slot(&self) -> usize {
         self.next.load(Ordering::Relaxed)
     }
@@ -202,19 +191,15 @@ impl Set {
     }
 
     /// Where in slot `k`'s buffer an H2D copy of `size` bytes on the legacy stream of `device`
-    /// may be written behind the slot's last use, which may still be pending: that use was on
-    /// the same stream, so a DMA queued there now runs after it and the slot's event, recorded
-    /// again after it, completes after both; and the bytes past the ones that use covers are
-    /// free. Only the legacy stream: another stream's handle may have been destroyed and made
-    /// again, and would not order the new DMA after the old one. None when the slot is idle
-    /// (a copy then takes it whole) or lacks the room.
+    /// may be written behind the slot's possibly pending last use on that stream (its DMA runs
+    /// after it; its re-recorded event completes after both). Only the legacy stream: another
+    /// handle may have been destroyed and made again. None when idle or lacking room.
     pub(super) fn room_behind(&self, k: usize, device: i32, size: usize) -> Option<usize> {
         lock(&self.slots[k % self.slots.len()]).room_behind(device, size)
     }
 
-    /// As `room_behind`, for a copy that is worth staging only behind a DMA still pending: the
-    /// slot's event is asked. Also says whether that DMA may still be pending (a failed query
-    /// counts as pending; its error is cleared, the slot's next use reports it).
+    /// As `room_behind`, asking the slot's event; also says whether its DMA may still be pending
+    /// (a failed query counts as pending and is cleared).
     fn room_behind_pending(&self, k: usize, device: i32, size: usize) -> (Option<usize>, bool) {
         let mut s = lock(&self.slots[k % self.slots.len()]);
         if s.room_behind(device, 0).is_none() {
@@ -230,11 +215,8 @@ impl Set {
         }
     }
 
-    /// The bytes of DMAs still pending on the set's slots, and of those the bytes of slot
-    /// `first`'s (which a copy starting there waits for first). Each slot whose last use may be
-    /// pending is asked (its event): after a stream or device synchronize every one has
-    /// completed although none was asked, and a copy then starts on an idle link. A failed
-    /// query counts as pending (the slot's next use reports the error).
+    /// The bytes of DMAs still pending on the set's slots, and of those slot `first`'s (each busy
+    /// slot's event asked; a failed query counts as pending).
     pub(super) fn pending_bytes(&self, first: usize) -> (usize, usize) {
         for s in &self.slots {
             lock(s).idle();
@@ -259,13 +241,8 @@ impl Set {
         (total, oldest)
     }
 
-    /// Makes the buffers of the slots that have none out of huge pages, where the kernel gives
-    /// them (`pinned_pages`): the mappings of all of them at once, one thread each (host work),
-    /// then each page-locked on this thread, which costs a fraction of `cudaHostAlloc`'s 4 KiB
-    /// pages (docs/caches.md); a process's first staged copy pays for its set. A slot whose
-    /// buffer could not be made so gets one from `cudaHostAlloc` (`Slot::buffer`) at once, so
-    /// that no later copy maps and registers again; should that fail too, the copy that uses the
-    /// slot meets the error again and reports it.
+    /// Makes the missing buffers out of huge pages where the kernel gives them (`pinned_pages`,
+    /// docs/caches.md), else from `cudaHostAlloc` at once (a failure there is the slot's user's).
     pub(super) fn make_buffers(&self) {
         if !super::pinned_pages::available() {
             return;
@@ -329,8 +306,7 @@ impl Set {
         for s in &self.slots {
             let mut s = lock(s);
             s.event = None;
-            // The set is idle (`free`'s callers: `idle` or `wait_all` said so), so no copy in
-            // flight reads or writes the buffer, freed once (taken, or set to NULL next).
+            // The set is idle (`idle` or `wait_all` said so); each buffer is freed once.
             let freed = match s.pages.take() {
                 // SAFETY: huge pages of `make_buffers`, unused by queued work (above).
                 Some(pages) => unsafe { pages.free() },
@@ -347,9 +323,7 @@ impl Set {
     }
 }
 
-/// `n` mappings of `CHUNK_MAX` bytes (`Mapping::new`), made at once: one on this thread, the
-/// others on a thread each (this thread makes those whose thread could not start). None where
-/// one could not be made.
+/// `n` mappings of `CHUNK_MAX` bytes, made at once on a thread each; None where one failed.
 fn map_at_once(n: usize) -> Vec<Option<Mapping>> {
     std::thread::scope(|scope| {
         let others: Vec<_> = (1..n)
@@ -371,16 +345,8 @@ fn map_at_once(n: usize) -> Vec<Option<Mapping>> {
 }
 
 /// A set for one copy: one known to be idle; else, of several free sets, one whose events have
-/// completed (asked of CUDA: a set last used on a stream behind long work must not hold up a
-/// copy on another stream); else the one given back longest ago, whose slots may still wait on
-/// earlier asynchronous copies (an H2D copy polls or waits for each slot before writing it, or
-/// writes only past the bytes its pending DMA reads, behind it on the same stream; a
-/// D2H copy orders its DMA after the slot's last use on its stream: a sync H2D returns with its
-/// last chunks in flight, and the next copy must not pay for new pinned buffers); else a new
-/// one (only while other copies hold every kept set). The common case, one copy after another,
-/// finds one free set and asks CUDA nothing here (an H2D copy that does not go behind its last
-/// slot's DMA then asks its slots' events once, `Set::pending_bytes`, to size its first chunk).
-/// A `memcpy_sync` below the staged minimum takes its set with `take_behind` instead.
+/// completed (a set behind long work must not hold up a copy on another stream); else the one
+/// given back longest ago (its copies order themselves after its pending uses); else a new one.
 pub(super) fn take() -> Arc<Set> {
     let mut sets = lock(&SETS);
     let free = |s: &Arc<Set>| Arc::strong_count(s) == 1;
@@ -402,17 +368,15 @@ pub(super) fn take() -> Arc<Set> {
     Arc::new(Set::new())
 }
 
-/// Per device (bit `device`, the last bit for devices from 63), set when an H2D copy on its
-/// legacy stream returns with DMAs from a staging buffer that may still be in flight; cleared by
-/// `take_behind` once none is.
+/// Per device (bit `device`, 63 for devices from 63): an H2D copy on its legacy stream returned
+/// with DMAs that may still be in flight; cleared by `take_behind` once none is.
 static H2D_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
 fn device_bit(device: i32) -> u64 {
     1 << device.clamp(0, 63)
 }
 
-/// Notes that an H2D copy on the legacy stream of `device` returned with its last DMAs perhaps
-/// still in flight.
+/// Notes that an H2D copy on the legacy stream of `device` returned with DMAs in flight.
 pub(super) fn h2d_queued(device: i32) {
     H2D_IN_FLIGHT.fetch_or(device_bit(device), Ordering::Relaxed);
 }
@@ -422,10 +386,8 @@ pub(super) fn h2d_maybe_in_flight() -> bool {
     H2D_IN_FLIGHT.load(Ordering::Relaxed) != 0
 }
 
-/// A kept set whose last used slot has a DMA on the legacy stream of `device` still pending and
-/// room behind it for `size` bytes (`Set::room_behind`): the set, that slot and the offset. At
-/// most one event query per kept set; none when no copy on that device may be in flight. When
-/// no kept set has such a DMA pending, the device's flag is cleared.
+/// A kept set whose last used slot has a DMA pending on the legacy stream of `device` and room
+/// behind it for `size` bytes: (set, slot, offset). Clears the device's flag when none is pending.
 pub(super) fn take_behind(device: i32, size: usize) -> Option<(Arc<Set>, usize, usize)> {
     let bit = device_bit(device);
     if H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit == 0 {
@@ -466,8 +428,7 @@ pub(super) fn give_back(set: Arc<Set>) {
         extra
     };
     for set in extra {
-        // Nobody to tell from here: the buffers of a failed cudaFreeHost are let go (their
-        // pointers forgotten, never freed twice), and the runtime's last error is cleared.
+        // Nobody to tell: a failed free's buffers are let go, never freed twice.
         if set.free().is_err() {
             crate::safe::runtime::take_last_cuda_error();
         }
@@ -554,8 +515,7 @@ mod tests {
 
     #[test]
     fn a_device_flagged_with_no_set_in_flight_is_cleared_and_nothing_is_taken() {
-        // Device 62: no copy of this test process flags it. With no kept set pending there, the
-        // flag is cleared and nothing is taken.
+        // Device 62: no copy of this test process flags it.
         let bit = device_bit(62);
         assert_eq!(H2D_IN_FLIGHT.load(Ordering::Relaxed) & bit, 0);
         h2d_queued(62);

@@ -1,8 +1,6 @@
-//! The fast path's host threads. Started on first use; after a job they spin a short while
-//! (the chunks of a copy, and copies, come in bursts), then sleep until the next job, so an idle
-//! process uses no CPU. One job at a time: a caller that finds the threads busy does its job
-//! alone. A job names how many of the threads may help with it (the pool grows to that many on
-//! first need): the others, even those still spinning, leave it alone.
+//! The fast path's host threads. Started on first use; after a job they spin a short while,
+//! then sleep until the next job. One job at a time: a caller that finds the threads busy does
+//! its job alone. A job names how many of the threads may help with it; the others leave it.
 
 use crate::util::sync::{read, write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -12,9 +10,8 @@ use std::time::{Duration, Instant};
 /// Work that any number of threads can take part in: `work` claims pieces until none is left
 /// and returns; `finished` is true once every piece is done (or abandoned after an error).
 pub(crate) trait Task: Send + Sync {
-    /// Claims and does pieces until none is left. A piece that panics still counts as done
-    /// (the task tells its caller): the pool's thread lives on, and `Running` is not left
-    /// waiting for it.
+    /// Claims and does pieces until none is left. A piece that panics still counts as done (the
+    /// task tells its caller), so `Running` is not left waiting for it.
     fn work(&self);
     /// True once no piece is left to do or in progress.
     fn finished(&self) -> bool;
@@ -26,8 +23,7 @@ const MAX_HELPERS: usize = 63;
 struct Pool {
     generation: AtomicU64,
     /// The job, and how many threads may take part in it (those of index below). A read-write
-    /// lock: the woken threads all read it at once, and readers do not exclude each other (only
-    /// `start` and `Running`'s drop write it, briefly).
+    /// lock: the woken threads all read it at once.
     current: RwLock<Option<(Arc<dyn Task>, usize)>>,
     submit: Mutex<()>,
     /// Threads started so far (written by `grow`, under `submit`).
@@ -48,13 +44,11 @@ static THREADS: [OnceLock<std::thread::Thread>; MAX_HELPERS] =
 /// Whether each thread of the pool sleeps (has spun its while without a job).
 static SLEEPING: [AtomicBool; MAX_HELPERS] = [const { AtomicBool::new(false) }; MAX_HELPERS];
 
-/// How long a thread spins for the next job before it sleeps. Waking a sleeping thread takes
-/// far longer than a handoff to a spinning one (docs/caches.md), and the chunks of a copy,
-/// and copies, come in bursts; a spin this short costs an idle process nothing noticeable.
+/// How long a thread spins for the next job before it sleeps: waking takes far longer than a
+/// handoff to a spinning thread (docs/caches.md).
 const SPIN: Duration = Duration::from_micros(250);
 
-/// The spin in use: `SPIN`, or in this crate's unit tests a spin they set (0: `SPIN`), so that
-/// "still spinning" and "asleep" can be tested without racing a 250 us window.
+/// The spin in use: `SPIN`, or in unit tests a spin they set (0: `SPIN`).
 #[inline]
 fn spin() -> Duration {
     #[cfg(test)]
@@ -71,9 +65,7 @@ fn spin() -> Duration {
 static TEST_SPIN_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Keeps the object holding this code mapped for the rest of the process: the threads run its
-/// code, so a `dlclose` of the cdylib (or of a library it is linked into) must not unmap it.
-/// `RTLD_NOLOAD | RTLD_NODELETE` on ourselves only marks the loaded object; for the staticlib in
-/// an executable it names the program itself, which is never unloaded.
+/// code, so a `dlclose` of the cdylib must not unmap it.
 fn pin_this_library() {
     // SAFETY: `Dl_info` is plain data (pointers and integers), for which all zeros is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -93,9 +85,8 @@ fn pin_this_library() {
     };
 }
 
-/// Starts threads until the pool holds `helpers` (at most MAX_HELPERS; the first after the
-/// library is pinned), and returns how many it holds, at most `helpers`. Called only by
-/// `start`, with `submit` held: one caller at a time.
+/// Starts threads until the pool holds `helpers` (at most MAX_HELPERS) and returns how many it
+/// holds, at most `helpers`. Called only by `start`, with `submit` held.
 fn grow(helpers: usize) -> usize {
     let want = helpers.min(MAX_HELPERS);
     let have = POOL.started.load(Ordering::Acquire);
@@ -105,9 +96,8 @@ fn grow(helpers: usize) -> usize {
     if have == 0 {
         pin_this_library();
     }
-    // New threads start from the generation before the job that needs them is published
-    // (`start` publishes after this returns): read in the thread, it could already be the new
-    // one, and the thread would sleep through its first job.
+    // Read here, before `start` publishes the job: read in the thread, it could already be the
+    // new generation, and the thread would sleep through its first job.
     let seen = POOL.generation.load(Ordering::Acquire);
     for (i, slot) in THREADS.iter().enumerate().take(want).skip(have) {
         let spawned = std::thread::Builder::new()
@@ -142,16 +132,14 @@ fn worker_loop(index: usize, mut seen: u64) {
         let current = read(&POOL.current).clone();
         if let Some((task, helpers)) = current {
             if index < helpers {
-                // A panic (a bug) is the task's to report (`Task::work`); the thread stays in
-                // the pool.
+                // A panic (a bug) is the task's to report; the thread stays in the pool.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.work()));
             }
         }
     }
 }
 
-/// How many of the first `helpers` threads of the pool have spun their while and sleep now (a
-/// job handed to them must wake them, which takes far longer than a handoff: `SPIN`).
+/// How many of the first `helpers` threads of the pool sleep now.
 pub(crate) fn asleep(helpers: usize) -> usize {
     SLEEPING[..helpers.min(MAX_HELPERS)]
         .iter()
@@ -163,9 +151,8 @@ pub(crate) fn asleep(helpers: usize) -> usize {
 /// and takes it back from the pool.
 pub(crate) struct Running {
     task: Arc<dyn Task>,
-    /// How many of the job's helpers had spun their while and gone to sleep when it was handed
-    /// to them (read just before it was published; they are woken, which takes longer than a
-    /// handoff to spinning threads). Threads this job started count as awake.
+    /// How many of the job's helpers slept when it was handed to them (threads it started
+    /// count as awake).
     pub(crate) asleep: usize,
     _one_job: MutexGuard<'static, ()>,
 }
@@ -179,10 +166,9 @@ impl Drop for Running {
     }
 }
 
-/// Hands `task` to `helpers` of the pool's threads (started on first need, woken; no other
-/// thread takes part) and returns at once; None when there are no helpers or another job holds
-/// them: the caller then does the job alone. The caller takes part by calling `task.work()` (or
-/// its own loop) before dropping the guard.
+/// Hands `task` to `helpers` of the pool's threads and returns at once; None when there are no
+/// helpers or another job holds them (the caller then does the job alone). The caller takes part
+/// before dropping the guard.
 pub(crate) fn start(task: Arc<dyn Task>, helpers: usize) -> Option<Running> {
     if helpers == 0 {
         return None;
@@ -215,8 +201,7 @@ mod tests {
     use super::*;
     use crate::util::sync::lock;
 
-    /// Serializes the tests that use the pool (a test that needs it free must not find
-    /// another's job holding it).
+    /// Serializes the tests that use the pool.
     static TEST_POOL: Mutex<()> = Mutex::new(());
 
     /// Runs `task` on the calling thread and `helpers` of the pool's threads (as `start`), and
@@ -299,6 +284,26 @@ mod tests {
         pieces: usize,
     }
 
+    fn crowd(pieces: usize) -> Arc<Crowd> {
+        Arc::new(Crowd {
+            seen: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            pieces,
+        })
+    }
+
+    /// Runs `j` with `helpers`, every pool thread awake and given time to look at it first.
+    fn crowd_run(j: &Arc<Crowd>, helpers: usize) {
+        let running = start(j.clone(), helpers).expect("the pool is free (TEST_POOL)");
+        for t in THREADS.iter().filter_map(OnceLock::get) {
+            t.unpark();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        j.work();
+        drop(running);
+    }
+
     impl Task for Crowd {
         fn work(&self) {
             {
@@ -321,31 +326,15 @@ mod tests {
     #[test]
     fn a_job_gets_no_more_helpers_than_it_names_and_the_pool_grows_to_them() {
         let _pool = lock(&TEST_POOL);
-        let crowd = |pieces| {
-            Arc::new(Crowd {
-                seen: Mutex::new(Vec::new()),
-                next: AtomicUsize::new(0),
-                done: AtomicUsize::new(0),
-                pieces,
-            })
-        };
         // A job for four helpers grows the pool to four threads (at least).
         let j = crowd(8);
         run(j.clone(), 4);
         assert!(j.finished());
         assert!(POOL.started.load(Ordering::Acquire) >= 4);
         for helpers in [1, 2, 3] {
-            // Every thread of the pool awake when the job is published, and time for each to
-            // look at it before the caller works (one helper alone needs 40 ms for it).
+            // One helper alone needs 40 ms for it.
             let j = crowd(200);
-            let running = start(j.clone(), helpers);
-            assert!(running.is_some(), "the pool is free (TEST_POOL)");
-            for t in THREADS.iter().filter_map(OnceLock::get) {
-                t.unpark();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-            j.work();
-            drop(running);
+            crowd_run(&j, helpers);
             assert!(j.finished(), "helpers {helpers}");
             let threads = lock(&j.seen).len();
             assert!(
@@ -358,23 +347,14 @@ mod tests {
     #[test]
     fn threads_sleep_after_their_spin_and_a_job_counts_those_it_wakes() {
         let _pool = lock(&TEST_POOL);
-        let crowd = || {
-            Arc::new(Crowd {
-                seen: Mutex::new(Vec::new()),
-                next: AtomicUsize::new(0),
-                done: AtomicUsize::new(0),
-                pieces: 40,
-            })
-        };
         // A job for 3 helpers, a pause of `gap`, then the next job: how many of its 3 helpers
-        // slept (retried until it is `want`, for at most 10 s: a loaded machine may deschedule
-        // a thread before it parks, or keep the caller asleep longer than asked).
+        // slept (retried until it is `want`, for at most 10 s: a loaded machine may deschedule).
         let asleep = |want: usize, gap: Duration| {
             let until = Instant::now() + Duration::from_secs(10);
             loop {
-                run(crowd(), 3);
+                run(crowd(40), 3);
                 std::thread::sleep(gap);
-                let j = crowd();
+                let j = crowd(40);
                 let running = start(j.clone(), 3).expect("the pool is free (TEST_POOL)");
                 let n = running.asleep;
                 j.work();
@@ -465,19 +445,8 @@ mod tests {
         }
         let panicked = lock(&bomb.panicked)[0];
         // The thread that panicked takes part in the next job.
-        let crowd = Arc::new(Crowd {
-            seen: Mutex::new(Vec::new()),
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            pieces: 200,
-        });
-        let running = start(crowd.clone(), 1).expect("the pool is free (TEST_POOL)");
-        for t in THREADS.iter().filter_map(OnceLock::get) {
-            t.unpark();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-        crowd.work();
-        drop(running);
+        let crowd = crowd(200);
+        crowd_run(&crowd, 1);
         assert!(
             lock(&crowd.seen).contains(&panicked),
             "the pool's thread that panicked in a job took no part in the next"

@@ -42,6 +42,12 @@ pub(crate) type AddrMap<V> = std::collections::HashMap<usize, V, BuildHasherDefa
 mod tests {
     use super::*;
 
+    fn hash(addr: usize) -> u64 {
+        let mut h = AddrHasher::default();
+        h.write_usize(addr);
+        h.finish()
+    }
+
     #[test]
     fn nearby_addresses_spread() {
         let mut m: AddrMap<usize> = AddrMap::default();
@@ -50,13 +56,8 @@ mod tests {
         }
         assert_eq!(m.len(), 10_000);
         assert_eq!(m.get(&(0x7f00_0000_0000 + 42 * 256)), Some(&42));
-        let h = |v: usize| {
-            let mut h = AddrHasher::default();
-            h.write_usize(v);
-            h.finish() >> 57
-        };
         // The top bits (hashbrown's control bytes) differ for neighbouring blocks.
-        assert_ne!(h(0x1000), h(0x1100));
+        assert_ne!(hash(0x1000) >> 57, hash(0x1100) >> 57);
     }
 
     #[test]
@@ -65,14 +66,8 @@ mod tests {
         // 1024 buckets, and over 16 parts.
         for stride in [4096usize, 2 << 20] {
             let addrs: Vec<usize> = (0..1024).map(|i| 0x7f00_0000_0000 + i * stride).collect();
-            let buckets: std::collections::HashSet<u64> = addrs
-                .iter()
-                .map(|&a| {
-                    let mut h = AddrHasher::default();
-                    h.write_usize(a);
-                    h.finish() & 1023
-                })
-                .collect();
+            let buckets: std::collections::HashSet<u64> =
+                addrs.iter().map(|&a| hash(a) & 1023).collect();
             assert!(
                 buckets.len() > 600,
                 "stride {stride}: {} buckets",
