@@ -16,52 +16,12 @@ Standard library only. Exit: 0 merged (or the reason noted); 2 bad input.
 
 import argparse
 import csv
-import math
 import os
 import sys
 
+from bench_common import fmt_gbs, fmt_ratio, fmt_time, median
+
 TORCH_COL, TORCH_RATIO_COL = "torch", "static vs torch"
-
-
-# ---- table_bench's number formats (benches/bench_util.hpp) ---------------------------------------
-def _c_fixed(v, unit, suffix=" "):
-    if v >= 100:
-        return "%.0f%s%s" % (v, suffix, unit)
-    if v >= 10:
-        return "%.1f%s%s" % (v, suffix, unit)
-    return "%.2f%s%s" % (v, suffix, unit)
-
-
-def fmt_time(s):
-    if s != s:
-        return "n/a"
-    if s < 1e-6:
-        return _c_fixed(s * 1e9, "ns")
-    if s < 1e-3:
-        return _c_fixed(s * 1e6, "us")
-    if s < 1.0:
-        return _c_fixed(s * 1e3, "ms")
-    return _c_fixed(s, "s")
-
-
-def fmt_gbs(gbs):
-    if gbs != gbs:
-        return "n/a"
-    return _c_fixed(gbs, "GB/s")
-
-
-def fmt_ratio(r):
-    if r != r or math.isinf(r):
-        return "n/a"
-    return _c_fixed(r, "x", suffix="")
-
-
-def median(v):
-    s = sorted(v)
-    if not s:
-        return float("nan")
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 # ---- inputs ----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// bench_util.hpp: host clock, random fill, statistics, number formatting and Markdown tables
-// for the benchmarks.
+// bench_util.hpp: host clock, the date, random fill, statistics, number formatting and Markdown
+// tables for the benchmarks.
 // Knows nothing about CUDA or llaisys.
 // Also the machine as /proc tells it (CPU model, NVIDIA kernel module version).
 #pragma once
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,16 @@ __attribute__((format(printf, 2, 3), noreturn)) inline void die(int code, const 
     va_end(ap);
     std::fprintf(stderr, "%s: %s\n", program_name(), s.c_str());
     std::exit(code);
+}
+
+// The time now in UTC ("%Y-%m-%d %H:%M UTC"), for a report's header.
+inline std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm;
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+    return buf;
 }
 
 // Random bytes (xorshift64*), one stream per seed (a weights file's tensors, a copy's source).

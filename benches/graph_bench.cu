@@ -13,14 +13,13 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "llaisys_runtime.h"
 #include "runtime_table.hpp"
 
@@ -30,10 +29,6 @@ const int kFloats = 16;  // 64 B
 
 __global__ void add_in(float *state, const float *in) { state[threadIdx.x] += in[0]; }
 __global__ void copy_to(float *dst, const float *src) { dst[threadIdx.x] = src[threadIdx.x]; }
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Column {
     const char *name;
@@ -114,11 +109,6 @@ void teardown(Column &c) {
     c.t->destroy_stream(c.s);
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -175,14 +165,14 @@ int main(int argc, char **argv) {
             for (int j = 0; j < 3; ++j) {
                 int col = (r + j) % 3;
                 Column &c = cols[col];
-                double t0 = now_s();
+                double t0 = bench::now_s();
                 for (int n = 0; n < steps; ++n) step(c, kernels, i++);
-                double per = (now_s() - t0) / steps;
+                double per = (bench::now_s() - t0) / steps;
                 t[col].push_back(per);
                 if (csv_f) std::fprintf(csv_f, "%d,%s,%d,%.9f\n", kernels, c.name, r, per);
             }
         }
-        double e = median(t[0]), ref_e = median(t[1]), g = median(t[2]);
+        double e = bench::median(t[0]), ref_e = bench::median(t[1]), g = bench::median(t[2]);
         std::printf("| %d | %.1f | %.1f | %.1f | %.3fx | %.2fx |\n", kernels, e * 1e6, ref_e * 1e6, g * 1e6, e / ref_e,
                     e / g);
         std::fflush(stdout);

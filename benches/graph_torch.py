@@ -10,6 +10,8 @@ import statistics
 import sys
 import time
 
+from bench_common import import_torch
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -17,13 +19,8 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--only", type=int, default=0)
     a = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(f"graph_torch: no torch: {e}", file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("graph_torch: torch sees no CUDA device", file=sys.stderr)
+    torch = import_torch("graph_torch")
+    if torch is None:
         return 3
     print(f"\n## Decode step under torch {torch.__version__}\n")
     print("| K | torch eager (us/step) | torch graph replay | replay speed-up |")

@@ -19,7 +19,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
+
 namespace {
+
+using bench::median;
+using bench::now_s;
 
 using Comm = void *;
 using Stream = void *;
@@ -70,6 +74,15 @@ Raw raw;
     std::exit(2);
 }
 
+void *open_library(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        std::fprintf(stderr, "nccl_bench: %s\n", dlerror());
+        std::exit(2);
+    }
+    return h;
+}
+
 template <class F> void sym(void *h, const char *name, F *&f) {
     f = reinterpret_cast<F *>(dlsym(h, name));
     if (!f) {
@@ -87,10 +100,6 @@ void check_raw(ncclResult_t r, const char *what) {
         std::fprintf(stderr, "nccl_bench: %s: %s\n", what, raw.error_string(r));
         std::exit(2);
     }
-}
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Setup {
@@ -141,11 +150,6 @@ double time_per_call(Setup &s, Op op, size_t count, bool use_ours, int iters) {
     for (int i = 0; i < iters; i++) launch(s, op, count, use_ours);
     sync_all(s);
     return (now_s() - t0) / iters;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 // All-reduce of ones (sum = n) and all-gather of rank ids through ours, checked on the host.
@@ -200,11 +204,7 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--budget-s")) budget = std::atof(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--ops")) ops = argv[i + 1];
     }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        std::fprintf(stderr, "nccl_bench: %s\n", dlerror());
-        return 2;
-    }
+    void *lib = open_library(argv[1]);
     sym(lib, "llaisysNvidiaDeviceCount", ours.device_count);
     sym(lib, "llaisysNvidiaSetDevice", ours.set_device);
     sym(lib, "llaisysNvidiaStreamCreate", ours.stream_create);
@@ -228,11 +228,7 @@ int main(int argc, char **argv) {
     char path[4096];
     size_t len = 0;
     check(ours.library_path(path, sizeof path, &len), "NCCL path");
-    void *nccl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!nccl) {
-        std::fprintf(stderr, "nccl_bench: %s\n", dlerror());
-        return 2;
-    }
+    void *nccl = open_library(path);
     sym(nccl, "ncclCommInitAll", raw.init_all);
     sym(nccl, "ncclCommDestroy", raw.destroy);
     sym(nccl, "ncclAllReduce", raw.all_reduce);

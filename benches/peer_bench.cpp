@@ -18,8 +18,9 @@
 
 #include <cstring>
 
-#include "../csrc/llaisys_runtime.h"
 #include "bench_util.hpp"
+#include "llaisys_runtime.h"
+#include "runtime_table.hpp"
 
 using bench::format;
 
@@ -31,7 +32,6 @@ using bench::format;
     } while (0)
 
 typedef int (*peer_fn)(void *, int, const void *, int, size_t);
-typedef const LlaisysRuntimeAPI *(*get_api_fn)(void);
 
 static void *sym(const char *lib, const char *name) {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -74,8 +74,8 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceCount(&count));
     if (count < 2) bench::die(2, "needs two devices, found %d", count);
     auto ours_peer = reinterpret_cast<peer_fn>(sym(argv[1], "llaisysNvidiaMemcpyPeer"));
-    auto ours = reinterpret_cast<get_api_fn>(sym(argv[1], "llaisysNvidiaGetRuntimeAPI"))();
-    auto ref = reinterpret_cast<get_api_fn>(sym(argv[2], "seedGetRuntimeAPI"))();
+    auto ours = bench::load_runtime_table("ours", argv[1], "llaisysNvidiaGetRuntimeAPI");
+    auto ref = bench::load_runtime_table("reference", argv[2], "seedGetRuntimeAPI");
     int can01 = 0, can10 = 0;
     CK(cudaDeviceCanAccessPeer(&can01, 0, 1));
     CK(cudaDeviceCanAccessPeer(&can10, 1, 0));

@@ -1,5 +1,5 @@
 // runtime_table.hpp: a llaisys runtime table loaded from a shared library (table_bench's
-// backends, pageable_probe's part l). Needs no cudart of its own.
+// backends, weights_load's and graph_bench's libraries). Needs no cudart of its own.
 #pragma once
 
 #include <dlfcn.h>

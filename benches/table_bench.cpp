@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -258,15 +257,6 @@ Options parse(int argc, char **argv, std::vector<std::string> &header_notes) {
     if (!(o.rep_scale > 0)) die(2, "--reps-scale must be positive");
     for (size_t i = 0; i < pos.size(); ++i) o.paths[i] = pos[i];
     return o;
-}
-
-std::string utc_now() {
-    std::time_t t = std::time(nullptr);
-    std::tm tm;
-    gmtime_r(&t, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-    return buf;
 }
 
 }  // namespace

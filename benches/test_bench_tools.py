@@ -5,35 +5,24 @@
 
 - bench_merge.py on synthetic table_bench output (bench.md + samples CSV) and torch CSVs: the
   columns, cells, ratios, notes, and what it does without a torch CSV;
-- bench_merge's number formats against cells table_bench printed (docs/benchmark.md's table);
+- bench_common.py's number formats against cells table_bench printed (docs/benchmark.md's table);
 - torch_bench.py run end to end against a small stand-in for torch (byte buffers, no device): the
   rows it writes, that each is one table_bench also has, and that a copy which loses data is
   caught by its data check;
 - weights_torch.py's table (medians, GB/s, ours' speed-up from weights_load's CSV) and its stop
   without torch;
-- trace_summary.py on a synthetic copy trace: loads split at pauses, each size's medians, GB/s and
-  the time before its copies, the host threads' copy rate, waits, sleep and joins;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
-- table_bench, pageable_probe and alloc_probe built with g++ against the real cudart: without a
-  GPU each stops
-  with exit code 3 and its message (table_bench loads $LLAISYS_NVIDIA_LIB,
-  gpu-stage/static/libllaisys_nvidia.so, or target/release's: run `bash scripts/stage-gpu.sh` or
-  `cargo build --release` first; tests/bench_fake.rs runs this file with the test's cdylib);
-- pageable_probe built against tests/fixtures/fake_cudart (host memory, an asynchronous copy engine): a
-  small run of every part prints every table with no failed data check, and two deliberately
-  broken pipelines (a staging buffer reused before its DMA ran; a chunk read before its DMA
-  landed) are caught by the probe's data check; alloc_probe built the same way prints every row.
-Takes about a minute (six g++ builds).
+- table_bench built with g++ against the real cudart: without a GPU it stops with exit code 3 and
+  its message (it loads $LLAISYS_NVIDIA_LIB, gpu-stage/static/libllaisys_nvidia.so, or
+  target/release's: run `bash scripts/stage-gpu.sh` or `cargo build --release` first;
+  tests/bench_fake.rs runs this file with the test's cdylib).
+Takes about half a minute (two g++ builds).
 """
 
-import contextlib
-import csv
-import importlib.util
 import io
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -43,19 +32,11 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-merge_mod = load("bench_merge")
-torch_bench = load("torch_bench")
-weights_torch = load("weights_torch")
-trace_summary = load("trace_summary")
+sys.path.insert(0, HERE)
+import bench_common  # noqa: E402
+import bench_merge as merge_mod  # noqa: E402
+import torch_bench  # noqa: E402
+import weights_torch  # noqa: E402
 
 BENCH_MD = """## llaisys runtime table benchmark
 
@@ -99,7 +80,7 @@ def table_rows(md):
 
 class Formats(unittest.TestCase):
     def test_cells_as_table_bench_prints_them(self):
-        f = merge_mod
+        f = bench_common
         for value, text in [(3.24e-9, "3.24 ns"), (222e-9, "222 ns"), (2.13e-6, "2.13 us"), (744e-6, "744 us"),
                             (28.7e-3, "28.7 ms"), (1.5, "1.50 s"), (float("nan"), "n/a")]:
             self.assertEqual(f.fmt_time(value), text)
@@ -109,8 +90,7 @@ class Formats(unittest.TestCase):
             self.assertEqual(f.fmt_ratio(value), text)
 
     def test_sizes_as_table_bench_names_them(self):
-        tb = torch_bench
-        self.assertEqual([tb.fmt_size(x) for x in (64, 4096, 65536, 1 << 20, 16 << 20, 1 << 30, 1536)],
+        self.assertEqual([bench_common.fmt_size(x) for x in (64, 4096, 65536, 1 << 20, 16 << 20, 1 << 30, 1536)],
                          ["64 B", "4 KiB", "64 KiB", "1 MiB", "16 MiB", "1 GiB", "1536 B"])
 
 
@@ -322,7 +302,7 @@ class TorchBench(unittest.TestCase):
                              and "host time" not in name else "latency", name)
             if unit == "bandwidth":
                 self.assertEqual(nbytes, [s for s in torch_bench.copy_sizes(True)
-                                          if name.endswith(" " + torch_bench.fmt_size(s))][0])
+                                          if name.endswith(" " + bench_common.fmt_size(s))][0])
         self.assertTrue(any(c.startswith("info: torch 0.0-stub, CUDA 13.0, device Stub GPU") for c in comments))
         self.assertFalse([c for c in comments if c.startswith("failure:")])
         self.assertGreater(stub.calls["sync"], 0)
@@ -358,22 +338,17 @@ CUDA = os.path.join(ROOT, ".deps", "cuda13", "nvidia", "cu13")
 _built = {}
 
 
-def build(name, source, cuda=True, shared=False, includes=()):
-    """g++ -Wall -Wextra -Werror of one file, against the CUDA 13 wheel's cudart (cuda=True) or
-    only the given include folders; cached per name."""
+def build(name, source, shared=False, includes=()):
+    """g++ -Wall -Wextra -Werror of one file against the CUDA 13 wheel's cudart; cached per name."""
     if name in _built:
         return _built[name]
     out = os.path.join(BUILD, name)
     cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(ROOT, "csrc")]
-    cmd += ["-I" + i for i in includes]
-    if cuda:
-        cmd += ["-I" + os.path.join(CUDA, "include")]
+    cmd += ["-I" + i for i in includes] + ["-I" + os.path.join(CUDA, "include")]
     if shared:
         cmd += ["-shared", "-fPIC", "-Wl,--exclude-libs,ALL"]
-    cmd += ["-x", "c++", source, "-x", "none"]
-    if cuda:
-        cmd += [os.path.join(CUDA, "lib", "libcudart_static.a"), "-ldl", "-lrt"]
-    cmd += ["-lpthread", "-o", out]
+    cmd += ["-x", "c++", source, "-x", "none", os.path.join(CUDA, "lib", "libcudart_static.a")]
+    cmd += ["-ldl", "-lrt", "-lpthread", "-o", out]
     subprocess.run(cmd, check=True)
     _built[name] = out
     return out
@@ -406,7 +381,7 @@ class WeightsTorch(unittest.TestCase):
     def test_no_torch(self):
         rc, err = with_torch(None, weights_torch.main, ["--file", os.devnull])
         self.assertEqual(rc, 3)
-        self.assertIn("weights_torch: torch or safetensors unavailable", err)
+        self.assertIn("weights_torch: torch or safetensors.torch unavailable", err)
 
 
 class Names(unittest.TestCase):
@@ -433,9 +408,6 @@ class Names(unittest.TestCase):
             "memcpy_sync H2H pageable 16 MiB\t-", "memcpy_async H2H pageable 16 MiB\t-"]))
 
 
-FAKE = os.path.join(ROOT, "tests", "fixtures", "fake_cudart")
-
-
 class NoGpu(unittest.TestCase):
     def test_table_bench_exits_3(self):
         libs = [os.environ.get("LLAISYS_NVIDIA_LIB", ""),
@@ -451,347 +423,9 @@ class NoGpu(unittest.TestCase):
                       r.stderr)
         self.assertEqual(r.stdout, "")
 
-    def test_probe_exits_3(self):
-        exe = build("pageable_probe", os.path.join(HERE, "pageable_probe.cpp"))
-        r = subprocess.run([exe, "--quick"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 3, r.stderr)
-        self.assertIn("pageable_probe: no CUDA device available (cudaGetDeviceCount: cudaErrorInsufficientDriver",
-                      r.stderr)
-        self.assertIn("bash gpu-stage/bench.sh --probe", r.stderr)
-        # bad usage is told before the device is looked for
-        r = subprocess.run([exe, "--slots", "1"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("--slots: '1' is not a value in range", r.stderr)
-
-    def test_alloc_probe_exits_3(self):
-        exe = build("alloc_probe", os.path.join(HERE, "alloc_probe.cpp"))
-        r = subprocess.run([exe], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 3, r.stderr)
-        self.assertIn("alloc_probe: no CUDA device available", r.stderr)
-        r = subprocess.run([exe, "--count", "0"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("--count must be positive", r.stderr)
-
-
-class AllocProbeOnFakeCudart(unittest.TestCase):
-    def test_every_way_and_the_copies_print(self):
-        exe = build("alloc_probe_fake", os.path.join(HERE, "alloc_probe.cpp"), cuda=False, includes=[FAKE])
-        r = subprocess.run([exe, "--count", "8", "--size", "65536"], capture_output=True, text=True, timeout=300)
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        for row, calls in (("one block each", 8), ("four blocks each", 2), ("all in one", 1)):
-            self.assertRegex(r.stdout, r"\| 8 x 65536 B, %s \| %d \| [0-9.]+ \| [0-9.]+ \|" % (row, calls))
-        self.assertRegex(r.stdout, r"400 x 8 MiB H2D pinned copies, each waited for: [0-9.]+ GB/s alone, [0-9.]+ GB/s "
-                                   r"with 8 cudaMallocs of 65536 B on another thread")
-        for way in ("cudaHostAlloc, one after another", "cudaHostAlloc, a thread each",
-                    "huge pages touched one after another, then cudaHostRegister",
-                    "huge pages touched on a thread each, then cudaHostRegister",
-                    "4 KiB pages touched one after another, then cudaHostRegister"):
-            self.assertRegex(r.stdout, r"\| %s \| [0-9.]+(, [0-9.]+){4} \|" % re.escape(way))
-
-
-
-# The smallest run of every part: one thread (this machine has two cores, shared).
-TINY = ["--threads", "1", "--sizes", "1M", "--chunks", "256K,1M", "--slots", "2,4"]
-
-
-def broken_probe(test, name, old, new):
-    """pageable_probe.cpp with `old` (found once) replaced by `new`, built on the fake cudart."""
-    with open(os.path.join(HERE, "pageable_probe.cpp")) as f:
-        src = f.read()
-    test.assertEqual(src.count(old), 1, old)
-    path = os.path.join(BUILD, name + ".cpp")
-    with open(path, "w") as f:
-        f.write(src.replace(old, new))
-    return build(name, path, cuda=False, includes=[FAKE, HERE])
-
-
-class ProbeOnFakeCudart(unittest.TestCase):
-    def run_probe(self, exe, *args):
-        csv_path = os.path.join(BUILD, "probe.csv")
-        r = subprocess.run([exe, "--csv", csv_path] + list(args), capture_output=True, text=True, timeout=600)
-        with open(csv_path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        return r, rows
-
-    def test_every_part_prints(self):
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        r, rows = self.run_probe(exe, *TINY)
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        out = r.stdout
-        self.assertNotIn("DATA CHECK FAILED", out)
-        for title in ["### Summary: the floor per size and direction", "### (c) Host memcpy with T threads",
-                      "### (d) Staged pipeline H2D, hot threads", "### (d) Staged pipeline H2D, cold threads",
-                      "### (d) Staged pipeline D2H, hot threads", "### (d) Staged pipeline D2H, cold threads",
-                      "### (e) What a pipeline is made of", "### (f) Registering pageable memory for each copy",
-                      "### (g) The host copy and the DMA at the same time, GB/s"]:
-            self.assertIn(title, out)
-        self.assertIn("GPU fake cudart (host memory)", out)
-        summary = [line for line in out.splitlines() if line.startswith("| H2D | 1 MiB") or
-                   line.startswith("| D2H | 1 MiB")]
-        self.assertEqual(len(summary), 2 + 2 + 2 * 2, summary)  # summary, (f) and (g) rows (2 stores)
-        self.assertRegex(out, r"\| H2D \| 1 MiB \| [0-9.]+ GB/s \| [0-9.]+ GB/s \| [0-9.]+ GB/s \(T=1, (memcpy|stream)\) \|")
-        # the summary's last two columns: (g)'s bound under load and the best pipeline against it
-        self.assertRegex(out, r"\| [0-9.]+ GB/s \(T=1, (memcpy|stream)\) \| [0-9]+% \|\n")
-        parts = {}
-        for row in rows:
-            parts.setdefault(row["part"], []).append(row)
-            self.assertGreater(float(row["median_s"]), 0, row)
-        # (a), (b), (f): 2 directions; (c): 2 x 2 stores; (d): 2 dirs x 2 chunks x 2 slot counts x 2 modes
-        # x 2 stores, copy + first; (g): 2 dirs x 2 stores x 4 rates
-        self.assertEqual(len(parts["a"]), 2)
-        self.assertEqual(len(parts["b"]), 2)
-        self.assertEqual(len(parts["c"]), 2 * 2)
-        self.assertEqual(len(parts["d"]), 2 * 2 * 2 * 2 * 2 * 2)
-        self.assertEqual({r["stores"] for r in parts["d"]}, {"memcpy", "stream"})
-        self.assertEqual(len(parts["g"]), 2 * 2 * 4)
-        self.assertEqual({r["metric"] for r in parts["g"]}, {"host copy alone", "host copy under DMA load",
-                                                              "DMA alone", "DMA under host copy load"})
-        for row in parts["g"]:
-            self.assertGreater(float(row["gbs"]), 0, row)
-        self.assertEqual(len(parts["f"]), 2 * 3)
-        self.assertLessEqual({"futex wake -> first thread running", "futex wake -> last thread running",
-                              "handoff to spinning threads and back (empty job)",
-                              "cudaEventRecord + cudaEventQuery until complete (idle stream)",
-                              "cudaEventQuery of a completed event"}, {r["metric"] for r in parts["e"]})
-        # making a staging buffer of the largest chunk three ways; copies from a file mapping, first touch and
-        # touched, of two sizes (T=1)
-        self.assertEqual(sorted(r["metric"] for r in parts["e"] if r["metric"].startswith("make a ")),
-                         sorted("make a 1 MiB staging buffer: " + w for w in (
-                             "cudaHostAlloc (portable)", "mmap, MADV_HUGEPAGE, touch, cudaHostRegister",
-                             "mmap, 4 KiB pages, touch, cudaHostRegister")))
-        self.assertEqual(sorted(r["metric"] for r in parts["e"] if "mapping" in r["metric"]),
-                         sorted("copy %s from %s to pinned" % (n, w) for n in ("256 KiB", "4608 KiB")
-                                for w in ("a fresh mapping of a cached file", "the same mapping, touched,")))
-        # four chunks' DMAs on one stream and over two, both directions (4 x 256 KiB fits 1 MiB, 4 x 1 MiB not)
-        self.assertEqual(sorted(r["metric"] for r in parts["e"] if r["metric"].startswith("4 DMAs")),
-                         sorted("4 DMAs %s pinned of 256 KiB, %s, until all done" % (d, s) for d in ("H2D", "D2H")
-                                for s in ("one stream (legacy)", "alternating over 2 blocking streams")))
-
-    def test_stream_stores_with_and_without_the_prefetch_copy_every_byte(self):
-        # the library's non-temporal copy (a prefetch a page ahead) and the same without it
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        r, rows = self.run_probe(exe, "--parts", "cdg", "--stores", "stream,stream-noahead", *TINY)
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        self.assertNotIn("DATA CHECK FAILED", r.stdout)
-        self.assertEqual({row["stores"] for row in rows if row["part"] in "cdg"}, {"stream", "stream-noahead"})
-        self.assertEqual(len([row for row in rows if row["part"] == "c"]), 4)
-
-    def test_demote_stores_copy_every_byte(self):
-        # CLDEMOTE after memcpy (a NOP where the processor lacks it): the data checks hold
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        r, rows = self.run_probe(exe, "--parts", "cdg", "--stores", "demote", *TINY)
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        self.assertNotIn("DATA CHECK FAILED", r.stdout)
-        self.assertEqual({row["stores"] for row in rows if row["part"] in "cdg"}, {"demote"})
-        self.assertEqual(len([row for row in rows if row["part"] == "c"]), 2)
-
-    def broken(self, name, old, new):
-        return broken_probe(self, name, old, new)
-
-    def test_a_wrong_copy_from_a_file_mapping_is_caught(self):
-        exe = self.broken("probe_maps_wrong", "CopyJob job{dst, static_cast<const unsigned char *>(map), n,",
-                          "CopyJob job{dst, static_cast<const unsigned char *>(map) + 1, n,")
-        r, _ = self.run_probe(exe, "--parts", "e", *TINY)
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (e) copy 256 KiB from a file mapping, T=1: data differ", r.stdout)
-
-    def test_broken_pipelines_are_caught(self):
-        h2d = self.broken("probe_reuses_staging", "if (k + 1 >= static_cast<size_t>(K)) spin_event(ev[(k + 1) % K]);",
-                          "(void)K;")
-        d2h = self.broken("probe_reads_early", "            spin_event(ev[k % K]);\n            job = CopyJob{dst",
-                          "            job = CopyJob{dst")
-        args = ["--parts", "d", "--threads", "1", "--sizes", "1M", "--chunks", "256K", "--slots", "2"]
-        r, _ = self.run_probe(h2d, *args)
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (d) pipeline H2D 1 MiB C=256 KiB T=1 K=2", r.stdout)
-        self.assertNotIn("**DATA CHECK FAILED**: (d) pipeline D2H", r.stdout)
-        r, _ = self.run_probe(d2h, *args)
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (d) pipeline D2H 1 MiB C=256 KiB T=1 K=2", r.stdout)
-        self.assertNotIn("**DATA CHECK FAILED**: (d) pipeline H2D", r.stdout)
-
-
-# A stand-in llaisys table for part l on the fake cudart (whose "device" memory is host memory):
-# memcpy_sync is memcpy; SHORT copies one byte less (the probe's data check must catch it).
-FAKE_TABLE = r"""
-#include <cstdlib>
-#include <cstring>
-#include "llaisys_runtime.h"
-static int count() { return 1; }
-static void set(int) {}
-static void nop() {}
-static llaisysStream_t mk() { return nullptr; }
-static void st(llaisysStream_t) {}
-static void *ma(size_t n) { return std::malloc(n); }
-static void fr(void *p) { std::free(p); }
-static void sync_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t) { std::memcpy(d, s, n - SHORT); }
-static void async_copy(void *d, const void *s, size_t n, llaisysMemcpyKind_t k, llaisysStream_t) { sync_copy(d, s, n, k); }
-static const LlaisysRuntimeAPI table = {count, set, nop, mk, st, st, ma, fr, ma, fr, sync_copy, async_copy};
-extern "C" const LlaisysRuntimeAPI *fakeGetRuntimeAPI() { return &table; }
-"""
-
-
-class ProbeLibraryPart(unittest.TestCase):
-    """Part l (--library) on the fake cudart, with a stand-in table."""
-
-    def table(self, short):
-        name = "fake_table_%d" % short
-        path = os.path.join(BUILD, name + ".cpp")
-        with open(path, "w") as f:
-            f.write("#define SHORT %d\n" % short + FAKE_TABLE)
-        return build(name + ".so", path, cuda=False, shared=True)
-
-    def run_l(self, lib, *extra):
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        csv_path = os.path.join(BUILD, "probe_l.csv")
-        args = [exe, "--csv", csv_path, "--parts", "dl", "--threads", "1", "--sizes", "1M", "--chunks", "256K",
-                "--slots", "2", "--library", lib, "--library-symbol", "fakeGetRuntimeAPI"] + list(extra)
-        r = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        rows = []
-        if os.path.exists(csv_path):
-            with open(csv_path, newline="") as f:
-                rows = [row for row in csv.DictReader(f) if row["part"] == "l"]
-            os.remove(csv_path)
-        return r, rows
-
-    def test_library_beside_pipeline(self):
-        r, rows = self.run_l(self.table(0))
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        self.assertNotIn("DATA CHECK FAILED", r.stdout)
-        self.assertIn("### (l) The library's memcpy_sync beside the probe's pipeline", r.stdout)
-        # one row per direction, the best (d) configuration of the run: C=256 KiB, T=1, K=2
-        self.assertRegex(r.stdout, r"\| H2D \| 1 MiB \| 256 KiB, 1, 2, (memcpy|stream) \| [0-9.]+ GB/s \|")
-        self.assertRegex(r.stdout, r"\| D2H \| 1 MiB \| 256 KiB, 1, 2, (memcpy|stream) \| [0-9.]+ GB/s \|")
-        # 2 directions x (library, pipeline, thread-seconds) x (cold, hot), each with every sample
-        self.assertEqual(len(rows), 2 * 3 * 2, rows)
-        self.assertEqual({(x["metric"], x["mode"]) for x in rows},
-                         {(m, c) for m in ("library", "pipeline", "pipeline thread-seconds") for c in ("cold", "hot")})
-        for x in rows:
-            self.assertGreater(float(x["gbs"]), 0, x)
-            self.assertEqual(len(x["samples_s"].split(";")), 15, x)
-
-    def test_a_library_that_loses_data_is_caught(self):
-        r, _ = self.run_l(self.table(1))
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync H2D 1 MiB", r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (l) library memcpy_sync D2H 1 MiB", r.stdout)
-        self.assertNotIn("**DATA CHECK FAILED**: (l) probe pipeline", r.stdout)
-
-    def test_round_trip_part(self):
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        csv_path = os.path.join(BUILD, "probe_r.csv")
-        args = [exe, "--csv", csv_path, "--parts", "r", "--threads", "1", "--sizes", "1M", "--chunks", "256K,1M",
-                "--slots", "2", "--library", self.table(0), "--library-symbol", "fakeGetRuntimeAPI"]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
-        self.assertNotIn("DATA CHECK FAILED", r.stdout)
-        self.assertIn("### (r) The tensor round trip", r.stdout)
-        self.assertRegex(r.stdout, r"\| 1 MiB \| [0-9.]+ [mun]?s \| [0-9.]+ [mun]?s \(C=(256 KiB|1 MiB), T=1, K=2, "
-                                   r"(memcpy|stream)\) \| [0-9.]+ [mun]?s \(C=")
-        with open(csv_path, newline="") as f:
-            rows = [row for row in csv.DictReader(f) if row["part"] == "r"]
-        os.remove(csv_path)
-        # the link; 2 chunks x 2 modes x 2 stores of pipelines; the library cold and hot
-        self.assertEqual(len([x for x in rows if x["metric"] == "link (pinned)"]), 1, rows)
-        self.assertEqual(len([x for x in rows if x["metric"] == "copy"]), 2 * 2 * 2, rows)
-        self.assertEqual({x["mode"] for x in rows if x["metric"] == "library"}, {"cold", "hot"})
-        for x in rows:
-            self.assertGreater(float(x["gbs"]), 0, x)
-        # a round trip whose H2D never happens reads the poisoned device buffer back: caught
-        broken = broken_probe(self, "probe_round_trip_no_h2d",
-                              "                                pipeline_h2d(w, dev, pg_src, n, c, k, st, first, false);\n",
-                              "")
-        r = subprocess.run([broken, "--parts", "r", "--threads", "1", "--sizes", "1M", "--chunks", "256K", "--slots", "2"],
-                           capture_output=True, text=True, timeout=300)
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("**DATA CHECK FAILED**: (r) round trip 1 MiB C=256 KiB T=1 K=2", r.stdout)
-
-    def test_part_l_needs_a_library(self):
-        exe = build("pageable_probe_fake", os.path.join(HERE, "pageable_probe.cpp"), cuda=False, includes=[FAKE])
-        r = subprocess.run([exe, "--parts", "l"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("part l needs --library PATH", r.stderr)
-        r = subprocess.run([exe, "--parts", "l", "--library", "/nonexistent/lib.so"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("cannot load /nonexistent/lib.so", r.stderr)
-
 
 def tearDownModule():
     shutil.rmtree(BUILD, ignore_errors=True)
-
-
-def trace_line(direction, size, start_us, took_us, threads=""):
-    """A line as src/pageable/trace.rs writes it (the phases after the times are not read);
-    `threads`: the host threads' marks it ends with, if any."""
-    return ("llaisys-nvidia pageable trace: %s %d B, 2 chunks, 12 threads, stream 0x0: %.1f us, from %.1f us; "
-            "slot wait 0.0 us x0; host copy 1.0 us x1; enqueue 1.0 us x1; record 0.5 us x1; other 0.5 us; "
-            "queued0 @1.0%s\n" % (direction, size, took_us, start_us, threads))
-
-
-class TraceSummary(unittest.TestCase):
-    """trace_summary.py on a synthetic trace: loads split at pauses, sums, medians, GB/s."""
-
-    def run_on(self, lines, *args):
-        path = os.path.join(BUILD, "trace.log")
-        with open(path, "w") as f:
-            f.writelines(lines)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = trace_summary.main(list(args) + [path])
-        return rc, out.getvalue(), err.getvalue()
-
-    def test_loads_sizes_and_gaps(self):
-        mb = 1000000
-        lines = ["weights_load: something else\n",
-                 # load 1: 4 MB in 100 us, 10 us pause, 4 MB in 100 us, 30 us pause, 1 MB in 50 us
-                 trace_line("HostToDevice", 4 * mb, 0.0, 100.0),
-                 trace_line("HostToDevice", 4 * mb, 110.0, 100.0),
-                 trace_line("HostToDevice", 1 * mb, 240.0, 50.0),
-                 # load 2, 60 ms later: one 2 MB D2H copy in 40 us
-                 trace_line("DeviceToHost", 2 * mb, 60290.0, 40.0)]
-        rc, out, err = self.run_on(lines, "--link", "50")
-        self.assertEqual(rc, 0, err)
-        self.assertIn("### Load 1", out)
-        self.assertIn("- 3 copies, 0.009 GB: span 0.3 ms, in copies 0.2 ms, between them 0.0 ms; the bytes at "
-                      "50.0 GB/s: 0.2 ms", out)
-        self.assertIn("| HostToDevice | 4000000 | 2 | 100.0 us | 40.0 | 5.0 us | 0.01 ms |", out)
-        self.assertIn("| HostToDevice | 1000000 | 1 | 50.0 us | 20.0 | 30.0 us | 0.03 ms |", out)
-        self.assertIn("### Load 2", out)
-        self.assertIn("| DeviceToHost | 2000000 | 1 | 40.0 us | 50.0 | 0.0 us | 0.00 ms |", out)
-        # a longer pause threshold keeps it one load
-        rc, out, _ = self.run_on(lines, "--gap-ms", "100")
-        self.assertEqual(rc, 0)
-        self.assertNotIn("### Load 2", out)
-        self.assertIn("- 4 copies, 0.011 GB", out)
-
-    def test_host_threads(self):
-        mb = 1000000
-        # handed to the threads at 10 us; the last joined at 20, 110 and 1010 us (10, 100 and
-        # 1000 us after); 2 MB copied in 1000 us of thread time each; waits of 50, 0 and 250 us
-        marks = ["; pieces8 @1.0; asleep%d @10.0; joined_first4 @12.0; joined_last4 @%.1f; "
-                 "busy8 =1000.0 us; waited8 =%.1f us" % (a, j, w)
-                 for a, j, w in ((0, 20.0, 50.0), (3, 110.0, 0.0), (6, 1010.0, 250.0))]
-        lines = [trace_line("HostToDevice", 2 * mb, 0.0, 100.0, marks[0]),
-                 trace_line("HostToDevice", 2 * mb, 200.0, 100.0, marks[1]),
-                 trace_line("HostToDevice", 2 * mb, 400.0, 100.0, marks[2]),
-                 # a copy behind a pending DMA, no helpers: it counts to nothing here
-                 trace_line("HostToDevice", 3072, 600.0, 5.0)]
-        rc, out, err = self.run_on(lines)
-        self.assertEqual(rc, 0, err)
-        self.assertIn("- host threads: 2.00 GB/s per thread copying (bytes over their summed copy time), "
-                      "0.3 ms in all waiting for chunks; 3.0 of the pool's threads asleep when handed a copy "
-                      "(mean of 3 copies); the last joined 100.0 us after (median), 1000.0 us (90th "
-                      "percentile)", out)
-        # a trace without the threads' marks has no such line
-        rc, out, _ = self.run_on([trace_line("HostToDevice", 2 * mb, 0.0, 100.0)])
-        self.assertEqual(rc, 0)
-        self.assertNotIn("host threads", out)
-
-    def test_no_trace_lines_is_an_error(self):
-        rc, out, err = self.run_on(["nothing traced\n"])
-        self.assertEqual(rc, 1)
-        self.assertEqual(out, "")
-        self.assertIn("no pageable trace lines", err)
 
 
 if __name__ == "__main__":

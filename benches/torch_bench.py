@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+from bench_common import GiB, KiB, MiB, fmt_size, import_torch, median, only_matches
 
 # The sizes and variants of table_bench's copy rows (benches/table_bench.cpp), H2H left out.
 COPY_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB]
@@ -35,17 +35,6 @@ ROUND_TRIP = 4 * MiB
 NOWAIT_NAME = "memcpy_sync D2D 4 KiB host time, no wait"
 # A pattern period that is no power of two, so that an offset error shows.
 PATTERN_PERIOD = 1048573
-
-
-def fmt_size(n):
-    """table_bench's fmt_size: "4 KiB", "1 MiB", "1 GiB", or bytes."""
-    if n >= GiB and n % GiB == 0:
-        return "%d GiB" % (n >> 30)
-    if n >= MiB and n % MiB == 0:
-        return "%d MiB" % (n >> 20)
-    if n >= KiB and n % KiB == 0:
-        return "%d KiB" % (n >> 10)
-    return "%d B" % n
 
 
 def copy_name(variant, is_async, size):
@@ -77,14 +66,6 @@ def row_names(quick=False):
 
 def copy_sizes(quick):
     return COPY_SIZES + ([] if quick else [COPY_SIZE_FULL])
-
-
-def median(v):
-    s = sorted(v)
-    if not s:
-        return float("nan")
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 class Bench:
@@ -142,12 +123,6 @@ class Bench:
         m = median(samples)
         shown = "%.3g GB/s" % (nbytes / m / 1e9) if unit == "bandwidth" else "%.3g us" % (m * 1e6)
         print("  %-56s %12s  (n=%d)" % (name, shown, n), file=sys.stderr)
-
-
-def only_matches(only, name):
-    """--only as table_bench reads it: rows whose name contains TEXT, or one of its '|'-separated
-    parts."""
-    return not only or any(p in name for p in only.split("|") if p)
 
 
 def parse(argv):
@@ -349,13 +324,8 @@ def main(argv=None):
             if only_matches(opt.only, name):
                 print(name)
         return 0
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - any import failure means: no torch column
-        print("torch_bench: torch unavailable: %s: %s" % (type(e).__name__, e), file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("torch_bench: torch %s sees no CUDA device" % torch.__version__, file=sys.stderr)
+    torch = import_torch("torch_bench")
+    if torch is None:
         return 3
     out = open(opt.csv, "w") if opt.csv else sys.stdout
     try:

@@ -28,7 +28,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -235,13 +234,6 @@ Options parse(int argc, char **argv) {
     o.ours = pos[0];
     o.reference = pos[1];
     return o;
-}
-
-std::string utc_now() {
-    std::time_t t = std::time(nullptr);
-    char b[64];
-    std::strftime(b, sizeof b, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
-    return b;
 }
 
 }  // namespace

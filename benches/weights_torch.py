@@ -14,6 +14,8 @@ import statistics
 import sys
 import time
 
+from bench_common import import_torch
+
 LOADER = 'torch: safetensors.torch.load_file(device="cuda")'
 
 
@@ -71,15 +73,10 @@ def main(argv=None):
     ap.add_argument("--csv")
     ap.add_argument("--ours-csv")
     a = ap.parse_args(argv)
-    try:
-        import torch
-        from safetensors.torch import load_file
-    except ImportError as e:
-        print(f"weights_torch: torch or safetensors unavailable: {e}", file=sys.stderr)
+    torch = import_torch("weights_torch", "safetensors.torch")
+    if torch is None:
         return 3
-    if not torch.cuda.is_available():
-        print("weights_torch: torch sees no CUDA device", file=sys.stderr)
-        return 3
+    from safetensors.torch import load_file
     # The tensors' bytes (the file less its header), as weights_load counts them.
     with open(a.file, "rb") as f:
         size = os.path.getsize(a.file) - 8 - int.from_bytes(f.read(8), "little")

@@ -7,39 +7,17 @@
 # NCCL of the machine's python3 when there is one), the example program (1 process, then one per
 # GPU). bench: benches/nccl_bench.cpp (ours vs raw NCCL, 8 B .. 1 GiB; $OUT/nccl-bench.md) and,
 # with two GPUs or more (or NCCL_TORCH=1), torch.distributed at the same sizes ($OUT/nccl-torch.md).
-# LLAISYS_TEST_REQUIRE_GPU=1 and LLAISYS_TEST_REQUIRE_GPUS=<GPU count>: nothing passes by
-# skipping. NCCL_NVLS_ENABLE=0 everywhere. Ends with "N passed, M failed".
+# gpu-steps.sh sets LLAISYS_TEST_REQUIRE_GPU=1, LLAISYS_TEST_REQUIRE_GPUS=<GPU count> and
+# NCCL_NVLS_ENABLE=0. Ends with "N passed, M failed"; $OUT/nccl.log when OUT is set.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 what=${1:-all}
 case $what in all | tests | bench) ;; *) echo "usage: nccl.sh [all|tests|bench]" >&2; exit 2 ;; esac
-export LLAISYS_TEST_REQUIRE_GPU=1
-export NCCL_NVLS_ENABLE=0
-LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-export LLAISYS_TEST_REQUIRE_GPUS
+# shellcheck source=gpu-steps.sh
+. "$here/gpu-steps.sh"
 ngpus=$LLAISYS_TEST_REQUIRE_GPUS
-# The GPU tests are #[ignore]d by default; the child_* tests are entry points of child processes.
-gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
-work=$(mktemp -d)
 out=${OUT:-$work}
 mkdir -p "$out"
-pass=0
-fail=0
-failed=()
-step() {
-  local name=$1
-  shift
-  echo "=== $name"
-  if "$@"; then
-    pass=$((pass + 1))
-    echo "--- PASS: $name"
-  else
-    fail=$((fail + 1))
-    failed+=("$name")
-    echo "--- FAIL: $name"
-  fi
-}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 echo "nccl: system libnccl: $(ldconfig -p 2>/dev/null | grep -m1 'libnccl.so.2' || echo none)"
 lib=$here/static
 if [ "$what" != bench ]; then
@@ -65,20 +43,17 @@ if [ "$what" != tests ]; then
 # The benchmark: ours vs raw NCCL in one process.
 step "benchmark builds" nvcc -O2 -std=c++17 -Xcompiler -Wall,-Wextra -I"$here/nccl/include" \
   "$here/benches/nccl_bench.cpp" -o "$work/nccl_bench" -ldl
-bench() {
-  timeout -k 10 260 "$work/nccl_bench" "$lib/libllaisys_nvidia.so" --budget-s 200 "$@" >"$work/nccl-bench.md" &&
-    cp "$work/nccl-bench.md" "$out/nccl-bench.md" && cat "$work/nccl-bench.md"
+# report NAME COMMAND...: COMMAND's Markdown as $work/NAME.md, copied to $out and shown.
+report() {
+  local name=$1
+  shift
+  "$@" >"$work/$name.md" && cp "$work/$name.md" "$out/" && cat "$work/$name.md"
 }
-step "benchmark: all-reduce and all-gather, 8 B .. 1 GiB, ours vs raw NCCL" bench
+step "benchmark: all-reduce and all-gather, 8 B .. 1 GiB, ours vs raw NCCL" \
+  report nccl-bench timeout -k 10 260 "$work/nccl_bench" "$lib/libllaisys_nvidia.so" --budget-s 200
 if [ "$ngpus" -ge 2 ] || [ "${NCCL_TORCH:-0}" = 1 ]; then
-  torch_bench() {
-    PYTHONUNBUFFERED=1 timeout -k 10 240 python3 "$here/benches/nccl_torch.py" --budget-s 150 >"$work/nccl-torch.md" &&
-      cp "$work/nccl-torch.md" "$out/nccl-torch.md" && cat "$work/nccl-torch.md"
-  }
-  step "torch.distributed all-reduce and all-gather at the same sizes" torch_bench
+  step "torch.distributed all-reduce and all-gather at the same sizes" report nccl-torch \
+    env PYTHONUNBUFFERED=1 timeout -k 10 240 python3 "$here/benches/nccl_torch.py" --budget-s 150
 fi
 fi
-echo
-[ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary nccl

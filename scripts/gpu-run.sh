@@ -4,48 +4,20 @@
 # LLAISYS_GPU_RUN_PARTS chooses the parts (default: all of them), for runs that must fit a time
 # limit: any of static, dynamic, cuda12, loaded, own (static and dynamic include their upstream
 # llaisys test; own: the loaded build with its own runtimes beside it).
-# Sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping, and runs the GPU tests, which
-# are #[ignore]d by default, with --include-ignored (--skip ::child_: the entry points of child
-# processes run only from their parent tests). Ends with "N passed, M failed" (one per step) and
-# the number of tests that skipped visibly (those that need more devices than the machine has).
+# gpu-steps.sh sets LLAISYS_TEST_REQUIRE_GPU=1 so nothing can pass by skipping; the GPU tests,
+# #[ignore]d by default, run with --include-ignored. Ends with the number of tests that skipped
+# visibly (those that need more devices than the machine has) and "N passed, M failed" (one per
+# step); $OUT/run.log when OUT is set.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-work=$(mktemp -d)
-log=$work/log
-export LLAISYS_TEST_REQUIRE_GPU=1
-# NVLink multicast stays off for everything this suite starts (the communicator tests among it).
-export NCCL_NVLS_ENABLE=0
-# Tests that need N devices fail (instead of skipping) when the machine has N.
-LLAISYS_TEST_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-export LLAISYS_TEST_REQUIRE_GPUS
-out=${OUT:-$work}
+# shellcheck source=gpu-steps.sh
+. "$here/gpu-steps.sh"
 parts=" ${LLAISYS_GPU_RUN_PARTS:-static dynamic cuda12 loaded own} "
 want() { [[ $parts == *" $1 "* ]]; }
-# The test binaries' arguments: every test, the ignored GPU tests included, one at a time.
-gpu_tests="--include-ignored --skip ::child_ --test-threads=1"
 # The sources the tests read (tests/fixtures, for the check of the GPU tests' skip rule): the
 # crate's root, where this runs; and a scratch folder.
 export LLAISYS_TEST_SOURCE_DIR=${LLAISYS_TEST_SOURCE_DIR:-$(pwd)} LLAISYS_TEST_TMPDIR=$work/tmp
 mkdir -p "$LLAISYS_TEST_TMPDIR"
-pass=0
-fail=0
-failed=()
-step() {
-  local name=$1 rc
-  shift
-  echo "=== $name"
-  "$@" 2>&1 | tee -a "$log"
-  rc=${PIPESTATUS[0]}
-  if [ "$rc" -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "--- PASS: $name"
-  else
-    fail=$((fail + 1))
-    failed+=("$name")
-    echo "--- FAIL: $name"
-  fi
-}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 link_static() { # the README's documented line for each feature
   if [ "$1" = static ]; then echo "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"; else
     echo "-L$here/dynamic -l:$(cd "$here/dynamic" && ls libcudart.so.* | head -n 1) -Xlinker -rpath,$here/dynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"; fi
@@ -183,7 +155,5 @@ ldir=$here/loaded
 fi
 # ---- end of the loaded link mode block ----
 echo
-[ "$fail" -eq 0 ] || printf 'failed: %s\n' "${failed[@]}"
-echo "$pass passed, $fail failed"
 echo "tests that skipped visibly: $(grep -c 'skipped: ' "$log")"
-[ "$fail" -eq 0 ]
+summary run

@@ -9,9 +9,7 @@
 //! check that the benchmarks stop with their message when there is no device). And
 //! benches/weights_load.cpp on a small model shape over the same stand-in: every load checked,
 //! both page cache states reported (or why cold could not be made), and a library that loses a
-//! byte of a tensor caught. And benches/fresh_sources.cpp the same way: every copy read back,
-//! both source states and the store setting reported, a lossy library caught. Dynamic build only
-//! (the stand-in is a libcudart.so.13).
+//! byte of a tensor caught. Dynamic build only (the stand-in is a libcudart.so.13).
 #![cfg(feature = "dynamic")]
 
 use std::path::{Path, PathBuf};
@@ -368,73 +366,4 @@ fn a_library_that_drops_a_byte_of_a_tensor_fails_the_weights_check() {
         "{md}"
     );
     assert!(!md.contains("DATA CHECK FAILED: ours"), "{md}");
-}
-
-/// fresh_sources over our cdylib and `reference`: sizes of 1 and 2 MiB, two timed copies a row,
-/// a 4 MiB flush; `stores` as the process's `LLAISYS_NVIDIA_PAGEABLE_STORES` when set; every
-/// staged copy of ours traced (its stores on stderr).
-fn fresh_sources(reference: &Path, stores: Option<&str>) -> (i32, String, String) {
-    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let (fake, _, _) = built();
-    let exe = EXE.get_or_init(|| table_program("fresh_sources"));
-    let ours = support::target_dir().join("libllaisys_nvidia.so");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--sizes", "1,2", "--reps", "2", "--flush-mib", "4"])
-        .arg(&ours)
-        .arg(reference)
-        .env("LD_LIBRARY_PATH", fake)
-        .env("LLAISYS_NVIDIA_PAGEABLE_TRACE", "1")
-        .env_remove("LLAISYS_NVIDIA_PAGEABLE_FAST")
-        .env_remove("LLAISYS_NVIDIA_PAGEABLE_STORES");
-    if let Some(v) = stores {
-        cmd.env("LLAISYS_NVIDIA_PAGEABLE_STORES", v);
-    }
-    let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
-    (out.code().unwrap_or(-1), out.stdout, out.stderr)
-}
-
-#[test]
-fn fresh_sources_reads_back_every_copy_and_names_the_store_setting() {
-    let (_, _, seed) = built();
-    // By default no source is one a recent copy read, so every H2D copy of ours writes with
-    // ordinary stores; with `size` every one of these (below 128 MiB) with non-temporal ones.
-    for (stores, named, want) in [
-        (None, "ours (default)", "Cached"),
-        (
-            Some("size"),
-            "ours (LLAISYS_NVIDIA_PAGEABLE_STORES=size)",
-            "Streaming",
-        ),
-    ] {
-        let (rc, md, err) = fresh_sources(seed, stores);
-        assert_eq!(rc, 0, "fresh_sources failed:\n{md}\n{err}");
-        assert!(md.contains(named), "{named:?} missing:\n{md}");
-        let h2d: Vec<&str> = err
-            .lines()
-            .filter(|l| l.contains("pageable trace: HostToDevice"))
-            .collect();
-        // 2 sizes x 2 sources x 3 copies (the first untimed).
-        assert_eq!(h2d.len(), 12, "{err}");
-        assert!(
-            h2d.iter().all(|l| l.contains(&format!(", {want} stores,"))),
-            "{want} stores for every copy:\n{err}"
-        );
-        for size in ["1 MiB", "2 MiB"] {
-            for source in ["cached", "memory"] {
-                let row = format!("| {size} | {source} | ");
-                assert_eq!(md.matches(&row).count(), 1, "{row:?}:\n{md}");
-            }
-        }
-        assert!(md.contains("every copy read back and compared"), "{md}");
-    }
-}
-
-#[test]
-fn a_library_that_drops_a_byte_fails_the_fresh_sources_check() {
-    let (rc, md, err) = fresh_sources(lossy_reference(), None);
-    assert_eq!(rc, 1, "a lossy library passed:\n{md}\n{err}");
-    assert!(
-        err.contains("fresh_sources: reference: H2D 1 MiB (cached source, copy 0) read back wrong"),
-        "{err}"
-    );
 }
