@@ -11,9 +11,7 @@ pub extern "C" fn llaisysNvidiaGetRuntimeAPI() -> *const LlaisysRuntimeAPI {
     &TABLE
 }
 
-/// Installs the process-wide error handler; NULL restores the default (print one line, abort).
-/// Returns once no other thread still runs the handler it replaced (at once when called from
-/// inside a handler).
+/// Installs the process-wide error handler (NULL: the default); waits out calls of the old one.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaSetErrorHandler(handler: ErrorHandler, user_data: *mut c_void) {
     policy::set_handler(handler, user_data);
@@ -29,8 +27,7 @@ pub unsafe extern "C-unwind" fn llaisysNvidiaDefaultErrorHandler(
     error: *const LlaisysNvidiaError,
     _user_data: *mut c_void,
 ) {
-    // SAFETY: `error` is NULL or points to a valid `llaisysNvidiaError` (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     let text = unsafe { error.as_ref() }.map_or(std::ptr::null(), |e| e.message);
     if text.is_null() {
         policy::abort_with(b"llaisys-nvidia: an error (no message)");
@@ -50,13 +47,11 @@ pub unsafe extern "C" fn llaisysNvidiaGetErrorHandler(
 ) {
     let (h, u) = policy::handler();
     if !handler.is_null() {
-        // SAFETY: `handler` is not NULL (checked), so valid for writing (this function's
-        // contract).
+        // SAFETY: `handler` is not NULL (checked), so valid for writing (contract).
         unsafe { *handler = h };
     }
     if !user_data.is_null() {
-        // SAFETY: `user_data` is not NULL (checked), so valid for writing (this function's
-        // contract).
+        // SAFETY: `user_data` is not NULL (checked), so valid for writing (contract).
         unsafe { *user_data = u };
     }
 }
@@ -98,8 +93,7 @@ pub extern "C" fn llaisysNvidiaClearLastError() {
     policy::set_last(None);
 }
 
-/// Statistics of the device allocator of `device` (-1: all devices summed) into `*out` (all
-/// zero on failure). Returns a status (0 success); does not call the error handler.
+/// Statistics of the device allocator of `device` (-1: all devices summed) into `*out`.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing an `AllocatorStats`.
@@ -116,8 +110,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceMemoryStats(
     })
 }
 
-/// Statistics of the pinned host allocator into `*out` (all zero on failure). Returns a status
-/// (0 success).
+/// Statistics of the pinned host allocator into `*out`.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing an `AllocatorStats`.
@@ -130,8 +123,7 @@ pub unsafe extern "C" fn llaisysNvidiaHostMemoryStats(out: *mut AllocatorStats) 
     })
 }
 
-/// Returns all cached device memory (every device) and cached pinned host memory to CUDA.
-/// Returns a status (0 success).
+/// Returns all cached device and pinned host memory to CUDA.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
     super::api::status(

@@ -6,6 +6,7 @@ use super::policy::{self, run};
 use crate::ops;
 use std::io::Write;
 use std::os::raw::{c_int, c_void};
+use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -133,7 +134,7 @@ unsafe extern "C-unwind" fn device_synchronize() {
 }
 
 unsafe extern "C-unwind" fn create_stream() -> LlaisysStream {
-    run("create_stream", std::ptr::null_mut(), ops::create_stream)
+    run("create_stream", null_mut(), ops::create_stream)
 }
 
 unsafe extern "C-unwind" fn destroy_stream(s: LlaisysStream) {
@@ -148,9 +149,7 @@ unsafe extern "C-unwind" fn stream_synchronize(s: LlaisysStream) {
 }
 
 unsafe extern "C-unwind" fn malloc_device(size: usize) -> *mut c_void {
-    run("malloc_device", std::ptr::null_mut(), || {
-        ops::malloc_device(size)
-    })
+    run("malloc_device", null_mut(), || ops::malloc_device(size))
 }
 
 unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
@@ -158,9 +157,7 @@ unsafe extern "C-unwind" fn free_device(p: *mut c_void) {
 }
 
 unsafe extern "C-unwind" fn malloc_host(size: usize) -> *mut c_void {
-    run("malloc_host", std::ptr::null_mut(), || {
-        ops::malloc_host(size)
-    })
+    run("malloc_host", null_mut(), || ops::malloc_host(size))
 }
 
 unsafe extern "C-unwind" fn free_host(p: *mut c_void) {

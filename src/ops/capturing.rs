@@ -1,19 +1,9 @@
-//! What the other operations do while a stream captures a graph: the checks they make before a
-//! call CUDA forbids during a capture, so that such a call is refused with a capture error
-//! (`LLAISYS_NVIDIA_ERROR_CAPTURE`) instead of invalidating the capture.
-//!
-//! - Waits and queries (stream_synchronize, stream and event queries, event_synchronize) are
-//!   "potentially unsafe" calls. On a thread capturing through the library in global or
-//!   thread-local mode they are refused (CUDA would refuse them and invalidate the capture); on
-//!   other threads, while a capture through the library is in progress, they run in relaxed mode
-//!   ([`before_wait`]), which is safe for streams and events outside the capture.
-//! - Waiting for or querying a stream that captures is refused everywhere ([`not_capturing`]),
-//!   as is device_synchronize while any stream of the device captures.
-//! - Work on the legacy stream (a NULL stream) while a blocking stream of the device captures is
-//!   refused (`crate::cache::legacy_stream::refused`).
-//! - While a capture through the library is in progress, every call of another thread runs in
-//!   relaxed mode ([`relaxed_for_other_threads`]): a global capture would otherwise forbid its
-//!   allocations, waits and stream calls, none of which touches the capture.
+//! What the other operations do while a stream captures a graph: the checks they make before a call
+//! CUDA forbids during a capture, so that such a call is refused with a capture error
+//! (`LLAISYS_NVIDIA_ERROR_CAPTURE`) instead of invalidating the capture. Waits and queries are
+//! refused on a thread capturing through the library in global or thread-local mode
+//! ([`before_wait`]) and on a capturing stream ([`not_capturing`]); other threads run in relaxed
+//! mode while such a capture is in progress ([`relaxed_for_other_threads`]).
 
 use crate::cache::graph_pool;
 use crate::cudart::calls::StreamHandle;
@@ -162,9 +152,8 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
-    /// Waits are refused on a thread capturing through the library in global or thread-local
-    /// mode, and only there: not in relaxed mode, not once the capture has ended, not on another
-    /// thread.
+    /// Waits are refused on a thread capturing through the library in global or thread-local mode,
+    /// and only there: not in relaxed mode, not once the capture has ended, not on another thread.
     #[test]
     fn waits_are_refused_on_a_thread_capturing_in_global_or_thread_local_mode() {
         let why = "what waits, and what to do instead";

@@ -1,10 +1,9 @@
-//! Copies: what memcpy_sync and memcpy_async do, and the status API's peer copies. One place
-//! decides, per copy: the checks, where each pointer lives (one look-up per pointer, made only
-//! when something needs it), the cross-device ordering, the staged pageable fast path or plain
-//! cudart, the host copy without a GPU, and the pinned-cache notes. What it asks of the caches
-//! goes through `cache::copies`.
+//! Copies: what memcpy_sync and memcpy_async do, and the status API's peer copies. Where each
+//! pointer lives is looked up once, only when something needs it; the caches are asked through
+//! `cache::copies`.
 
 use super::validate;
+use super::Redetail;
 use crate::cache::copies as caches;
 use crate::cudart::calls::StreamHandle;
 use crate::error::{Error, Result};
@@ -236,10 +235,9 @@ impl Copy {
         unsafe { pageable::copy_behind(self.dst(), self.src().cast_mut(), self.size) }
     }
 
-    /// Refuses a staged copy larger than the device memory on its device side, before the
-    /// staged path plans its chunks and copies its host side: the block of ours it starts at,
-    /// else all of the device's memory. (CUDA refuses such a copy too, but only as each chunk's
-    /// DMA is queued.)
+    /// Refuses a staged copy larger than the device memory on its device side, before the staged
+    /// path plans its chunks and copies its host side: the block of ours it starts at, else all of
+    /// the device's memory. (CUDA refuses such a copy too, but only as each chunk's DMA is queued.)
     fn check_device_side(&mut self, direction: Direction) -> Result<()> {
         let side = match direction {
             Direction::HostToDevice => &mut self.dst,
@@ -282,19 +280,10 @@ impl Copy {
             Direction::HostToDevice => (self.dst(), self.src().cast_mut()),
             Direction::DeviceToHost => (self.src().cast_mut(), self.dst()),
         };
+        let size = self.size;
         // SAFETY: `host` and `device` are valid for the size, `device` device memory; `stream` is
         // NULL or a live stream (this function's contract).
-        unsafe {
-            pageable::copy(
-                direction,
-                device,
-                host,
-                self.size,
-                stream,
-                stream_device,
-                wait,
-            )
-        }
+        unsafe { pageable::copy(direction, device, host, size, stream, stream_device, wait) }
     }
 
     /// H2H without a GPU is a host copy: llaisys keeps CPU tensors on such machines, and with
@@ -321,21 +310,11 @@ pub fn complete_on_return() -> bool {
     *ON.get_or_init(|| crate::util::env::flag_on("LLAISYS_NVIDIA_MEMCPY_SYNC_COMPLETE"))
 }
 
-/// memcpy_sync: copies `size` bytes with exactly `cudaMemcpy`'s host-visible guarantees, and
-/// waits no more than it does. On return the source may be reused or freed, and a host
-/// destination (D2H, H2H) holds the data; a device destination is complete for all later work
-/// on the legacy stream and on blocking streams (H2D from pageable memory returns once the
-/// source has been read, D2D is only queued; H2D from pinned memory returns complete). Large
-/// copies between pageable memory and the device take the staged fast path, with the same
-/// guarantees; a smaller H2D copy from pageable memory is staged behind a staged copy's DMA
-/// still pending on the legacy stream when a staging buffer has room behind it
-/// (`pageable::copy_behind`), and waits for nothing. Unlike cudaMemcpy from pageable memory, a
-/// staged copy does not first wait for the work queued before it on the stream: it is queued
-/// behind it. `complete_on_return` restores waiting for the device. Size 0 does nothing.
-///
-/// While a stream of the device captures a graph, the legacy stream may not be used: the copy
-/// then runs on the library's side stream and returns complete (destination included), ordered
-/// after nothing else queued on the device (see `side_copy`).
+/// memcpy_sync: `cudaMemcpy`'s host-visible guarantees (the header's table), waiting no more
+/// than it does. Large pageable copies take the staged fast path; a smaller pageable H2D copy
+/// is staged behind a staged DMA still pending on the legacy stream (`pageable::copy_behind`).
+/// Unlike cudaMemcpy, a staged copy is queued behind earlier work instead of waiting for it.
+/// While a stream of the device captures, the copy runs on the side stream (`side_copy`).
 ///
 /// # Safety
 /// `dst` and `src` are valid for `size` bytes of the memory `kind` says.
@@ -356,8 +335,7 @@ pub unsafe fn memcpy_sync(
          make the copy part of the graph",
     )?;
     let Some(_legacy) = caches::usable_current()? else {
-        // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
-        // function's contract).
+        // SAFETY: as this function's `# Safety` section requires.
         return unsafe { side_copy(&mut c) };
     };
     // Queued on the legacy stream of the current device: with several devices, frees of the
@@ -374,8 +352,7 @@ pub unsafe fn memcpy_sync(
     }
     // SAFETY: the pointers as above (this function's contract).
     if let Err(e) = unsafe { copy::memcpy(c.dst(), c.src(), c.size, c.kind) } {
-        // SAFETY: for H2H both pointers are host memory valid for `size` bytes (this function's
-        // contract).
+        // SAFETY: as this function's `# Safety` section requires.
         if unsafe { c.host_copy_without_gpu(&e) } {
             return Ok(());
         }
@@ -383,23 +360,16 @@ pub unsafe fn memcpy_sync(
     }
     if complete && matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
         // SAFETY: NULL is the legacy stream.
-        unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }.map_err(|e| {
-            Error::cuda(
-                e.call(),
-                e.cuda_error(),
-                format!("dst={dst:p} src={src:p} size={size} kind={:?}", c.kind),
-            )
-        })?;
+        unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }
+            .redetail(|_| format!("dst={dst:p} src={src:p} size={size} kind={:?}", c.kind))?;
     }
     Ok(())
 }
 
-/// memcpy_sync while a capture forbids the legacy stream: the copy is queued on the device's
-/// side stream (a private non-blocking stream), waited for in relaxed capture mode, and returns
-/// complete. Nothing orders it after work queued on other streams: the caller synchronizes the
-/// work that writes its source or reads its destination. Refused with several devices in use
-/// (their ordering needs the legacy stream); `memcpy_sync` has already refused it on a thread
-/// that itself captures through the library in global or thread-local mode.
+/// memcpy_sync while a capture forbids the legacy stream: queued on the device's private side
+/// stream and waited for in relaxed mode. Nothing orders it after other streams' work (the caller
+/// synchronizes that). Refused with several devices in use (their ordering needs the legacy
+/// stream); `memcpy_sync` has already refused a thread that itself captures.
 ///
 /// # Safety
 /// As `memcpy_sync`.
@@ -407,41 +377,28 @@ pub unsafe fn memcpy_sync(
 #[inline(never)]
 unsafe fn side_copy(c: &mut Copy) -> Result<()> {
     if caches::several_devices() {
-        return Err(caches::refused(
-            "cudaMemcpy",
-            "memcpy_sync with several devices in use",
-        ));
+        let why = "memcpy_sync with several devices in use";
+        return Err(caches::refused("cudaMemcpy", why));
     }
     let device = crate::safe::device::current()?;
     let side = caches::side_stream(device)?;
     let _relaxed = crate::safe::capture::Relaxed::new();
     if let Some(direction) = c.staged()? {
-        // SAFETY: the pointers are valid for the size as the kind says (this function's
-        // contract); the side stream is live; waits for the copy.
+        // SAFETY: the pointers as this function's contract says; the side stream is live.
         return unsafe { c.stage(direction, side, Some(device), true) };
     }
     // SAFETY: the pointers as above (this function's contract); the side stream is live.
     unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, side) }?;
     // SAFETY: as above.
-    unsafe { crate::safe::stream::synchronize(side) }.map_err(|e| {
-        Error::cuda(
-            e.call(),
-            e.cuda_error(),
-            format!(
-                "dst={:p} src={:p} size={} kind={:?} (side stream, during a capture)",
-                c.dst(),
-                c.src(),
-                c.size,
-                c.kind
-            ),
-        )
+    unsafe { crate::safe::stream::synchronize(side) }.redetail(|_| {
+        let (dst, src, size, kind) = (c.dst(), c.src(), c.size, c.kind);
+        format!("dst={dst:p} src={src:p} size={size} kind={kind:?} (side stream, during a capture)")
     })
 }
 
-/// memcpy_async: queues a copy of `size` bytes on `stream` (NULL: the legacy default stream).
-/// With several devices in use, a stream's first use of another device's memory is ordered
-/// after that device's work; pinned blocks of ours it reads or writes are noted so that they
-/// are not reused before it has run. Size 0 does nothing.
+/// memcpy_async: queues the copy on `stream` (NULL: the legacy stream), ordered across devices
+/// as memcpy_sync; pinned blocks of ours it uses are noted so that they are not reused before it
+/// has run. Size 0 does nothing.
 ///
 /// # Safety
 /// The pointers are valid for `size` bytes of the memory `kind` says until the copy has run.
@@ -487,15 +444,13 @@ pub unsafe fn memcpy_async(
             "a copy of pageable host memory waits for its pinned staging buffers; copy from or \
              to malloc_host memory, or capture in relaxed mode",
         )?;
-        // SAFETY: the pointers are valid for `size` bytes as `kind` says until the copy has run
-        // (this function's contract); `s` is NULL or a live stream of ours (checked).
+        // SAFETY: the pointers as the contract says; `s` is NULL or a live stream (checked).
         unsafe { c.stage(direction, s, stream_device, false) }?;
     } else {
         // SAFETY: as above.
         if let Err(e) = unsafe { copy::memcpy_async(c.dst(), c.src(), c.size, c.kind, s) } {
-            // SAFETY: for H2H both pointers are host memory valid for `size` bytes (this
-            // function's contract). Only on the legacy stream: a stream of ours cannot exist
-            // without a GPU.
+            // SAFETY: for H2H both pointers are host memory valid for `size` bytes (this function's
+            // contract). Only on the legacy stream: a stream of ours cannot exist without a GPU.
             if !(s.is_null() && unsafe { c.host_copy_without_gpu(&e) }) {
                 return Err(e);
             }
@@ -514,8 +469,7 @@ pub unsafe fn memcpy_async(
 /// return (`stream` None) or queued on it.
 ///
 /// # Safety
-/// The pointers are device memory of those devices, valid for `size` bytes until the copy has
-/// run.
+/// The pointers are device memory of those devices, valid for `size` bytes until the copy has run.
 pub unsafe fn memcpy_peer(
     dst: *mut c_void,
     dst_device: i32,
@@ -546,9 +500,7 @@ pub unsafe fn memcpy_peer(
         "a peer copy on the legacy stream",
     )?;
     if dst.is_null() || src.is_null() {
-        return Err(Error::invalid_argument(format!(
-            "dst={dst:p} src={src:p} size={size}: NULL pointer with a non-zero size"
-        )));
+        return Err(null_pointer(dst, src, size));
     }
     if stream.is_some() && caches::several_devices() {
         for p in [dst as *const c_void, src] {
@@ -557,18 +509,12 @@ pub unsafe fn memcpy_peer(
             }
         }
     }
-    // SAFETY: the pointers are device memory of those devices valid for `size` bytes until the
-    // copy has run (this function's contract); `s` is NULL or a live stream of ours (checked).
+    // SAFETY: the pointers as the contract says; `s` is NULL or a live stream of ours (checked).
     unsafe { copy::memcpy_peer_async(dst, dst_device, src, src_device, size, s) }?;
     if stream.is_none() {
         // SAFETY: NULL is the legacy stream.
-        unsafe { crate::safe::stream::synchronize(s) }.map_err(|e| {
-            Error::cuda(
-                e.call(),
-                e.cuda_error(),
-                format!("after cudaMemcpyPeerAsync stream={s:p}"),
-            )
-        })?;
+        unsafe { crate::safe::stream::synchronize(s) }
+            .redetail(|_| format!("after cudaMemcpyPeerAsync stream={s:p}"))?;
     }
     Ok(())
 }

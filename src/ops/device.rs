@@ -1,6 +1,7 @@
 //! Devices: what get_device_count, set_device, device_synchronize and the status API's device
 //! functions do. A device a caller makes current counts as in use (the caches' peer access).
 
+use super::Redetail;
 use crate::cache;
 use crate::error::{Error, Result};
 use crate::safe::device;
@@ -31,20 +32,9 @@ pub fn device_count_checked() -> Result<i32> {
 /// so and `id` is current all the same).
 #[inline]
 pub fn set_device(id: i32) -> Result<()> {
-    device::set(id).map_err(|e| {
-        Error::cuda(
-            e.call(),
-            e.cuda_error(),
-            format!("device={id}, device count {}", device_count().0),
-        )
-    })?;
-    cache::device::device_seen(id).map_err(|e| {
-        Error::cuda(
-            e.call(),
-            e.cuda_error(),
-            format!("{} (device {id} is current all the same)", e.detail()),
-        )
-    })
+    device::set(id).redetail(|_| format!("device={id}, device count {}", device_count().0))?;
+    cache::device::device_seen(id)
+        .redetail(|e| format!("{} (device {id} is current all the same)", e.detail()))
 }
 
 /// Creates the context of `device` now, makes it current and notes it in use; returns how long

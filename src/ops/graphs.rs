@@ -1,13 +1,10 @@
 //! CUDA graphs through the status API: capture on a stream of ours (with a graph pool for the
-//! memory malloc_device hands out meanwhile), the capture status of a stream, instantiation,
-//! upload, launch, update of an executable graph (re-instantiating when an update cannot
-//! apply), destruction, and graph pools shared by several captures.
-//!
-//! Graphs and executable graphs handed out are registered: handles not made here are refused, as
-//! for streams and events.
+//! memory malloc_device hands out meanwhile), instantiation, update, launch. Graphs and executable
+//! graphs handed out are registered: handles not made here are refused, as for streams and events.
 
 use super::capturing::before_wait;
 use super::validate::{self, Handles};
+use super::Redetail;
 use crate::cache::{self, graph_pool};
 use crate::cudart::calls::{GraphExecHandle, GraphHandle, StreamHandle};
 use crate::error::{Error, Result};
@@ -148,15 +145,10 @@ fn hold_pool_for_graph(s: StreamHandle, pool: u64) -> Result<()> {
     // the one caller).
     let graph = unsafe { capture::graph_of(s) }?;
     graph_pool::hold_for_graph(pool);
+    let (token, released) = (graph_pool::graph_token(pool), graph_pool::graph_released);
     // SAFETY: the graph being captured is live; `graph_released` takes back the token once
     // (on failure too, which balances the hold above).
-    unsafe {
-        crate::safe::graph::hold_until_released(
-            graph,
-            graph_pool::graph_token(pool),
-            graph_pool::graph_released,
-        )
-    }
+    unsafe { crate::safe::graph::hold_until_released(graph, token, released) }
 }
 
 /// Ends a capture that cannot go on (its graph is destroyed) and uncounts it.
@@ -273,15 +265,14 @@ pub fn exec_update(exec: *mut c_void, graph: *mut c_void) -> Result<(GraphExecHa
         unsafe { crate::safe::graph::instantiate(graph.cast()) }.map(Some)
     });
     match (ran.result?, ran.restored) {
-        (None, Ok(())) => Ok((exec.cast(), false)),
-        (None, Err(e)) => Err(Error::cuda(
-            e.call(),
-            e.cuda_error(),
-            format!(
-                "{} (exec={exec:p} was updated in place before this failure)",
-                e.detail()
-            ),
-        )),
+        (None, restored) => restored
+            .redetail(|e| {
+                format!(
+                    "{} (exec={exec:p} was updated in place before this failure)",
+                    e.detail()
+                )
+            })
+            .map(|()| (exec.cast(), false)),
         (Some(fresh), Err(e)) => {
             // `*exec` stays as it was; the new executable graph goes.
             // SAFETY: just made, nobody else knows of it, destroyed once.

@@ -4,6 +4,7 @@
 
 use super::copies::{locate, Place};
 use super::validate;
+use super::Redetail;
 use crate::cache::{self, AllocatorStats};
 use crate::error::{CudaError, Error, Result};
 use crate::safe::memory_kinds as kinds;
@@ -24,13 +25,7 @@ fn retry_oom<T>(note: fn(), alloc: impl Fn() -> Result<T>) -> Result<T> {
                 }
                 Err(r) => return Err(r),
             };
-            alloc().map_err(|e| {
-                Error::cuda(
-                    e.call(),
-                    e.cuda_error(),
-                    format!("{}, {released}", e.detail()),
-                )
-            })
+            alloc().redetail(|e| format!("{}, {released}", e.detail()))
         }
         r => r,
     }
@@ -121,8 +116,7 @@ pub unsafe fn mem_prefetch(
 ) -> Result<()> {
     validate::check_stream(stream.cast())?;
     expect_kind(ptr, MemoryKind::Managed, "llaisysNvidiaMallocManaged")?;
-    // SAFETY: managed memory (checked) valid for `size` bytes (this function's contract);
-    // `stream` is NULL or a live stream of ours (checked).
+    // SAFETY: managed memory (checked) as the contract says; `stream` NULL or ours (checked).
     unsafe { kinds::prefetch(ptr, size, device, stream.cast()) }
 }
 
@@ -179,8 +173,7 @@ pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
     if ptr.is_null() {
         return Err(Error::invalid_argument("ptr=NULL: nothing to unregister"));
     }
-    // SAFETY: no queued work uses the range (this function's contract); CUDA refuses pointers
-    // it did not register.
+    // SAFETY: no queued work uses the range (contract); CUDA refuses pointers it did not register.
     unsafe { kinds::unregister(ptr) }
 }
 
@@ -222,8 +215,7 @@ pub unsafe fn memset(
             }
         }
     }
-    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes until the memset has
-    // run (this function's contract); the stream is NULL or a live stream of ours (checked).
+    // SAFETY: `ptr` as the contract says; the stream is NULL or a live stream of ours (checked).
     unsafe { kinds::memset(ptr, value, size, stream.map(|s| s.cast())) }
 }
 
@@ -251,12 +243,8 @@ pub fn release_cached() -> Result<()> {
     // thread capturing through the library; a device in use whose stream captures keeps its
     // cached memory (the other devices' is released), and then so do the pinned caches, whose
     // frees wait for every device.
-    let refused = || {
-        crate::cache::legacy_stream::refused(
-            "cudaFree",
-            "releasing cached memory (it waits for the device)",
-        )
-    };
+    let why = "releasing cached memory (it waits for the device)";
+    let refused = || cache::legacy_stream::refused("cudaFree", why);
     if cache::graph_pool::current().is_some() {
         return Err(refused());
     }

@@ -3,11 +3,7 @@
 //! caches, the pageable fast path or plain cudart, and returns a `Result`; the llaisys table
 //! (`capi::table`) and the status API (`capi::api`) differ only in what they do with an error.
 //!
-//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `comm` (the
-//! communicator over NCCL), `graphs` (capture and CUDA graphs), `runtime_library` (which CUDA
-//! runtime is in use and why); the checks and handle
-//! registries in `validate`; what every operation does while a stream captures in `capturing`. This is also the crate's Rust API for the table's
-//! behaviour (the doctor's smoke test calls it).
+//! This is also the crate's Rust API for the table's behaviour (the doctor's smoke test calls it).
 
 pub(crate) mod capturing;
 pub mod comm;
@@ -23,3 +19,16 @@ pub use copies::{memcpy_async, memcpy_peer, memcpy_sync, KIND_CHECK_MIN_BYTES};
 pub use device::{device_count, device_count_checked, device_synchronize, init_device, set_device};
 pub use memory::{free_device, free_host, malloc_device, malloc_host, release_cached};
 pub use streams::{create_stream, destroy_stream, stream_synchronize};
+
+use crate::error::{Error, Result};
+
+/// A failed CUDA call's error with its detail rewritten (its call and code kept).
+trait Redetail<T> {
+    fn redetail(self, detail: impl FnOnce(&Error) -> String) -> Result<T>;
+}
+
+impl<T> Redetail<T> for Result<T> {
+    fn redetail(self, detail: impl FnOnce(&Error) -> String) -> Result<T> {
+        self.map_err(|e| Error::cuda(e.call(), e.cuda_error(), detail(&e)))
+    }
+}

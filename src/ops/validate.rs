@@ -103,8 +103,7 @@ pub(crate) fn check_stream(s: StreamHandle) -> Result<Option<i32>> {
     look_up_stream(s)
 }
 
-/// check_stream when the cache does not hold the stream: the registry (and the cache then
-/// does).
+/// check_stream when the cache does not hold the stream: the registry (and the cache then does).
 #[cold]
 #[inline(never)]
 fn look_up_stream(s: StreamHandle) -> Result<Option<i32>> {

@@ -45,8 +45,7 @@ pub(crate) fn legacy_blocked() -> bool {
     }
 }
 
-/// The graph being captured on `s`; Err when `s` is not capturing (or its capture was
-/// invalidated).
+/// The graph being captured on `s`; Err when `s` is not capturing (or its capture was invalidated).
 ///
 /// # Safety
 /// `s` is a live stream.

@@ -48,8 +48,7 @@ pub unsafe fn memcpy(
     size: usize,
     kind: MemcpyKind,
 ) -> Result<()> {
-    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::memcpy(dst, src, size, kind.to_cuda()) }
         .detail(|| format!("dst={dst:p} src={src:p} size={size} kind={kind:?}"))
 }
@@ -65,8 +64,7 @@ pub unsafe fn memcpy_async(
     kind: MemcpyKind,
     stream: StreamHandle,
 ) -> Result<()> {
-    // SAFETY: as for `memcpy`, until the copy has run; `stream` is NULL or a live stream (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::memcpy_async(dst, src, size, kind.to_cuda(), stream) }
         .detail(|| format!("dst={dst:p} src={src:p} size={size} kind={kind:?} stream={stream:p}"))
 }
@@ -85,8 +83,7 @@ pub unsafe fn memcpy_peer_async(
     size: usize,
     stream: StreamHandle,
 ) -> Result<()> {
-    // SAFETY: device memory of those devices valid for `size` bytes until the copy has run;
-    // `stream` is NULL or a live stream (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::memcpy_peer_async(dst, dst_device, src, src_device, size, stream) }.detail(
         || {
             format!(

@@ -165,23 +165,16 @@ pub(crate) fn memory_pools_supported(device: i32) -> Result<bool> {
 pub fn init(device: i32) -> Result<std::time::Duration> {
     const TRANSIENT: [i32; 3] = [46, 3, 999];
     let start = std::time::Instant::now();
-    let mut attempt = 0;
+    let mut attempt: usize = 0;
     loop {
         attempt += 1;
         let r = cudart::init_device(device)
             .detail(|| format!("device={device} attempt={attempt}"))
-            .and_then(|()| set(device))
-            .and_then(|()| {
-                cudart::create_context().detail(|| format!("device={device} (context creation)"))
-            });
+            .and_then(|()| create_context(device));
         match r {
             Ok(()) => return Ok(start.elapsed()),
             Err(e) if attempt < 3 && TRANSIENT.contains(&e.cuda_error().code()) => {
-                std::thread::sleep(std::time::Duration::from_millis(if attempt == 1 {
-                    50
-                } else {
-                    200
-                }));
+                std::thread::sleep(std::time::Duration::from_millis([50, 200][attempt - 1]));
             }
             Err(e) => return Err(e),
         }

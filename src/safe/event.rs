@@ -51,8 +51,7 @@ impl Event {
     /// # Safety
     /// `s` is NULL or a live stream of the event's device.
     pub(crate) unsafe fn record_raw(&self, s: StreamHandle) -> Result<()> {
-        // SAFETY: a live event of ours; `s` is NULL or a live stream of its device (this
-        // function's contract).
+        // SAFETY: a live event of ours; `s` is NULL or a live stream of its device (contract).
         unsafe { cudart::event_record(self.0, s) }
             .detail(|| format!("event={:p} stream={s:p}", self.0))
     }
@@ -110,7 +109,6 @@ pub(crate) unsafe fn elapsed_ms(start: EventHandle, end: EventHandle) -> Result<
 /// # Safety
 /// `e` is a live event, `s` NULL or a live stream of the same device.
 pub(crate) unsafe fn record(e: EventHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: `e` is a live event, `s` NULL or a live stream of its device (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::event_record(e, s) }.detail(|| format!("event={e:p} stream={s:p}"))
 }

@@ -78,8 +78,7 @@ pub(crate) unsafe fn instantiate(graph: GraphHandle) -> Result<GraphExecHandle> 
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn upload(exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::graph_upload(exec, s) }.detail(|| format!("exec={exec:p} stream={s:p}"))
 }
 
@@ -88,8 +87,7 @@ pub(crate) unsafe fn upload(exec: GraphExecHandle, s: StreamHandle) -> Result<()
 /// # Safety
 /// `exec` is a live executable graph; `s` NULL or a live stream.
 pub(crate) unsafe fn launch(exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
-    // SAFETY: `exec` is a live executable graph, `s` NULL or a live stream (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::graph_launch(exec, s) }.detail(|| format!("exec={exec:p} stream={s:p}"))
 }
 
@@ -114,8 +112,7 @@ fn update_reason(result: u32) -> &'static str {
 /// # Safety
 /// `exec` is a live executable graph, `graph` a live graph.
 pub(crate) unsafe fn exec_update(exec: GraphExecHandle, graph: GraphHandle) -> Result<()> {
-    // SAFETY: `exec` is a live executable graph, `graph` a live graph (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::graph_exec_update(exec, graph) }.map_err(|(f, result)| {
         // cudart keeps a refused update as the thread's last error.
         cudart::get_last_error();
@@ -132,8 +129,7 @@ pub(crate) unsafe fn exec_update(exec: GraphExecHandle, graph: GraphHandle) -> R
 /// # Safety
 /// `exec` is a live executable graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn exec_destroy(exec: GraphExecHandle) -> Result<()> {
-    // SAFETY: `exec` is a live executable graph, destroyed once here and not used afterwards
-    // (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::graph_exec_destroy(exec) }.detail(|| format!("exec={exec:p}"))
 }
 
@@ -142,8 +138,7 @@ pub(crate) unsafe fn exec_destroy(exec: GraphExecHandle) -> Result<()> {
 /// # Safety
 /// `graph` is a live graph, destroyed once, not used afterwards.
 pub(crate) unsafe fn destroy(graph: GraphHandle) -> Result<()> {
-    // SAFETY: `graph` is a live graph, destroyed once here and not used afterwards (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::graph_destroy(graph) }.detail(|| format!("graph={graph:p}"))
 }
 
@@ -160,8 +155,7 @@ pub(crate) unsafe fn hold_until_released(
     data: *mut c_void,
     on_release: HostFn,
 ) -> Result<()> {
-    // SAFETY: `on_release(data)` is sound to call once, from any thread, at any later time
-    // (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     let obj = match unsafe { cudart::user_object_create(data, on_release) } {
         Ok(obj) => obj,
         Err(f) => {
@@ -171,8 +165,7 @@ pub(crate) unsafe fn hold_until_released(
             return Err(Error::cuda(f.call, f.code, format!("graph={graph:p}")));
         }
     };
-    // SAFETY: `graph` is a live graph (this function's contract); our one reference of `obj`
-    // moves into it.
+    // SAFETY: `graph` is a live graph (contract); our one reference of `obj` moves into it.
     if let Err(f) = unsafe { cudart::graph_retain_user_object_move(graph, obj) } {
         // Still ours: giving it up runs `on_release(data)`.
         // SAFETY: we own the one reference of `obj`.

@@ -32,8 +32,7 @@ pub fn alloc_host(size: usize) -> Result<*mut c_void> {
 /// `p` is NULL or came from `alloc_host`, `alloc_host_portable` or `memory_kinds::alloc_mapped`
 /// (its host pointer) and was not freed; no queued work uses it any more.
 pub unsafe fn free_host(p: *mut c_void) -> Result<()> {
-    // SAFETY: `p` is NULL or cudaMallocHost or cudaHostAlloc memory not yet freed, used by no
-    // queued work (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { free(p, cudart::free_host) }
 }
 
@@ -55,8 +54,7 @@ unsafe fn free(p: *mut c_void, cuda_free: unsafe fn(*mut c_void) -> CallResult<(
     if p.is_null() {
         return Ok(());
     }
-    // SAFETY: `p` is memory of `cuda_free`'s allocator not yet freed, used by no queued work
-    // (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cuda_free(p) }.detail(|| format!("ptr={p:p}"))
 }
 

@@ -38,8 +38,7 @@ pub unsafe fn free_managed(p: *mut c_void) -> Result<()> {
 /// # Safety
 /// `p` is managed memory valid for `size` bytes; `s` NULL or a live stream.
 pub unsafe fn prefetch(p: *const c_void, size: usize, device: i32, s: StreamHandle) -> Result<()> {
-    // SAFETY: `p` is managed memory valid for `size` bytes, `s` NULL or a live stream (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::mem_prefetch_async(p, size, device, s) }
         .detail(|| format!("ptr={p:p} size={size} device={device}"))
 }
@@ -60,11 +59,8 @@ pub fn alloc_mapped(size: usize) -> Result<(*mut c_void, *mut c_void)> {
     if size == 0 {
         return Ok((std::ptr::null_mut(), std::ptr::null_mut()));
     }
-    let h = cudart::host_alloc(
-        size,
-        cudart::HOST_ALLOC_MAPPED | cudart::HOST_ALLOC_PORTABLE,
-    )
-    .detail(|| format!("size={size}"))?;
+    let flags = cudart::HOST_ALLOC_MAPPED | cudart::HOST_ALLOC_PORTABLE;
+    let h = cudart::host_alloc(size, flags).detail(|| format!("size={size}"))?;
     // SAFETY: `h` is mapped pinned memory just allocated.
     match unsafe { cudart::host_get_device_pointer(h) }.detail(|| format!("ptr={h:p}")) {
         Ok(d) => Ok((h, d)),
@@ -122,16 +118,14 @@ pub unsafe fn memset(
     }
     match stream {
         None => {
-            // SAFETY: `p` is device-accessible memory valid for `size` bytes (this function's
-            // contract).
+            // SAFETY: as this function's `# Safety` section requires.
             unsafe { cudart::memset(p, value, size) }
                 .detail(|| format!("ptr={p:p} size={size} value={value}"))?;
             // SAFETY: NULL is the legacy stream.
             unsafe { cudart::stream_synchronize(std::ptr::null_mut()) }
                 .detail(|| format!("after cudaMemset ptr={p:p}"))
         }
-        // SAFETY: `p` as above until the memset has run; `s` is NULL or a live stream (this
-        // function's contract).
+        // SAFETY: `p` as above until the memset has run; `s` is NULL or a live stream (contract).
         Some(s) => unsafe { cudart::memset_async(p, value, size, s) }
             .detail(|| format!("ptr={p:p} size={size} value={value} stream={s:p}")),
     }

@@ -54,8 +54,7 @@ impl Pool {
     /// # Safety
     /// `stream` is NULL or a live stream.
     pub(crate) unsafe fn alloc(self, size: usize, stream: StreamHandle) -> Result<*mut c_void> {
-        // SAFETY: a live pool (as in `reserved`); `stream` is NULL or a live stream (this
-        // function's contract).
+        // SAFETY: a live pool (as in `reserved`); `stream` is NULL or a live stream (contract).
         unsafe { cudart::malloc_from_pool_async(size, self.0, stream) }
             .detail(|| format!("size={size} stream={stream:p}"))
     }
@@ -67,8 +66,7 @@ impl Pool {
 /// `p` is pool memory not yet freed, which work queued on `stream` after this does not use;
 /// `stream` is NULL or a live stream.
 pub(crate) unsafe fn free_async(p: *mut c_void, size: usize, stream: StreamHandle) -> Result<()> {
-    // SAFETY: `p` is pool memory not yet freed, unused by work queued on `stream` after this;
-    // `stream` is NULL or a live stream (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe { cudart::free_async(p, stream) }
         .detail(|| format!("ptr={p:p} size={size} stream={stream:p}"))
 }

@@ -45,9 +45,8 @@ pub mod build {
     pub const LIB_DIR: &str = env!("LLAISYS_NVIDIA_BUILD_LIB_DIR");
     /// The file name of the linked libcudart.
     pub const LIB_NAME: &str = env!("LLAISYS_NVIDIA_BUILD_LIB_NAME");
-    /// The `loaded` mode: per major it can load, the folder of `libcudart.so.N` found at build
-    /// time (`13=/x/lib,12=/y/lib`; empty after `=` when there was none); empty for the other
-    /// modes.
+    /// The `loaded` mode: per major it can load, the folder of `libcudart.so.N` found at build time
+    /// (`13=/x/lib,12=/y/lib`; empty after `=` when there was none); empty for the other modes.
     pub const LOADED_RUNTIMES: &str = env!("LLAISYS_NVIDIA_BUILD_LOADED_RUNTIMES");
     /// The `loaded` mode: per major, the include folders of its headers
     /// (`13=/a/include:/b/include;12=...`); empty for the other modes.

@@ -1,6 +1,5 @@
-//! CUDA streams. `Stream` owns one and destroys it when dropped; the operations layer moves
-//! ownership to and from raw handles with `into_raw`/`from_raw`. The free functions take a raw
-//! handle (NULL: the legacy default stream), for streams owned by a registry.
+//! CUDA streams. `Stream` owns one and destroys it when dropped (`into_raw`/`from_raw` move the
+//! ownership); the free functions take a raw handle (NULL: the legacy default stream).
 
 use crate::cudart::calls::{self as cudart, Detail, EventHandle, StreamHandle};
 use crate::error::Result;
@@ -54,8 +53,7 @@ macro_rules! owned_handle {
 
         impl Drop for $t {
             fn drop(&mut self) {
-                // SAFETY: we own the handle. A failure here has nowhere to go; `destroy`
-                // reports it.
+                // SAFETY: we own the handle (a failure has nowhere to go; `destroy` reports it).
                 let _ = unsafe { $destroy(self.0) };
             }
         }

@@ -16,8 +16,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpy(
     size: usize,
     kind: c_int,
 ) -> c_int {
-    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemcpy", || unsafe {
         ops::memcpy_sync(dst, src, size, kind)
     })
@@ -35,8 +34,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: `dst` and `src` are valid for `size` bytes of the memory `kind` says until the
-    // copy has run (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemcpyAsync", || unsafe {
         ops::memcpy_async(dst, src, size, kind, stream)
     })
@@ -54,8 +52,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeer(
     src_device: c_int,
     size: usize,
 ) -> c_int {
-    // SAFETY: `dst` and `src` are device memory of `dst_device` and `src_device`, valid for
-    // `size` bytes (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemcpyPeer", || unsafe {
         ops::memcpy_peer(dst, dst_device, src, src_device, size, None)
     })
@@ -75,8 +72,7 @@ pub unsafe extern "C" fn llaisysNvidiaMemcpyPeerAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: `dst` and `src` are device memory of `dst_device` and `src_device`, valid for
-    // `size` bytes until the copy has run (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemcpyPeerAsync", || unsafe {
         ops::memcpy_peer(dst, dst_device, src, src_device, size, Some(stream))
     })

@@ -63,9 +63,7 @@ pub unsafe extern "C" fn llaisysNvidiaDeviceCount(count: *mut c_int) -> c_int {
     unsafe { status_out("llaisysNvidiaDeviceCount", count, "count", 0, device_count) }
 }
 
-/// Creates the context of `device` now and makes it current; writes the milliseconds it took to
-/// `*ms` (may be NULL; 0 on failure). Transient failures of several processes starting at once
-/// are retried (three tries).
+/// Creates the context of `device` now, makes it current and writes the ms it took to `*ms`.
 ///
 /// # Safety
 /// `ms` is NULL or valid for writing a double.
@@ -140,8 +138,7 @@ pub unsafe extern "C" fn llaisysNvidiaGetDeviceProperties(
     }
 }
 
-/// Writes free and total memory of the current device (either pointer may be NULL; 0 on
-/// failure).
+/// Writes free and total memory of the current device (either pointer may be NULL; 0 on failure).
 ///
 /// # Safety
 /// `free` and `total` are each NULL or valid for writing a `size_t`.

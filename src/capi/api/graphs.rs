@@ -99,9 +99,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamCaptureStatus(
     }
 }
 
-/// Instantiates `graph`: `*exec` is the executable graph (NULL on failure). `log` (NULL or
-/// `log_size` bytes) receives why instantiation failed, NUL-terminated and truncated to fit (an
-/// empty string on success).
+/// Instantiates `graph` into `*exec` (NULL on failure); `log` receives why it failed.
 ///
 /// # Safety
 /// `exec` is NULL or valid for writing; `log` is NULL or valid for `log_size` bytes.
@@ -145,10 +143,7 @@ pub extern "C" fn llaisysNvidiaGraphLaunch(exec: *mut c_void, stream: *mut c_voi
     status("llaisysNvidiaGraphLaunch", || ops::launch(exec, stream))
 }
 
-/// Updates `*exec` to run `graph`: in place when CUDA can, else by instantiating `graph` and
-/// destroying the old executable graph, whose handle `*exec` then replaces and
-/// `*reinstantiated` (if not NULL) is 1 (0 otherwise and on failure). On failure `*exec` is
-/// unchanged and still usable.
+/// Updates `*exec` to run `graph`, in place or by re-instantiating (`*reinstantiated` 1).
 ///
 /// # Safety
 /// `exec` is NULL or valid for reading and writing; `reinstantiated` NULL or valid for writing.
@@ -160,8 +155,7 @@ pub unsafe extern "C" fn llaisysNvidiaGraphExecUpdate(
 ) -> c_int {
     // SAFETY: `reinstantiated` is NULL or valid for writing (this function's contract).
     unsafe { reset(reinstantiated, 0) };
-    // SAFETY: `exec` is NULL or valid for reading and writing, `reinstantiated` NULL or valid for
-    // writing (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaGraphExecUpdate", || unsafe {
         if exec.is_null() {
             return Err(crate::error::Error::invalid_argument(

@@ -67,8 +67,7 @@ pub extern "C" fn llaisysNvidiaFreeDevice(ptr: *mut c_void) -> c_int {
     status("llaisysNvidiaFreeDevice", || ops::free_device(ptr))
 }
 
-/// Stream-ordered allocation: usable by work queued on `stream` after this call (and by other
-/// streams once ordered after it, e.g. with an event).
+/// Stream-ordered allocation on `stream`.
 ///
 /// # Safety
 /// `p` is NULL or valid for writing a pointer.
@@ -165,8 +164,7 @@ pub unsafe extern "C" fn llaisysNvidiaMallocMapped(
     device: *mut *mut c_void,
     size: usize,
 ) -> c_int {
-    // SAFETY: `host` and `device` are each NULL or valid for writing a pointer (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe {
         status_out2(
             "llaisysNvidiaMallocMapped",
@@ -184,8 +182,7 @@ pub extern "C" fn llaisysNvidiaFreeMapped(host: *mut c_void) -> c_int {
     status("llaisysNvidiaFreeMapped", || mem::free_mapped(host))
 }
 
-/// Page-locks `size` bytes of existing host memory at `ptr` (usable by fast copies and mapped
-/// for device code) until llaisysNvidiaHostUnregister.
+/// Page-locks `size` bytes of host memory at `ptr` until llaisysNvidiaHostUnregister.
 ///
 /// # Safety
 /// `ptr` is valid for `size` bytes until llaisysNvidiaHostUnregister.
@@ -215,8 +212,7 @@ pub unsafe extern "C" fn llaisysNvidiaHostUnregister(ptr: *mut c_void) -> c_int 
 /// `ptr` is device-accessible memory valid for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaMemset(ptr: *mut c_void, value: c_int, size: usize) -> c_int {
-    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes (this function's
-    // contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemset", || unsafe {
         mem::memset(ptr, value as u8, size, None)
     })
@@ -233,15 +229,13 @@ pub unsafe extern "C" fn llaisysNvidiaMemsetAsync(
     size: usize,
     stream: *mut c_void,
 ) -> c_int {
-    // SAFETY: `ptr` is device-accessible memory valid for `size` bytes until the memset has
-    // run (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     status("llaisysNvidiaMemsetAsync", || unsafe {
         mem::memset(ptr, value as u8, size, Some(stream))
     })
 }
 
-/// What `ptr` is: kind, device, its device and host addresses, and whether it is ours (every
-/// field zero on failure).
+/// What `ptr` is (every field zero on failure).
 ///
 /// # Safety
 /// `attr` is NULL or valid for writing a `PointerAttributes`.

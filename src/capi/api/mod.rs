@@ -2,9 +2,6 @@
 //! function returns a `llaisysNvidiaStatus_t` (0 success), sets the thread's last error on
 //! failure (code, CUDA error, message) and never calls the error handler. Streams, memory and
 //! copies share the table's machinery (caches, checks), so the two can be mixed.
-//!
-//! One file per area: `device`, `streams` (streams and events), `memory`, `copies`, `graphs`
-//! (capture and CUDA graphs), `versions`.
 
 pub mod copies;
 pub mod device;
@@ -69,16 +66,14 @@ pub(crate) unsafe fn out<T>(out: *mut T, name: &str, value: T) -> Result<()> {
             "{name}=NULL: nowhere to write the result"
         )));
     }
-    // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
-    // contract).
+    // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (contract).
     unsafe { out.write(value) };
     Ok(())
 }
 
-/// Runs `body` as a status call whose result goes to the out-parameter `p` (`name` in the
-/// messages): `failure` is written first (`reset`), a NULL `p` is refused before `body` runs
-/// (nothing it would make is lost), and `body`'s value is written once it worked. For bodies
-/// failing with the crate's `Error`; `status_out_of` is the same for any `Failure`.
+/// Runs `body` as a status call whose result goes to the out-parameter `p` (`name` in messages):
+/// `failure` is written first (`reset`), a NULL `p` is refused before `body` runs (nothing it
+/// would make is lost), and its value is written once it worked. `status_out_of`: any `Failure`.
 ///
 /// # Safety
 /// `p` is NULL or valid for writing a `T`.
@@ -115,9 +110,8 @@ pub(crate) unsafe fn status_out_of<T: Copy, E: Failure>(
     })
 }
 
-/// `status_out` with two out-parameters, each `(pointer, name)`: both get their failure value
-/// first, each NULL is refused (`first`'s before `second`'s) before `body` runs, and both get
-/// `body`'s values once it worked.
+/// `status_out` with two out-parameters, each `(pointer, name)`; a NULL `first` is refused before
+/// a NULL `second`.
 ///
 /// # Safety
 /// Each pointer is NULL or valid for writing its type.
@@ -149,17 +143,14 @@ pub(crate) unsafe fn status_out2<T: Copy, U: Copy>(
     })
 }
 
-/// Writes `value`, an out-parameter's failure value, before anything can fail (a refusal in a
-/// forked child included): the out-parameter then holds it on every failure, and the success
-/// value once the call worked. NULL is left alone (a function that needs the out-parameter
-/// refuses it afterwards).
+/// Writes `value`, an out-parameter's failure value, before anything can fail (a forked child's
+/// refusal included), so that it holds it on every failure. NULL is left alone.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `T`.
 pub(crate) unsafe fn reset<T>(out: *mut T, value: T) {
     if !out.is_null() {
-        // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (this function's
-        // contract).
+        // SAFETY: `out` is not NULL (checked), so valid for writing a `T` (contract).
         unsafe { out.write(value) };
     }
 }

@@ -9,8 +9,7 @@ use std::ptr::null_mut;
 /// `LLAISYS_NVIDIA_STREAM_NON_BLOCKING`: the stream does not synchronize with the legacy stream.
 pub const STREAM_NON_BLOCKING: c_uint = ops::STREAM_NON_BLOCKING;
 
-/// Creates a stream on the current device. `flags`: 0 or LLAISYS_NVIDIA_STREAM_NON_BLOCKING;
-/// `priority`: see llaisysNvidiaStreamPriorityRange (0 is the default).
+/// Creates a stream on the current device (`flags` and `priority`: see the header).
 ///
 /// # Safety
 /// `s` is NULL or valid for writing.
@@ -67,8 +66,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
     least: *mut c_int,
     greatest: *mut c_int,
 ) -> c_int {
-    // SAFETY: `least` and `greatest` are each NULL or valid for writing an int (this
-    // function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe {
         status_out2(
             "llaisysNvidiaStreamPriorityRange",
@@ -80,8 +78,7 @@ pub unsafe extern "C" fn llaisysNvidiaStreamPriorityRange(
     }
 }
 
-/// Creates an event on the current device. `flags`: 0, LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC (1),
-/// LLAISYS_NVIDIA_EVENT_DISABLE_TIMING (2), or'ed (the CUDA values).
+/// Creates an event on the current device (`flags`: the CUDA values, or'ed).
 ///
 /// # Safety
 /// `e` is NULL or valid for writing.

@@ -40,15 +40,10 @@ pub unsafe extern "C" fn llaisysNvidiaGetVersions(v: *mut Versions) -> c_int {
     })
 }
 
-/// Which CUDA runtime this library uses and why: `*version` (may be NULL) gets its
-/// `cudaRuntimeGetVersion` (0 when none could be loaded), `buf` the report (NUL-terminated,
-/// truncated to `len`) and `*length` (may be NULL) its full length. In the `loaded` mode the
-/// first call loads the runtime; it succeeds also when none can be loaded (the report says
-/// why).
+/// Which CUDA runtime this library uses and why: its version and the report (see the header).
 ///
 /// # Safety
-/// `version` and `length` are NULL or valid for writing; `buf` is NULL or valid for `len`
-/// bytes.
+/// `version` and `length` are NULL or valid for writing; `buf` is NULL or valid for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaCudartLibrary(
     version: *mut c_int,
@@ -57,8 +52,7 @@ pub unsafe extern "C" fn llaisysNvidiaCudartLibrary(
     length: *mut usize,
 ) -> c_int {
     // The failure values first (a refusal in a forked child included): 0, "", 0.
-    // SAFETY: `version` and `length` are NULL or valid for writing, `buf` NULL or valid for
-    // `len` bytes (this function's contract).
+    // SAFETY: as this function's `# Safety` section requires.
     unsafe {
         reset(version, 0);
         reset(length, 0);

@@ -63,8 +63,7 @@ macro_rules! c_functions {
                 status(stringify!($c), || {
                     let mut args = Args::default();
                     $(set_arg!(args, $role, $param);)*
-                    // SAFETY: the buffers are device-accessible for the sizes the call names
-                    // until the work has run, by this function's contract.
+                    // SAFETY: as this function's `# Safety` section requires.
                     unsafe { ops::collective(Collective::$kind, args, comm, stream) }
                 })
             }

@@ -21,9 +21,7 @@ pub unsafe extern "C" fn llaisysNvidiaNcclGetVersion(version: *mut c_int) -> c_i
     unsafe { status_out("llaisysNvidiaNcclGetVersion", version, "version", 0, code) }
 }
 
-/// Copies the path NCCL was loaded from into `buf` (NUL-terminated, truncated to `len`) and
-/// writes its full length to `*length` (may be NULL); on failure `buf` holds the empty string
-/// (when `len` > 0) and `*length` 0.
+/// Copies the path NCCL was loaded from into `buf` and its full length to `*length`.
 ///
 /// # Safety
 /// `buf` is NULL or valid for writing `len` bytes; `length` is NULL or valid for writing.
@@ -50,8 +48,7 @@ pub unsafe extern "C" fn llaisysNvidiaNcclLibraryPath(
     })
 }
 
-/// Writes a new unique id into `*id` (all zeros on failure). Needs no GPU (NCCL opens its
-/// bootstrap socket).
+/// Writes a new unique id into `*id` (all zeros on failure).
 ///
 /// # Safety
 /// `id` is NULL or valid for writing a `CommId`.
@@ -73,8 +70,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommGetUniqueId(id: *mut CommId) -> c_int 
     })
 }
 
-/// Sets the timeout (milliseconds, 0: no limit) of communicators made from now on; it
-/// overrides LLAISYS_NVIDIA_NCCL_TIMEOUT_MS.
+/// Sets the timeout (milliseconds, 0: no limit) of communicators made from now on.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaCommSetTimeout(ms: i64) -> c_int {
     status("llaisysNvidiaCommSetTimeout", || ops::set_timeout(ms))
@@ -120,8 +116,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitAll(
     let n = usize::try_from(ndev).unwrap_or(0);
     if !comms.is_null() {
         for i in 0..n {
-            // SAFETY: `comms` is valid for writing `ndev` handles (this function's contract)
-            // and `i` < `ndev`.
+            // SAFETY: `comms` is valid for writing `ndev` handles (contract) and `i` < `ndev`.
             unsafe { comms.add(i).write(null_mut()) };
         }
     }
@@ -150,8 +145,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommInitAll(
     })
 }
 
-/// Destroys `comm`: its queued work is flushed (bounded by its timeout; aborted past it).
-/// NULL does nothing.
+/// Destroys `comm`, flushing its queued work (bounded by its timeout); NULL does nothing.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaCommDestroy(comm: Comm) -> c_int {
     status("llaisysNvidiaCommDestroy", || ops::destroy(comm))
@@ -170,7 +164,7 @@ pub extern "C" fn llaisysNvidiaCommAbort(comm: Comm) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaCommRank(comm: Comm, rank: *mut c_int) -> c_int {
     // SAFETY: `rank` is NULL or valid for writing (this function's contract).
-    unsafe { shape_field("llaisysNvidiaCommRank", comm, rank, Field::Rank) }
+    unsafe { shape_field("llaisysNvidiaCommRank", comm, (rank, "rank", -1), |s| s.0) }
 }
 
 /// The number of ranks of `comm` (0 on failure).
@@ -180,7 +174,7 @@ pub unsafe extern "C" fn llaisysNvidiaCommRank(comm: Comm, rank: *mut c_int) -> 
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaCommSize(comm: Comm, size: *mut c_int) -> c_int {
     // SAFETY: `size` is NULL or valid for writing (this function's contract).
-    unsafe { shape_field("llaisysNvidiaCommSize", comm, size, Field::Size) }
+    unsafe { shape_field("llaisysNvidiaCommSize", comm, (size, "size", 0), |s| s.1) }
 }
 
 /// The CUDA device of `comm` (-1 on failure).
@@ -190,49 +184,37 @@ pub unsafe extern "C" fn llaisysNvidiaCommSize(comm: Comm, size: *mut c_int) -> 
 #[no_mangle]
 pub unsafe extern "C" fn llaisysNvidiaCommDevice(comm: Comm, device: *mut c_int) -> c_int {
     // SAFETY: `device` is NULL or valid for writing (this function's contract).
-    unsafe { shape_field("llaisysNvidiaCommDevice", comm, device, Field::Device) }
+    unsafe {
+        shape_field(
+            "llaisysNvidiaCommDevice",
+            comm,
+            (device, "device", -1),
+            |s| s.2,
+        )
+    }
 }
 
-/// A field of a communicator's shape.
-#[derive(Clone, Copy)]
-enum Field {
-    Rank,
-    Size,
-    Device,
-}
-
-/// `field` of `comm`'s shape into `*value`, as `function`; on failure -1 for the rank and the
-/// device, 0 for the size.
+/// `pick` of `comm`'s (rank, size, device) into `*value` (`name` in messages), as `function`;
+/// `failure` is written first.
 ///
 /// # Safety
 /// `value` is NULL or valid for writing an int.
 unsafe fn shape_field(
     function: &'static str,
     comm: Comm,
-    value: *mut c_int,
-    field: Field,
+    (value, name, failure): (*mut c_int, &str, c_int),
+    pick: fn((c_int, c_int, c_int)) -> c_int,
 ) -> c_int {
-    let (name, failure) = match field {
-        Field::Rank => ("rank", -1),
-        Field::Size => ("size", 0),
-        Field::Device => ("device", -1),
-    };
     // SAFETY: `value` is NULL or valid for writing (this function's contract).
     unsafe { reset(value, failure) };
     status(function, || -> Result<()> {
-        let (rank, size, device) = ops::shape(comm)?;
-        let v = match field {
-            Field::Rank => rank,
-            Field::Size => size,
-            Field::Device => device,
-        };
+        let v = pick(ops::shape(comm)?);
         // SAFETY: `value` is NULL or valid for writing (this function's contract).
         Ok(unsafe { out(value, name, v) }?)
     })
 }
 
-/// Writes `ncclCommGetAsyncError` of `comm` (0 healthy, 7 still in progress, else the error of
-/// earlier asynchronous work) into `*result`; 0 on failure (the status says why).
+/// Writes `ncclCommGetAsyncError` of `comm` into `*result` (0 on failure).
 ///
 /// # Safety
 /// `result` is NULL or valid for writing an int.

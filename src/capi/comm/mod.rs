@@ -4,12 +4,6 @@
 //! every function returns a status (0 success), sets the thread's last error on failure (with
 //! the NCCL code in `llaisysNvidiaLastNcclError`) and never calls the error handler. The bodies
 //! are in `ops::comm`.
-//!
-//! - `lifecycle`: NCCL's version and path, unique ids, the timeout, joining, the shape and state
-//!   of a communicator, destroy and abort, synchronize, groups;
-//! - `collectives`: the collectives and point-to-point calls, made from the one list
-//!   (`nccl::list`), and their C signatures for the header check;
-//! - `table`: `LlaisysNvidiaCommAPI`, its collective fields from the same list.
 
 mod collectives;
 mod lifecycle;

@@ -1,15 +1,9 @@
 //! fork(): a child of a process that used the library refuses every call but the handler and
-//! last-error functions.
-//!
-//! Locks held by other threads of the parent at fork time stay locked forever in the child (only
-//! the forking thread is copied), CUDA cannot be used in a child after the parent initialised it
-//! (NVIDIA: any CUDA use between fork and exec is undefined), and the caches hold the parent's
-//! CUDA memory. So, once any call that can reach CUDA, a cache or a registry has started in the
-//! parent (`enter`), a child forked afterwards answers every such call with status CUDA and
-//! cudaErrorInitializationError, without touching any of those locks. The handler's own lock is
-//! taken across fork by the prepare handler, so the handler functions and the last error (a
-//! pthread key, no lock) keep working in the child. A child forked before the library's first
-//! use is an ordinary process.
+//! last-error functions (why: the header and docs/lifecycle.md). Once any call that can reach
+//! CUDA, a cache or a registry has started in the parent (`enter`), a child forked afterwards
+//! answers such calls with status CUDA and cudaErrorInitializationError, without touching any
+//! lock another thread of the parent may have held. The prepare handler takes the handler's own
+//! lock across fork, so the handler functions and the last error keep working in the child.
 
 use crate::error::{CudaError, Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,12 +2,10 @@
 //!
 //! A failing call copies the handler and its user data under the lock and calls it after
 //! releasing the lock (a handler may call into the library, or replace itself). So that a host
-//! may free the old user data once `llaisysNvidiaSetErrorHandler` returns, each call of a handler
-//! is counted under the generation it read, and `set_handler` waits until no call of an older
-//! generation is still running, except its own thread's: called from inside a handler it does
-//! not wait at all (it would wait for itself, or two handlers replacing the handler would wait
-//! for each other). A handler that never returns (or is left by longjmp, which is not
-//! supported) keeps a later `set_handler` waiting; after 10 s it says so on stderr, once.
+//! may free the old user data once `llaisysNvidiaSetErrorHandler` returns, `set_handler` waits
+//! until no call of an older generation still runs, except on its own thread (from inside a
+//! handler it does not wait at all). A handler that never returns keeps it waiting; after 10 s
+//! it says so on stderr, once.
 
 use super::{ErrorHandler, Record};
 use std::cell::{Cell, UnsafeCell};

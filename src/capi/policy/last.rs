@@ -5,29 +5,19 @@
 //! destructors, `atexit` handlers and C++ static destructors (and before C++ `thread_local`
 //! destructors registered earlier), all places a C host may call us from.
 //!
-//! # Thread exit
-//! glibc runs key destructors in rounds, key by key in the order the keys were made, clearing
-//! each value before its destructor runs, and runs another round while destructors leave new
-//! values behind, up to `PTHREAD_DESTRUCTOR_ITERATIONS` (4) rounds. Our key is made when the
-//! library loads, usually before the host's keys, so ours runs first in a round: freeing the
-//! record there would hide it from the host's destructors of that round and of later ones. So
-//! our destructor puts the value back in the first rounds and frees it in the last round but
-//! one (round 3 of 4), counting its runs in a `thread_local!` without a destructor (usable to
-//! the thread's very end). To count every round, a thread's slot is never empty once it has
-//! called into the library: "no error" is a sentinel value, not NULL (`touch`, at every call's
-//! entry). A thread whose first call into the library comes from a key destructor that runs
-//! after ours in round 1 starts counting a round late; freeing in the last round but one still
-//! frees its record, in the last round.
+//! # Thread exit (the guarantees: docs/lifecycle.md)
+//! Our key is made at load, usually before the host's, so ours runs first in each of glibc's
+//! destructor rounds: our destructor puts the value back in the first rounds and frees it in round
+//! 3 of 4 (`PTHREAD_DESTRUCTOR_ITERATIONS`), counting its runs in a `thread_local!` without a
+//! destructor. To count every round, a thread's slot is never empty once it has called into the
+//! library: "no error" is a sentinel value, not NULL (`touch`, at every call's entry); a thread
+//! first counted a round late (its first call from a later key's destructor) is still freed. A
+//! record first stored in round 2 or later by a thread that never called in before can outlive
+//! the rounds (one per such thread). At `exit()` the unload hook (`delete`) frees the exiting
+//! thread's record; other threads still running keep theirs.
 //!
-//! What this leaves: the host's key destructors read the last error in rounds 1 and 2, and in
-//! round 3 those of keys made before ours; a record first stored after ours ran in round 2 or
-//! later by a thread that never called into the library before can outlive glibc's rounds and
-//! is then dropped by glibc unfreed (one per such thread). At `exit()` the exiting thread's
-//! record is freed by the unload hook (`delete`); other threads still running keep theirs.
-//!
-//! Where no key is available (pthread_key_create failed, or after the library's unload hook
-//! deleted it), the last error is not recorded: the getters answer "none", the calls themselves
-//! behave as always.
+//! Where no key is available (pthread_key_create failed, or after the unload hook deleted it),
+//! the last error is not recorded: the getters answer "none", the calls behave as always.
 
 use super::Record;
 use std::cell::Cell;

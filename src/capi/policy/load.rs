@@ -6,11 +6,9 @@
 //! object the linker dropped), the first call initialises instead.
 //!
 //! At unload (an ELF destructor: dlclose of the cdylib, or process exit): the last-error key is
-//! deleted, so a thread exiting later never runs its destructor from unmapped code, and what
-//! the library made for its own bookkeeping is freed (the calling thread's last error, the
-//! handler's list of running calls, and what other modules registered with
-//! `release_at_unload`), so that a host loading and unloading the library keeps nothing per
-//! cycle. What a thread still running keeps (its last error) stays with it.
+//! deleted, so a thread exiting later never runs its destructor from unmapped code, and what the
+//! library made for its own books is freed (this thread's last error, the handler's list of
+//! running calls, what was registered with `release_at_unload`).
 
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
@@ -18,8 +16,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 static STATE: AtomicU8 = AtomicU8::new(0);
 
 /// Creates the last-error key and registers the fork handlers, once. Never waits: a thread that
-/// finds another one initialising goes on without (only possible when the constructor did not
-/// run).
+/// finds another one initialising goes on without (only possible when the constructor did not run).
 #[inline]
 pub(super) fn init() {
     if STATE.load(Ordering::Acquire) != 2 {
@@ -48,10 +45,9 @@ extern "C" fn at_load() {
 static RELEASE: [AtomicPtr<()>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
 
 /// Registers `release`, which frees what a module keeps in a static, to run at unload (once per
-/// function however often it is registered). False when the list is full. A release function
-/// must never wait for a lock: it runs at process exit while other threads may still be inside
-/// the library, and in forked children, where a lock another thread of the parent held stays
-/// locked.
+/// function however often it is registered). False when the list is full. A release function must
+/// never wait for a lock: it runs at process exit while other threads may still be inside the
+/// library, and in forked children, where a lock another thread of the parent held stays locked.
 pub fn release_at_unload(release: fn()) -> bool {
     let f = release as *mut ();
     RELEASE.iter().any(|slot| {

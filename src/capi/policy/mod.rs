@@ -1,36 +1,24 @@
 //! The error policy of the C ABI. Every exported body runs inside `run` (the table) or the
-//! status API's `status`, both through `catch_panic`, which catches panics; a failure becomes
-//! one record, stored as the thread's last error, then (table only) handed to the error
-//! handler. The default handler prints one line and aborts; a host may install its own. If the
-//! handler returns, the function returns its failure value. The handler is called outside the
-//! panic boundary and through `extern "C-unwind"`, so a C++ handler may throw.
+//! status API's `status`, both through `catch_panic`; a failure becomes one record, stored as the
+//! thread's last error, then (table only) handed to the error handler, which is called outside
+//! the panic boundary and through `extern "C-unwind"`, so a C++ handler may throw.
 //!
-//! What the policy keeps works at any point of a thread's or the process's life, and in a
-//! forked child (README "Lifecycle and process rules"):
-//! - `last`: the thread's last error, in a pthread key (usable in pthread key destructors of
-//!   every round but the last, `atexit` handlers, C++ static and `thread_local` destructors,
-//!   where a Rust `thread_local!` with a destructor is already gone);
-//! - `handlers`: the process-wide handler; replacing it waits until no other thread still runs
-//!   the old one;
-//! - `fork`: a child forked after the library was used refuses every call but the handler and
-//!   last-error functions, without touching a lock another thread of the parent may have held;
-//! - `load`: what runs when the library is loaded (the key, the fork handlers) and unloaded
-//!   (frees what the library made for itself).
+//! What the policy keeps (`last`, `handlers`, `fork`, `load`) works at any point of a thread's
+//! or the process's life, and in a forked child (README "Lifecycle and process rules").
 
 mod fork;
 mod handlers;
 mod last;
 mod load;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// The load-time set-up (`load::init`), for the first call when the constructor did not run:
-/// the submodules ask for it here, so that `load`, which sets them up, is the only one that
-/// names them.
+/// The load-time set-up (`load::init`), for the first call when the constructor did not run: the
+/// submodules ask for it here, so that `load`, which sets them up, is the only one that names them.
 #[inline]
 fn ensure_loaded() {
     load::init();
@@ -168,11 +156,7 @@ fn cstring(s: &str) -> CString {
 
 /// Runs `body` inside the panic boundary; on failure reports and returns `fallback`.
 #[inline]
-pub fn run<T>(
-    function: &'static str,
-    fallback: T,
-    body: impl FnOnce() -> crate::error::Result<T>,
-) -> T {
+pub fn run<T>(function: &'static str, fallback: T, body: impl FnOnce() -> Result<T>) -> T {
     match catch_panic(function, body) {
         Ok(v) => v,
         Err(e) => {
@@ -186,7 +170,7 @@ pub fn run<T>(
 /// calling thread (`last::touch`) and the library as used, and refuses in a child forked after
 /// that (see `fork`).
 #[inline]
-fn enter() -> crate::error::Result<()> {
+fn enter() -> Result<()> {
     last::touch();
     fork::enter()
 }
@@ -206,10 +190,7 @@ pub fn refused_in_forked_child(function: &'static str) -> bool {
 /// Runs `body`, turning a panic into an internal error. In a child forked after the library was
 /// used, refuses without running `body` (see `fork`).
 #[inline]
-pub fn catch_panic<T>(
-    function: &'static str,
-    body: impl FnOnce() -> crate::error::Result<T>,
-) -> crate::error::Result<T> {
+pub fn catch_panic<T>(function: &'static str, body: impl FnOnce() -> Result<T>) -> Result<T> {
     enter()?;
     // During a capture through the library, another thread's call runs in relaxed capture mode:
     // nothing it does touches the capture (`ops::capturing`).

@@ -1,6 +1,5 @@
-//! Every collective and point-to-point call, by its shape (`nccl::collectives`): the checks,
-//! the cache bookkeeping, the call, and the wait when NCCL answers `ncclInProgress` outside a
-//! group.
+//! Every collective and point-to-point call, by its shape (`nccl::collectives`): the checks, the
+//! cache bookkeeping, the call, and the wait when NCCL answers `ncclInProgress` outside a group.
 
 use super::elements::{check_features, moving, reducing, Element};
 use super::group::join_group;
@@ -234,22 +233,9 @@ pub unsafe fn collective(
     }
     let ranks_bytes = || sizes(args.count, &el, e.size as usize, shape.count).map(|(b, _)| b);
     let on_root = || Ok(args.rank == e.rank);
-    let send_bytes = buffer_bytes(
-        args.send,
-        send_extent,
-        send_name,
-        bytes,
-        ranks_bytes,
-        on_root,
-    )?;
-    let recv_bytes = buffer_bytes(
-        args.recv.cast_const(),
-        recv_extent,
-        recv_name,
-        bytes,
-        ranks_bytes,
-        on_root,
-    )?;
+    let bytes_of = |p, (extent, name)| buffer_bytes(p, extent, name, bytes, ranks_bytes, on_root);
+    let send_bytes = bytes_of(args.send, shape.send)?;
+    let recv_bytes = bytes_of(args.recv.cast_const(), shape.recv)?;
     let both = [
         (args.send, send_bytes, send_name),
         (args.recv.cast_const(), recv_bytes, recv_name),

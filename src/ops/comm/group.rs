@@ -83,8 +83,7 @@ pub fn group_start() -> Result<()> {
     GROUP
         .try_with(|_| ())
         .map_err(|_| Error::invalid("group_start during thread exit"))?;
-    // SAFETY: ncclGroupStart has no precondition; the depth counted below lets group_end
-    // match it.
+    // SAFETY: ncclGroupStart has no precondition; the depth counted below lets group_end match it.
     unsafe { api::group_start(lib) }?;
     let _ = GROUP.try_with(|g| g.borrow_mut().depth += 1);
     Ok(())

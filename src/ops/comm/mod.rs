@@ -1,45 +1,22 @@
 //! The communicator's operations: the body of every C function of `capi::comm`, once; the
 //! collectives and point-to-point calls share one body, driven by each call's shape from the
-//! one list (`nccl::list`). Each checks its input before NCCL is called (NULL, a count whose
-//! bytes overflow, an unknown type or operation, a root/peer/rank out of range, a destroyed or
-//! foreign communicator, a stream of another device than the communicator's, more bytes than
-//! one of our device blocks holds), maps llaisys's element types to NCCL's, keeps the caches
-//! correct, and polls what NCCL answers with `ncclInProgress` up to the communicator's timeout.
+//! one list (`nccl::list`). Each checks its input before NCCL is called (`collective` lists the
+//! checks), keeps the caches correct, and polls what NCCL answers with `ncclInProgress`.
 //!
-//! One file per job: `elements` (types and reductions), `registry` (handles and what a call
-//! needs to use one), `lifecycle` (version, ids, joining, shape, state, synchronize, destroy,
-//! abort), `collectives` (every collective by its shape), `group` (groups per thread),
-//! `timeout` (the timeout of new communicators).
-//!
-//! # Handles
-//! A communicator handle is a token of our registry (never reused in a process), not a pointer:
-//! one that was destroyed, or any other value (a raw `ncclComm_t` of another library, garbage) is
-//! refused with a clear error. NCCL's own object stays inside.
-//!
-//! # The caches
-//! - Device memory (`malloc_device`) is freed with `cudaFreeAsync` on the legacy default stream.
-//!   A collective queued on the legacy stream, or on a blocking stream (every stream of
-//!   `create_stream`, and of `llaisysNvidiaStreamCreate` without the non-blocking flag), is
-//!   ordered before any later operation on the legacy stream, so a block freed behind it returns
-//!   to the pool (and is handed out again) only after the collective has run. NCCL queues its
-//!   kernels on the caller's stream (or makes that stream wait for its own), so this holds for
-//!   everything NCCL does for the call. On a NON-blocking stream of ours, the legacy stream is
-//!   not ordered after it: there, when a buffer of the call is one of our device blocks, the
-//!   call records an event on the stream and makes the legacy stream of the communicator's
-//!   device wait for it (two CUDA calls, only in that case).
-//! - Pinned host memory (`malloc_host`) given to a collective (NCCL reads and writes it through
-//!   its device mapping) is noted as used on the call's stream, as `memcpy_async` does: free_host
-//!   then records an event there and the block is reused only once it has completed.
+//! # The caches (the contract: the header's communicator block)
+//! - A device block freed (`cudaFreeAsync` on the legacy stream) behind a collective queued on the
+//!   legacy stream or a blocking stream is reused only after the collective ran: NCCL queues its
+//!   kernels on the caller's stream, or makes that stream wait for its own. On a NON-blocking
+//!   stream of ours, when a buffer is one of our device blocks, the call records an event there
+//!   and makes the device's legacy stream wait for it (two CUDA calls, only in that case).
+//! - Pinned blocks given to a collective are noted as used on its stream, as `memcpy_async` does.
 //! - With several devices in use, buffers of another device than the stream's are ordered as
 //!   copies are (`cache::cross`).
 //!
 //! # Timeouts
-//! Every wait on NCCL (initialisation, a call answered with `ncclInProgress`, a group's end,
-//! finalize, `llaisysNvidiaCommSynchronize`) is bounded by the communicator's timeout: the value
-//! of `llaisysNvidiaCommSetTimeout`, else `LLAISYS_NVIDIA_NCCL_TIMEOUT_MS`, else 300000 ms (0: no
-//! limit), taken when the communicator is made. Past it, or on an asynchronous NCCL error, the
-//! communicator is aborted: its handle stays known but answers every call with an error until
-//! it is destroyed.
+//! Every wait on NCCL is bounded by the communicator's timeout (the header says which); past it,
+//! or on an asynchronous NCCL error, the communicator is aborted: its handle answers every call
+//! with an error until it is destroyed.
 
 mod collectives;
 mod elements;

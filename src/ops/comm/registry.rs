@@ -10,6 +10,7 @@ use crate::nccl::loader::Library;
 use crate::nccl::{sys, Error, Result};
 use crate::ops::validate;
 use crate::safe::event::Event;
+use crate::util::sync::{lock, read, write};
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -28,9 +29,7 @@ pub(super) struct Entry {
     pub(super) owner: Mutex<Option<Communicator>>,
     /// Its rank, number of ranks and CUDA device.
     pub(super) rank: c_int,
-    /// See `rank`.
     pub(super) size: c_int,
-    /// See `rank`.
     pub(super) device: c_int,
     /// The bound of every wait on it (zero: none).
     pub(super) timeout: Duration,
@@ -72,7 +71,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(1);
 
 /// Runs `f` on the map of live handles.
 fn registry<T>(f: impl FnOnce(&mut HashMap<usize, Arc<Entry>>) -> T) -> T {
-    let mut g = COMMS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = lock(&COMMS);
     f(g.get_or_insert_with(HashMap::new))
 }
 
@@ -138,13 +137,8 @@ impl Entry {
         if self.cancel.load(Relaxed) {
             return refuse("is being aborted".into());
         }
-        let guard = self.busy.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(why) = self
-            .aborted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        let guard = read(&self.busy);
+        if let Some(why) = lock(&self.aborted).as_ref() {
             return refuse(format!("was aborted ({why})"));
         }
         Ok(guard)
@@ -158,11 +152,11 @@ impl Entry {
     /// waits for the group.
     pub(super) fn abort_for(&self, reason: &Error) -> bool {
         self.cancel.store(true, Relaxed);
-        let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
+        let _excl = write(&self.busy);
         // Marked, and the groups counted, under the lock `group_left` counts them under: one of
         // the two aborts.
         let now = {
-            let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+            let mut aborted = lock(&self.aborted);
             *aborted = Some(reason.to_string());
             self.group_pending.load(Relaxed) == 0
         };
@@ -178,7 +172,7 @@ impl Entry {
     /// Decided under the lock `retire` decides under, so that of a destroy and a group racing
     /// for it exactly one is refused, and a refused destroy has ended no other call's wait.
     pub(super) fn group_joined(&self) -> Result<()> {
-        let _decide = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        let _decide = lock(&self.aborted);
         if self.retiring.load(Relaxed) {
             return Err(Error::invalid(format!(
                 "{} is being destroyed or aborted by another thread",
@@ -192,7 +186,7 @@ impl Entry {
     /// Whether a destroy or abort of the handle may go on (no open group holds work of it); if
     /// so, from now on no group may queue work of it (`group_joined`).
     fn start_retiring(&self) -> bool {
-        let _decide = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        let _decide = lock(&self.aborted);
         let free = self.group_pending.load(Relaxed) == 0;
         if free {
             self.retiring.store(true, Relaxed);
@@ -205,7 +199,7 @@ impl Entry {
     /// group, so it is marked aborted (every later call refused). NCCL is not called here, on
     /// an exiting thread inside its open group: the destroy aborts it (`marked_aborted`).
     pub(super) fn group_abandoned(&self) {
-        let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut aborted = lock(&self.aborted);
         aborted.get_or_insert_with(|| {
             "a thread exited with a group open that held work of it, never launched".into()
         });
@@ -216,23 +210,15 @@ impl Entry {
 
     /// True once it is marked aborted (its NCCL communicator aborted, or to be aborted).
     pub(super) fn marked_aborted(&self) -> bool {
-        self.aborted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.aborted).is_some()
     }
 
     /// `ncclCommAbort` of the owner, if it is still there (call under `busy`'s write lock, once
     /// marked aborted); a failure is added to the reason.
     fn abort_owner(&self) {
-        let owner = self.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let owner = lock(&self.owner).take();
         if let Some(Err(e)) = owner.map(Communicator::abort) {
-            if let Some(why) = self
-                .aborted
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_mut()
-            {
+            if let Some(why) = lock(&self.aborted).as_mut() {
                 why.push_str(&format!("; ncclCommAbort then failed: {e}"));
             }
         }
@@ -242,7 +228,7 @@ impl Entry {
     /// use it again, and an abort that waited for the group (`abort_for`) is done.
     pub(super) fn group_left(&self) {
         let abort = {
-            let aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+            let aborted = lock(&self.aborted);
             let last = self.group_pending.fetch_sub(1, Relaxed) == 1;
             if last {
                 self.grouped_by.store(0, Relaxed);
@@ -250,7 +236,7 @@ impl Entry {
             last && aborted.is_some()
         };
         if abort {
-            let _excl = self.busy.write().unwrap_or_else(|e| e.into_inner());
+            let _excl = write(&self.busy);
             if self.group_pending.load(Relaxed) == 0 {
                 self.abort_owner();
             }
@@ -290,12 +276,7 @@ impl Entry {
 
     /// The wait itself, on the owner (already aborted: an error).
     fn owner_wait(&self, call: &'static str) -> Result<()> {
-        match self
-            .owner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        match lock(&self.owner).as_ref() {
             Some(c) => c.wait(call, self.timeout, Some(&self.cancel)),
             None => Err(Error::invalid(format!("{} was aborted", self.name()))),
         }
@@ -331,7 +312,7 @@ impl Entry {
     /// Makes the legacy stream of the communicator's device wait for the work queued so far
     /// on `s`, through the entry's event (made on first use).
     pub(super) fn legacy_waits_for(&self, s: StreamHandle) -> Result<()> {
-        let mut e = crate::util::sync::lock(&self.event);
+        let mut e = lock(&self.event);
         if e.is_none() {
             *e = Some(Event::on_device(self.device)?);
         }
@@ -350,10 +331,9 @@ impl Entry {
     }
 }
 
-/// Takes `h` out of the registry for good and runs `end` on its owner (None once aborted), with
-/// no call using it and none able to start: under `busy`'s write lock, where no open group can
-/// queue more work of it either. Refused while an open group has work of it queued; NULL does
-/// nothing.
+/// Takes `h` out of the registry for good and runs `end` on its owner (None once aborted), with no
+/// call using it and none able to start: under `busy`'s write lock, where no open group can queue
+/// more work of it either. Refused while an open group has work of it queued; NULL does nothing.
 pub(super) fn retire<T>(
     h: *mut c_void,
     end: impl FnOnce(Option<Communicator>, &Entry) -> Result<T>,
@@ -375,19 +355,15 @@ pub(super) fn retire<T>(
     // The destroy goes on: waits holding the read lock end early, and no group can queue more
     // work of it (`start_retiring`).
     entry.cancel.store(true, Relaxed);
-    let _excl = entry.busy.write().unwrap_or_else(|e| e.into_inner());
+    let _excl = write(&entry.busy);
     if registry(|m| m.remove(&(h as usize))).is_none() {
         // Another thread's destroy or abort of the same handle came first.
         return Err(not_ours(h));
     }
-    let owner = entry.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let owner = lock(&entry.owner).take();
     let ended = end(owner, &entry);
     // A call that passed `live`'s first check and waited for the read lock meanwhile is refused
     // once it gets it (marked after `end`, which asks whether it was aborted before).
-    entry
-        .aborted
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(|| "destroyed by another thread".into());
+    lock(&entry.aborted).get_or_insert_with(|| "destroyed by another thread".into());
     ended.map(Some)
 }
