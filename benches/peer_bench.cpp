@@ -1,7 +1,7 @@
 // peer_bench: copies between two GPUs, and the cost of llaisys's stream-before-set_device
 // pattern. Needs two devices; built and run by scripts/gpu-bench.sh --peer.
 //
-//   peer_bench <our libllaisys_nvidia.so> <reference libseed_runtime.so>
+//   peer_bench <our libllaisys_nvidia.so> <reference libbaseline_runtime.so>
 //
 // Part 1, device 0 <-> device 1, peer access enabled both ways, for each size and direction:
 //   raw   cudaMemcpyPeer (nvcc's static cudart linked into this program)
@@ -69,7 +69,7 @@ static void check(const void *dev, const std::vector<unsigned char> &want, size_
 static std::string gbps(size_t n, double s) { return format("%.1f", n / s / 1e9); }
 
 int main(int argc, char **argv) {
-    if (argc != 3) bench::die(2, "usage: peer_bench <libllaisys_nvidia.so> <libseed_runtime.so>");
+    if (argc != 3) bench::die(2, "usage: peer_bench <libllaisys_nvidia.so> <libbaseline_runtime.so>");
     int count = 0;
     CK(cudaGetDeviceCount(&count));
     if (count < 2) bench::die(2, "needs two devices, found %d", count);

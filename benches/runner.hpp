@@ -104,6 +104,8 @@ struct Row {
 
 struct Options {
     std::string paths[3];  // ours static, ours dynamic, reference
+    // Each library's getter symbol (--getters): ours twice, then the reference's.
+    std::string getters[3] = {"llaisysNvidiaGetRuntimeAPI", "llaisysNvidiaGetRuntimeAPI", "seedGetRuntimeAPI"};
     double rep_scale = 1.0;
     bool quick = false;
     std::string only;  // run only rows whose name contains this (or one of its '|'-separated parts)

@@ -1,7 +1,8 @@
 // table_bench: measures llaisys runtime tables side by side, in one process, one run, alternating:
 //   ours static   our cdylib built with the static cudart   (llaisysNvidiaGetRuntimeAPI)
 //   ours dynamic  our cdylib built with the shared cudart   (llaisysNvidiaGetRuntimeAPI)
-//   reference     shared/reference/seed_runtime.cu, built with nvcc -shared (seedGetRuntimeAPI)
+//   reference     benches/baseline_runtime.cpp (cudart called directly, no caches), built with nvcc
+//                 -shared by scripts/gpu-bench.sh, or another baseline exporting seedGetRuntimeAPI
 //   raw           the same CUDA runtime calls the reference makes, made directly by this program
 // Each library is dlopened by path and seen only through its table. Workloads, method and how to
 // run: docs/benchmark.md. The usual way: bash scripts/stage-gpu.sh here, then on the GPU machine
@@ -215,6 +216,8 @@ void usage(const char *argv0) {
                  "                     rows (default: rotated order, two sets below 1 GiB)\n"
                  "  --raw-pool         the raw column's device buffers come from its memory pool (as ours do from\n"
                  "                     ours), not cudaMalloc: raw vs reference is then what pool memory costs\n"
+                 "  --getters A,B,C    the three libraries' getter symbols (default llaisysNvidiaGetRuntimeAPI,\n"
+                 "                     llaisysNvidiaGetRuntimeAPI,seedGetRuntimeAPI): any table in any column\n"
                  "  --list             print every workload's name and targets, tab-separated (honours --quick,\n"
                  "                     --only), and exit; needs neither a GPU nor the libraries\n",
                  argv0);
@@ -244,6 +247,16 @@ Options parse(int argc, char **argv, std::vector<std::string> &header_notes) {
         else if (a == "--list") o.list_only = true;
         else if (a == "--no-rotate") o.rotate = false;
         else if (a == "--raw-pool") o.raw_pool = true;
+        else if (a == "--getters") {
+            std::string v = value();
+            size_t c1 = v.find(','), c2 = c1 == std::string::npos ? c1 : v.find(',', c1 + 1);
+            if (c2 == std::string::npos || v.find(',', c2 + 1) != std::string::npos || c1 == 0 || c2 == c1 + 1 ||
+                c2 + 1 == v.size())
+                die(2, "--getters needs three symbols separated by commas, got \"%s\"", v.c_str());
+            o.getters[0] = v.substr(0, c1);
+            o.getters[1] = v.substr(c1 + 1, c2 - c1 - 1);
+            o.getters[2] = v.substr(c2 + 1);
+        }
         else if (!a.empty() && a[0] == '-') {
             usage(argv[0]);
             die(2, "unknown option %s", a.c_str());
@@ -266,12 +279,11 @@ int main(int argc, char **argv) {
     Options opt = parse(argc, argv, header_notes);
     Runner<Ctx> R(opt);
 
-    const char *const symbols[3] = {"llaisysNvidiaGetRuntimeAPI", "llaisysNvidiaGetRuntimeAPI", "seedGetRuntimeAPI"};
     for (int i = 0; i < kBackends; ++i) R.ctx[i].name = backend_name(i);
     int count = 0;
     MachineInfo m;
     if (!opt.list_only) {
-        for (int i = 0; i < 3; ++i) R.tables[i] = load_table(backend_name(i), opt.paths[i], symbols[i]);
+        for (int i = 0; i < 3; ++i) R.tables[i] = load_table(backend_name(i), opt.paths[i], opt.getters[i].c_str());
         // No device: say so and stop, before any table is asked to do device work.
         cudaError_t e = cudaGetDeviceCount(&count);
         if (e != cudaSuccess || count < 1)
@@ -318,6 +330,10 @@ int main(int argc, char **argv) {
                      m.driver.c_str(), m.runtime_version / 1000, (m.runtime_version % 1000) / 10);
     header += format("- ours static `%s`; ours dynamic `%s`; reference `%s`\n", opt.paths[0].c_str(),
                      opt.paths[1].c_str(), opt.paths[2].c_str());
+    if (opt.getters[0] != Options().getters[0] || opt.getters[1] != Options().getters[1] ||
+        opt.getters[2] != Options().getters[2])
+        header += format("- getters (--getters): ours static `%s`; ours dynamic `%s`; reference `%s`\n",
+                         opt.getters[0].c_str(), opt.getters[1].c_str(), opt.getters[2].c_str());
     header += "- first use (set_device, 2 streams, first allocations; the first column also creates the context): ";
     for (int i = 0; i < kBackends; ++i)
         header += format("%s %s%s", backend_name(i), fmt_time(R.ctx[i].first_use_s).c_str(), i + 1 < kBackends ? ", " : "\n");

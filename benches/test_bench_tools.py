@@ -9,12 +9,15 @@
 - torch_bench.py run end to end against a small stand-in for torch (byte buffers, no device): the
   rows it writes, that each is one table_bench also has, and that a copy which loses data is
   caught by its data check;
+- bench_baselines.py (gpu-bench.sh --baselines) on a synthetic samples CSV: each row's ratio,
+  the tolerance, the summary and the exit code;
 - weights_torch.py's table (medians, GB/s, ours' speed-up from weights_load's CSV) and its stop
   without torch;
 - torch_bench's row names against `table_bench --list` (TABLE_BENCH, or built here with g++
   against .deps/cuda13 as docs/benchmark.md shows, -Wall -Wextra -Werror);
 - table_bench built with g++ against the real cudart: without a GPU it stops with exit code 3 and
-  its message (it loads $LLAISYS_NVIDIA_LIB, gpu-stage/static/libllaisys_nvidia.so, or
+  its message (it loads benches/baseline_runtime.cpp, built here the same way, as the reference,
+  and $LLAISYS_NVIDIA_LIB, gpu-stage/static/libllaisys_nvidia.so, or
   target/release's: run `bash scripts/stage-gpu.sh` or `cargo build --release` first;
   tests/bench_fake.rs runs this file with the test's cdylib).
 Takes about half a minute (two g++ builds).
@@ -33,6 +36,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import bench_baselines  # noqa: E402
 import bench_common  # noqa: E402
 import bench_merge as merge_mod  # noqa: E402
 import torch_bench  # noqa: E402
@@ -196,6 +200,50 @@ class Merge(unittest.TestCase):
 
 
 # ---- a stand-in for the part of torch that torch_bench uses ----------------------------------------
+class Baselines(unittest.TestCase):
+    """bench_baselines.py: our baseline ("ours static" column) against another ("reference")."""
+
+    def run_main(self, rows, *args):
+        path = os.path.join(BUILD, "baselines.csv")
+        write_samples(path, rows)
+        out = io.StringIO()
+        old, sys.stdout = sys.stdout, out
+        try:
+            rc = bench_baselines.main(["--samples", path] + list(args))
+        finally:
+            sys.stdout = old
+        return rc, out.getvalue()
+
+    ROWS = [
+        ("set_device(0)", "ours static", "latency", 0, [72.0e-9, 71.8e-9, 71.9e-9]),
+        ("set_device(0)", "reference", "latency", 0, [71.8e-9, 71.8e-9, 71.7e-9]),
+        ("set_device(0)", "raw", "latency", 0, [69.3e-9] * 3),
+        ("memcpy_sync H2D pinned 64 MiB", "ours static", "bandwidth", 64 << 20, [64 * 2**20 / 50e9] * 3),
+        ("memcpy_sync H2D pinned 64 MiB", "reference", "bandwidth", 64 << 20, [64 * 2**20 / 52e9] * 3),
+        ("only ours", "ours static", "latency", 0, [1e-6] * 3),
+    ]
+
+    def test_every_row_with_both_columns_and_its_ratio(self):
+        rc, md = self.run_main(self.ROWS)
+        self.assertEqual(rc, 1, md)  # 52 / 50 GB/s: 4% apart
+        self.assertIn("| workload | our baseline | seed_runtime.cu | time ratio (our baseline / seed_runtime.cu) "
+                      "| within 3% |", md)
+        self.assertIn("| set_device(0) | 71.9 ns | 71.8 ns | 1.00x | yes |", md)
+        self.assertIn("| memcpy_sync H2D pinned 64 MiB | 50.0 GB/s | 52.0 GB/s | 1.04x | NO |", md)
+        self.assertNotIn("only ours", md)
+        self.assertIn("our baseline within 3% of seed_runtime.cu on 1 of 2 rows; outside: "
+                      "`memcpy_sync H2D pinned 64 MiB` (1.04x)", md)
+
+    def test_tolerance_and_labels(self):
+        rc, md = self.run_main(self.ROWS, "--tolerance", "0.05", "--first", "A", "--second", "B")
+        self.assertEqual(rc, 0, md)
+        self.assertIn("A within 5% of B on 2 of 2 rows\n", md)
+
+    def test_no_common_row(self):
+        rc, md = self.run_main(self.ROWS[-1:])
+        self.assertEqual((rc, md), (2, ""))
+
+
 def fake_torch(lose_pageable_h2d=False):
     """Tensors are byte buffers; "cuda" is a label. With lose_pageable_h2d, a copy from pageable
     memory to the device leaves the destination as it was (what the data check must catch)."""
@@ -415,8 +463,8 @@ class NoGpu(unittest.TestCase):
                 os.path.join(ROOT, "target", "release", "libllaisys_nvidia.so")]
         ours = [p for p in libs if p and os.path.exists(p)]
         self.assertTrue(ours, "no libllaisys_nvidia.so in %s: run `bash scripts/stage-gpu.sh` first" % libs)
-        seed = os.path.join(ROOT, "..", "shared", "reference", "seed_runtime.cu")
-        ref = build("libseed_runtime.so", seed, shared=True, includes=[os.path.dirname(seed)])
+        # The reference column's library: our baseline, as scripts/gpu-bench.sh builds it by default.
+        ref = build("libbaseline_runtime.so", os.path.join(HERE, "baseline_runtime.cpp"), shared=True)
         r = subprocess.run([table_bench_binary(), ours[0], ours[0], ref], capture_output=True, text=True)
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("table_bench: no CUDA device available (cudaGetDeviceCount: cudaErrorInsufficientDriver (35)",

@@ -4,10 +4,11 @@
 #   here:            bash scripts/stage-gpu.sh
 #   on the GPU host: bash gpu-stage/bench.sh   (gpu-stage/ copied there)
 # Extra arguments go to table_bench (e.g. --quick, --only D2D; torch_bench gets --quick and --only).
-# Builds the reference backend (reference/seed_runtime.cu, nvcc -shared) and table_bench
-# (benches/, nvcc), measures static/ and dynamic/libllaisys_nvidia.so, the reference and raw cudart
-# in one process; then benches/torch_bench.py measures the same operations with torch (python3,
-# or $PYTHON; BENCH_TORCH=0 leaves it out) and benches/bench_merge.py adds its column to the table.
+# Builds the reference backend (our baseline, benches/baseline_runtime.cpp: cudart called directly,
+# no caches; nvcc -shared) and table_bench (benches/, nvcc), measures static/ and
+# dynamic/libllaisys_nvidia.so, the reference and raw cudart in one process; then
+# benches/torch_bench.py measures the same operations with torch (python3, or $PYTHON;
+# BENCH_TORCH=0 leaves it out) and benches/bench_merge.py adds its column to the table.
 # The Markdown table goes to stdout (last) and, when OUT is set, to $OUT/bench.md, with
 # $OUT/bench-samples.csv (every sample), $OUT/torch.csv and $OUT/bench-progress.log. About 3
 # minutes; table_bench starts no new workload after 270 s (killed at 300 s), torch_bench none
@@ -17,7 +18,16 @@
 # made of the libcudart_static.a the static build links: what it loads when installed), so that
 # the per-call rows compare the run-time dispatch with static in one run; --loaded-shared: the
 # same with the shared loaded/cudart13/libcudart.so.13 instead.
+# LLAISYS_BENCH_BASELINE=FILE: the reference of every mode is built from FILE (a .cpp or .cu that
+# exports seedGetRuntimeAPI, e.g. gpu-stage/reference/seed_runtime.cu) instead of our baseline; the
+# report's header says which was built.
 # Other modes, each its own run:
+#   bench.sh --baselines  table_bench with our baseline (or LLAISYS_BENCH_BASELINE) in the "ours
+#                     static" column and gpu-stage/reference/seed_runtime.cu (staged only when
+#                     ../shared/reference exists beside the checkout) in the "reference" column,
+#                     then benches/bench_baselines.py: per row the two medians and their ratio, and
+#                     whether every row is within 3% (exit 1 when one is not); $OUT/baselines.md.
+#                     Extra arguments go to table_bench (--quick, --only). About 3 minutes.
 #   bench.sh --peer   benches/peer_bench.cpp (two GPUs: peer copies against cudaMemcpyPeer, and the
 #                     cost of llaisys's stream-before-set_device pattern); $OUT/peer.md
 #   bench.sh --graphs benches/graph_bench.cu (the decode step, K = 50, 200, 800: eager through ours and
@@ -41,11 +51,14 @@ else
   echo "bench: no staged folder next to $here; run 'bash scripts/stage-gpu.sh' first" >&2
   exit 2
 fi
-for f in static/libllaisys_nvidia.so dynamic/libllaisys_nvidia.so reference/seed_runtime.cu csrc/llaisys_runtime.h \
+for f in static/libllaisys_nvidia.so dynamic/libllaisys_nvidia.so benches/baseline_runtime.cpp csrc/llaisys_runtime.h \
   benches/table_bench.cpp benches/runner.hpp benches/backends.hpp benches/runtime_table.hpp benches/bench_util.hpp \
-  benches/torch_bench.py benches/bench_merge.py benches/bench_common.py; do
+  benches/torch_bench.py benches/bench_merge.py benches/bench_common.py benches/bench_baselines.py; do
   [ -f "$stage/$f" ] || { echo "bench: $stage/$f is missing; run 'bash scripts/stage-gpu.sh' again" >&2; exit 2; }
 done
+baseline=${LLAISYS_BENCH_BASELINE:-$stage/benches/baseline_runtime.cpp}
+[ -f "$baseline" ] || { echo "bench: LLAISYS_BENCH_BASELINE=$baseline: no such file" >&2; exit 2; }
+baseline=$(cd "$(dirname "$baseline")" && pwd)/$(basename "$baseline")
 command -v nvcc >/dev/null || { echo "bench: nvcc not found on PATH (this runs on the GPU machine)" >&2; exit 2; }
 
 work=$(mktemp -d)
@@ -53,11 +66,19 @@ trap 'rm -rf "$work"' EXIT
 out=${OUT:-}
 nvcc_version=$(nvcc --version | tail -n 1)
 ours=$stage/static/libllaisys_nvidia.so
-# The reference as a llaisys core would build it: nvcc's default static cudart, kept private
-# (--exclude-libs) so that it cannot bind to any other cudart in the process.
-reference=$work/libseed_runtime.so
-echo "bench: building with nvcc ($nvcc_version)" >&2
-nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL -o "$reference" "$stage/reference/seed_runtime.cu"
+# build_baseline SOURCE OUT: a reference backend as a llaisys core would build it: nvcc's default
+# static cudart, kept private (--exclude-libs) so that it cannot bind to any other cudart in the
+# process; headers from csrc/ and from SOURCE's own folder.
+build_baseline() {
+  nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL -I"$stage/csrc" -I"$(dirname "$1")" \
+    -o "$2" "$1"
+}
+reference=$work/libbaseline_runtime.so
+baseline_note="reference: built from \`${baseline#"$stage/"}\`"
+[ -n "${LLAISYS_BENCH_BASELINE:-}" ] && baseline_note+=" (LLAISYS_BENCH_BASELINE)" ||
+  baseline_note+=" (our baseline: cudart called directly, no caches)"
+echo "bench: building with nvcc ($nvcc_version); $baseline_note" >&2
+build_baseline "$baseline" "$reference"
 # build NAME NVCC_ARGS...: benches/NAME.cpp (or .cu) as $work/NAME; a program that uses CUDA
 # itself links nvcc's default static cudart (table_bench: the raw column).
 build() {
@@ -100,6 +121,36 @@ case ${1:-} in
     fi
     keep weights.md weights.csv weights-torch.csv
     exit "$rc" ;;
+  --baselines)
+    # Whether our baseline is within 3% of seed_runtime.cu (the reference of the earlier figures)
+    # on every row, in one run. The baseline sits in the "ours static" column (its getter named by
+    # --getters), so that the table's own "static vs ref" is the same ratio inverted.
+    shift
+    seed=$stage/reference/seed_runtime.cu
+    [ -f "$seed" ] || {
+      echo "bench: --baselines compares with $seed, which is not staged: scripts/stage-gpu.sh copies it" \
+        "from ../shared/reference/ when that folder exists beside the checkout (it is not part of the" \
+        "repository); nothing else needs it" >&2
+      exit 2
+    }
+    build_baseline "$seed" "$work/libseed_runtime.so"
+    build table_bench -ldl
+    rc=0
+    timeout -k 10 300 "$work/table_bench" --budget-s 270 --csv "$work/baselines-samples.csv" \
+      --getters seedGetRuntimeAPI,llaisysNvidiaGetRuntimeAPI,seedGetRuntimeAPI \
+      --note "command: \`bash gpu-stage/bench.sh --baselines${*:+ $*}\` (scripts/gpu-bench.sh); built with nvcc $nvcc_version" \
+      --note "--baselines: ours static = the baseline, built from \`${baseline#"$stage/"}\`; ours dynamic = our static cdylib; reference = \`reference/seed_runtime.cu\`; the targets judge the baseline here, not ours" \
+      "$@" "$reference" "$ours" "$work/libseed_runtime.so" >"$work/baselines.md" || rc=$?
+    cat "$work/baselines.md"
+    brc=0
+    if [ -s "$work/baselines-samples.csv" ]; then
+      echo
+      python3 "$stage/benches/bench_baselines.py" --samples "$work/baselines-samples.csv" \
+        --first "$(basename "$baseline")" --second seed_runtime.cu | tee -a "$work/baselines.md" || brc=${PIPESTATUS[0]}
+    fi
+    keep baselines.md baselines-samples.csv
+    [ "$rc" -ne 0 ] || rc=$brc
+    exit "$rc" ;;
   --peer)
     build peer_bench -ldl
     "$work/peer_bench" "$ours" "$reference" | tee "$work/peer.md"
@@ -128,6 +179,7 @@ timeout -k 10 300 "$work/table_bench" --budget-s 270 --csv "$work/bench-samples.
   --note "command: \`bash gpu-stage/bench.sh${*:+ $*}\` (scripts/gpu-bench.sh); built with nvcc $nvcc_version" \
   --note "nvidia-smi (name, driver, PCIe gen, width, SM/mem clocks, temp, util, mem used) at start: ${smi:-unavailable}" \
   --note "$second_note" \
+  --note "$baseline_note" \
   "$@" "$ours" "$second" "$reference" \
   >"$work/bench.md" 2> >(tee "$work/bench-progress.log" >&2) || rc=$?
 wait  # for tee

@@ -74,13 +74,14 @@ cp benches/*.cpp benches/*.cu benches/*.hpp benches/*.py "$stage/benches/"
 cp .deps/nccl/nvidia/nccl/include/nccl.h "$stage/nccl/include/"
 cp examples/nccl_allreduce.c "$stage/examples/"
 # Upstream llaisys through the README's flow, for each link mode. stage_llaisys MODE TARGET_DIR
-# FILE...: a copy of ../shared/llaisys-upstream plugged with --cudart MODE (scripts/plug-llaisys.sh)
+# FILE...: a copy of the upstream llaisys tree (scripts/upstream.sh finds or fetches it) plugged
+# with --cudart MODE (scripts/plug-llaisys.sh)
 # and built with upstream's own `xmake f --nv-gpu=y && xmake && xmake install` (the rule's cargo
 # reuses the build above: same target folder, same PATH, xmake called by its path); its python/
 # (with the libllaisys.so that install put there, and each FILE that must be beside it) and test/
 # go to $stage/llaisys-MODE/. run.sh runs upstream's test/test_runtime.py there.
-upstream=$here/../shared/llaisys-upstream
-[ -f "$upstream/xmake.lua" ] || { echo "stage-gpu: no llaisys tree at $upstream" >&2; exit 1; }
+upstream=$(bash scripts/upstream.sh) ||
+  { echo "stage-gpu: no upstream llaisys tree (scripts/upstream.sh said why above)" >&2; exit 1; }
 stage_llaisys() {
   local mode=$1 tdir=$2 tree f xmake=$here/.deps/xmake/bin/xmake
   shift 2

@@ -9,9 +9,9 @@
 # the doctor's program they run), the cdylib and staticlib their C/C++ clients link (release,
 # stripped), and for the dynamic mode libcudart.so.N; packed into host-stage/tests.tar.gz, with
 # scripts/host-run.sh as host-stage/run.sh and a copy of the upstream llaisys tree
-# (../shared/llaisys-upstream) for the tests that read its headers. The sources the tests read
-# (csrc/, tests/, README.md) are the crate's own on that machine: run.sh runs from the crate's
-# root. Binaries that need the build machine itself (cargo, xmake, .deps) are not staged; run.sh
+# (scripts/upstream.sh finds or fetches it) for the tests that read its headers. The sources the
+# tests read (csrc/, tests/, README.md) are the crate's own on that machine: run.sh runs from the
+# crate's root. Binaries that need the build machine itself (cargo, xmake, .deps) are not staged; run.sh
 # lists them with the reason.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +33,7 @@ not_staged() {
     llaisys_upstream) echo "builds upstream llaisys with cargo and xmake, and runs it with Python packages from .deps" ;;
     bench_fake) echo "builds the benchmark against the build machine's CUDA headers (.deps) and reference backend" ;;
     nccl) echo "loads the NCCL wheel from .deps" ;;
+    standalone) echo "copies the checkout and runs cargo test in the copy with the build machine's .deps" ;;
     doctor_gpu) echo "the doctor's GPU tests (scripts/stage-gpu.sh stages them)" ;;
     *) return 1 ;;
   esac
@@ -106,11 +107,10 @@ tar -C "$payload" -czf "$stage/tests.tar.gz" .
 cp scripts/host-run.sh "$stage/run.sh"
 # The upstream llaisys tree, for the tests that compile against its headers (tests/c_link.rs);
 # run.sh points LLAISYS_UPSTREAM_DIR at the copy.
-upstream="$here/../shared/llaisys-upstream"
-if [ -f "$upstream/xmake.lua" ]; then
+if upstream=$(bash scripts/upstream.sh); then
   cp -r "$upstream" "$stage/llaisys-upstream"
 else
-  echo "stage-host-tests: no llaisys tree at $upstream; the tests that need it will say so there" >&2
+  echo "stage-host-tests: no upstream llaisys tree (scripts/upstream.sh said why above); the tests that need it will say so there" >&2
 fi
 echo "stage-host-tests: unpacked $(du -sh "$payload" | cut -f1), staged:"
 du -sh "$stage"

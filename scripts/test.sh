@@ -27,6 +27,11 @@ gpu_tests() { # with LLAISYS_TEST_REQUIRE_GPU=1: the GPU tests of the build of `
 }
 # --llaisys-python: torch and safetensors for upstream llaisys's Python tests (tests/llaisys_upstream.rs).
 bash scripts/bootstrap.sh --cuda12 --llaisys-python
+# The upstream llaisys tree (LLAISYS_UPSTREAM_DIR, ../shared/llaisys-upstream, or fetched into
+# .deps/ when github.com answers): without it the tests that build or read it print a "skipped:"
+# line saying so (listed in the summary), or fail with CI=true.
+bash scripts/upstream.sh >/dev/null ||
+  echo "test: no upstream llaisys tree; the tests that need it will skip (fail with CI=true)"
 command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 # The C/C++ client tests compile with cc/c++ and check leaks with valgrind.
@@ -96,6 +101,7 @@ python3 - "$log" "$require_gpu" <<'PY'
 import collections, re, sys
 passed = failed = ignored = 0
 reasons = collections.Counter()
+skips = collections.defaultdict(set)
 for line in open(sys.argv[1], errors="replace"):
     m = re.match(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;", line)
     if m:
@@ -103,6 +109,10 @@ for line in open(sys.argv[1], errors="replace"):
     m = re.match(r"test \S+ \.\.\. ignored(?:, (.*))?$", line.rstrip())
     if m:
         reasons[m[1] or "no reason given"] += 1
+    # A test that returned early, having printed why (tests/llaisys_tree/mod.rs, `upstream`).
+    m = re.search(r"skipped: (\S+): (.*)$", line.rstrip())
+    if m:
+        skips[m[2]].add(m[1])
 gpu = sum(n for r, n in reasons.items() if "CUDA device" in r)
 child = sum(n for r, n in reasons.items() if r.startswith("entry point of a child process"))
 print(f"== summary: {passed} passed, {failed} failed, {ignored} ignored")
@@ -115,4 +125,6 @@ print(f"   not run on their own: {child} entry points of child processes (their 
 for r, n in sorted(reasons.items()):
     if "CUDA device" not in r and not r.startswith("entry point of a child process"):
         print(f"   ignored: {n} x {r}")
+for why, names in sorted(skips.items()):
+    print(f"   passed without running ({', '.join(sorted(names))}): {why}")
 PY

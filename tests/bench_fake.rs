@@ -1,7 +1,7 @@
 //! The benchmark's own machinery without a GPU: benches/table_bench.cpp built with g++ against the
 //! asynchronous stand-in cudart (tests/fixtures/fake_cudart.c with -DFAKE_ASYNC), loading our
-//! cdylib and the reference backend (../shared/reference/seed_runtime.cu, built as C++ against the
-//! stand-in) by path, as on the GPU machine. Its figures mean nothing here; what is checked is that
+//! cdylib and the reference backend (our baseline, benches/baseline_runtime.cpp, built as C++
+//! against the stand-in) by path, as on the GPU machine. Nothing outside the checkout is read. Its figures mean nothing here; what is checked is that
 //! a run ends with every data check passed (through both buffer sets of each backend), that every
 //! row asked for is reported with its targets and the same-calls (A/A) line, and that the method
 //! named in the report is the one used (`--no-rotate`). Also runs the benchmark's Python tools'
@@ -41,23 +41,27 @@ fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
             .arg(format!("-L{}", fake.display()))
             .args(["-l:libcudart.so.13", "-ldl", "-pthread"]);
         support::compile(cmd);
-        let seed = dir.join("libseed_runtime.so");
-        build_reference(&fake, &reference_dir().join("seed_runtime.cu"), &seed);
-        (fake, bench, seed)
+        let baseline = dir.join("libbaseline_runtime.so");
+        build_reference(&fake, &baseline_source(), &baseline);
+        (fake, bench, baseline)
     })
 }
 
 /// table_bench's report and exit code with `args`, over our cdylib (both columns) and the
 /// reference.
 fn table_bench(args: &[&str]) -> (i32, String, String) {
-    let (fake, bench, seed) = built();
+    let (_, _, baseline) = built();
     let ours = support::target_dir().join("libllaisys_nvidia.so");
+    table_bench_over(args, [&ours, &ours, baseline])
+}
+
+/// table_bench's report and exit code with `args` over the three libraries `columns`.
+fn table_bench_over(args: &[&str], columns: [&Path; 3]) -> (i32, String, String) {
+    let (fake, bench, _) = built();
     let mut cmd = Command::new(bench);
     cmd.args(["--quick", "--budget-s", "100"])
         .args(args)
-        .arg(&ours)
-        .arg(&ours)
-        .arg(seed)
+        .args(columns)
         .env("LD_LIBRARY_PATH", fake);
     let out = support::child::run(&mut cmd, support::child::DEFAULT_LIMIT);
     (out.code().unwrap_or(-1), out.stdout, out.stderr)
@@ -126,6 +130,45 @@ fn no_rotate_and_raw_pool_are_used_and_said() {
 }
 
 #[test]
+fn getters_put_any_table_in_any_column() {
+    // scripts/gpu-bench.sh --baselines: a baseline in the "ours static" column, so that "static vs
+    // ref" is its ratio to the library in the reference column.
+    let (_, _, baseline) = built();
+    let ours = support::target_dir().join("libllaisys_nvidia.so");
+    let getters = "seedGetRuntimeAPI,llaisysNvidiaGetRuntimeAPI,seedGetRuntimeAPI";
+    let (rc, md, err) = table_bench_over(
+        &[
+            "--getters",
+            getters,
+            "--only",
+            "memcpy_sync H2D pinned 64 KiB",
+        ],
+        [baseline, &ours, baseline],
+    );
+    assert_eq!(rc, 0, "table_bench failed:\n{md}\n{err}");
+    assert!(
+        md.contains("| memcpy_sync H2D pinned 64 KiB |")
+            && md.contains(
+                "- getters (--getters): ours static `seedGetRuntimeAPI`; ours dynamic \
+                 `llaisysNvidiaGetRuntimeAPI`; reference `seedGetRuntimeAPI`"
+            ),
+        "{md}"
+    );
+    // Our cdylib has no seedGetRuntimeAPI: a wrong getter is a load failure, said as such.
+    let (rc, md, err) = table_bench_over(
+        &[
+            "--getters",
+            getters,
+            "--only",
+            "memcpy_sync H2D pinned 64 KiB",
+        ],
+        [&ours, &ours, baseline],
+    );
+    assert_eq!(rc, 2, "a missing getter was not refused:\n{md}\n{err}");
+    assert!(err.contains("seedGetRuntimeAPI"), "{err}");
+}
+
+#[test]
 fn the_benchmark_tools_pass_their_own_tests() {
     let script = support::source_dir().join("benches/test_bench_tools.py");
     let out = support::run_with(
@@ -151,25 +194,33 @@ fn cxx() -> Command {
     Command::new(std::env::var("CXX").unwrap_or_else(|_| "g++".into()))
 }
 
-fn reference_dir() -> PathBuf {
-    support::source_dir().join("../shared/reference")
+/// The baseline backend's source, in the checkout (scripts/gpu-bench.sh's default reference).
+fn baseline_source() -> PathBuf {
+    support::source_dir().join("benches/baseline_runtime.cpp")
 }
 
-/// Builds the reference backend's `source` (seed_runtime.cu or a variant of it) as C++ into the
-/// shared library `out`, against the stand-in cudart in `fake`.
+/// Builds the reference backend's `source` (baseline_runtime.cpp or a variant of it) as C++ into
+/// the shared library `out`, against the stand-in cudart in `fake`; warnings are errors.
 fn build_reference(fake: &Path, source: &Path, out: &Path) {
     let cuda_include = Path::new(llaisys_nvidia::runtime::build::CUDA_ROOT).join("include");
     let mut cmd = cxx();
-    cmd.args(["-std=c++17", "-O1", "-shared", "-fPIC"])
-        .arg(format!("-I{}", cuda_include.display()))
-        .arg(format!("-I{}", support::csrc().display()))
-        .arg(format!("-I{}", reference_dir().display()))
-        .args(["-x", "c++"])
-        .arg(source)
-        .args(["-x", "none", "-o"])
-        .arg(out)
-        .arg(format!("-L{}", fake.display()))
-        .arg("-l:libcudart.so.13");
+    cmd.args([
+        "-std=c++17",
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+    ])
+    .arg(format!("-I{}", cuda_include.display()))
+    .arg(format!("-I{}", support::csrc().display()))
+    .args(["-x", "c++"])
+    .arg(source)
+    .args(["-x", "none", "-o"])
+    .arg(out)
+    .arg(format!("-L{}", fake.display()))
+    .arg("-l:libcudart.so.13");
     support::compile(cmd);
 }
 
@@ -177,14 +228,13 @@ fn build_reference(fake: &Path, source: &Path, out: &Path) {
 /// against the stand-in as `lib<name>.so` in the bench folder.
 fn reference_variant(name: &str, what: &str, by: &str) -> PathBuf {
     let (fake, _, _) = built();
-    let text = std::fs::read_to_string(reference_dir().join("seed_runtime.cu"))
-        .expect("the reference's source");
+    let text = std::fs::read_to_string(baseline_source()).expect("the baseline's source");
     assert_eq!(
         text.matches(what).count(),
         1,
         "{what:?} in the reference's source"
     );
-    let source = bench_dir().join(format!("{name}.cu"));
+    let source = bench_dir().join(format!("{name}.cpp"));
     std::fs::write(&source, text.replace(what, by)).expect("write the variant's source");
     let out = bench_dir().join(format!("lib{name}.so"));
     build_reference(fake, &source, &out);
@@ -196,9 +246,9 @@ fn lossy_reference() -> &'static Path {
     static LOSSY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     LOSSY.get_or_init(|| {
         reference_variant(
-            "seed_lossy",
-            "{ cudaMemcpy(d, s, n, (cudaMemcpyKind)k); }",
-            "{ cudaMemcpy(d, s, k == 1 && n > 1 ? n - 1 : n, (cudaMemcpyKind)k); }",
+            "baseline_lossy",
+            "cudaMemcpy(dst, src, size, ",
+            "cudaMemcpy(dst, src, kind == LLAISYS_MEMCPY_H2D && size > 1 ? size - 1 : size, ",
         )
     })
 }
@@ -261,8 +311,8 @@ fn weights_load(reference: &Path) -> (i32, String, String) {
 
 #[test]
 fn the_weights_load_checks_every_load_and_reports_both_page_cache_states() {
-    let (_, _, seed) = built();
-    let (rc, md, err) = weights_load(seed);
+    let (_, _, baseline) = built();
+    let (rc, md, err) = weights_load(baseline);
     assert_eq!(rc, 0, "weights_load failed:\n{md}\n{err}");
     assert!(!md.contains("DATA CHECK FAILED"), "{md}");
     assert!(

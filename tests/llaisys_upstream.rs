@@ -1,6 +1,6 @@
 //! Host-only: README "Use from llaisys", read from the README and run as written on a fresh copy
-//! of the real upstream llaisys tree (../shared/llaisys-upstream, or LLAISYS_UPSTREAM_DIR), for
-//! this build's link mode (the CUDA 12.9 build with the README's `--cuda12`), in an environment
+//! of the real upstream llaisys tree (`llaisys_tree::upstream`, the rule of scripts/upstream.sh),
+//! for this build's link mode (the CUDA 12.9 build with the README's `--cuda12`), in an environment
 //! with nothing but a fresh shell's PATH, cargo, and a venv whose Python sees torch and
 //! safetensors (.deps/python, from `bootstrap.sh --llaisys-python`), on a machine without a
 //! driver (the no-driver stand-in first on LD_LIBRARY_PATH, `support::no_driver`):

@@ -1,11 +1,13 @@
-//! Shared by tests/xmake.rs and tests/llaisys_upstream.rs: the real upstream llaisys tree
-//! (`LLAISYS_UPSTREAM_DIR`, default ../shared/llaisys-upstream beside this crate), fresh copies
-//! of it, the plug command and xmake.
+//! Shared by tests/xmake.rs, tests/llaisys_upstream.rs, tests/c_link.rs and tests/standalone.rs:
+//! the real upstream llaisys tree (found by the rule of scripts/upstream.sh), fresh copies of it,
+//! the plug command and xmake.
 #![allow(dead_code)]
 
 use crate::support::child::{self, Finished};
 use crate::support::source_dir;
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,28 +16,69 @@ fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// The unmodified upstream llaisys tree. Under CI (`CI=true`) a missing tree fails the test;
-/// elsewhere the test says so plainly and returns `None` (the caller then ends).
-pub fn upstream() -> Option<PathBuf> {
-    let (dir, from) = match std::env::var_os("LLAISYS_UPSTREAM_DIR") {
-        Some(d) => (PathBuf::from(d), "LLAISYS_UPSTREAM_DIR"),
-        None => (
-            source_dir().join("../shared/llaisys-upstream"),
-            "the default ../shared/llaisys-upstream",
-        ),
-    };
-    let ok = dir.join("xmake.lua").is_file() && dir.join("src/device/runtime_api.hpp").is_file();
-    if ok {
-        return Some(dir);
+/// The command that fetches the tree, for the messages.
+pub const FETCH_COMMAND: &str = "bash scripts/upstream.sh";
+
+fn is_tree(dir: &Path) -> bool {
+    dir.join("xmake.lua").is_file() && dir.join("src/device/runtime_api.hpp").is_file()
+}
+
+/// The upstream llaisys tree by the rule of scripts/upstream.sh (keep the two alike;
+/// tests/standalone.rs compares them): `LLAISYS_UPSTREAM_DIR` when set (nothing else then),
+/// else ../shared/llaisys-upstream beside this crate, else .deps/llaisys-upstream (what
+/// `bash scripts/upstream.sh` fetches). Err: what is missing and what provides it.
+pub fn find_upstream() -> Result<PathBuf, String> {
+    find_upstream_in(&source_dir(), std::env::var_os("LLAISYS_UPSTREAM_DIR"))
+}
+
+/// `find_upstream` for the checkout `root`, with `var` as the value of `LLAISYS_UPSTREAM_DIR`.
+pub fn find_upstream_in(root: &Path, var: Option<OsString>) -> Result<PathBuf, String> {
+    if let Some(dir) = var {
+        let dir = PathBuf::from(dir);
+        if is_tree(&dir) {
+            return Ok(dir);
+        }
+        return Err(format!(
+            "no upstream llaisys tree at LLAISYS_UPSTREAM_DIR={} (no xmake.lua and \
+             src/device/runtime_api.hpp there); point it at an unmodified llaisys checkout, or \
+             unset it and run `{FETCH_COMMAND}`",
+            dir.display()
+        ));
     }
-    let msg = format!(
-        "no llaisys tree at {} ({from}): set LLAISYS_UPSTREAM_DIR to an unmodified llaisys checkout",
-        dir.display()
-    );
-    assert!(!under_ci(), "CI=true and {msg}");
-    println!("skipped: {msg}");
-    eprintln!("skipped: {msg}");
-    None
+    for rel in ["../shared/llaisys-upstream", ".deps/llaisys-upstream"] {
+        let dir = root.join(rel);
+        if is_tree(&dir) {
+            return Ok(dir.canonicalize().unwrap_or(dir));
+        }
+    }
+    Err(format!(
+        "no upstream llaisys tree (LLAISYS_UPSTREAM_DIR unset, no ../shared/llaisys-upstream \
+         beside the checkout, no .deps/llaisys-upstream); `{FETCH_COMMAND}` fetches it (needs \
+         github.com), or set LLAISYS_UPSTREAM_DIR to an unmodified llaisys checkout"
+    ))
+}
+
+/// The unmodified upstream llaisys tree (`find_upstream`). Under CI (`CI=true`) a missing tree
+/// fails the test; elsewhere the test prints a "skipped:" line naming what is missing and the
+/// command that provides it, and gets `None` (the caller then ends).
+pub fn upstream() -> Option<PathBuf> {
+    match find_upstream() {
+        Ok(dir) => Some(dir),
+        Err(why) => {
+            assert!(!under_ci(), "CI=true and {why}");
+            skipped(&why);
+            None
+        }
+    }
+}
+
+/// Prints "skipped: TEST: WHY" on the process's stderr itself, past libtest's capture (which
+/// holds only what `print!`/`eprint!` write), so `cargo test` shows it beside the test's "ok"
+/// (and scripts/test.sh's summary lists it).
+pub fn skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().filter(|n| *n != "main").unwrap_or("test");
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
 }
 
 /// A fresh, writable copy of `from` at `to` (removed first).

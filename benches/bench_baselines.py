@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Two baselines side by side (scripts/gpu-bench.sh --baselines): from the samples CSV of one
+table_bench run whose "ours static" column measured one baseline and whose "reference" column
+measured another (table_bench --getters), each row's medians and their ratio, and whether every
+row is within the tolerance (our baseline should be within 3% of seed_runtime.cu, the earlier
+reference, so that figures measured against either stay comparable).
+
+    python3 benches/bench_baselines.py --samples bench-samples.csv [--tolerance 0.03]
+        [--first LABEL] [--second LABEL]
+
+Prints a Markdown table and a summary line. Exit 0 when every row is within the tolerance, 1 when
+some row is not, 2 when the CSV has no row with both columns. Standard library only."""
+
+import argparse
+import sys
+
+from bench_common import fmt_gbs, fmt_ratio, fmt_time, median
+from bench_merge import read_samples
+
+FIRST, SECOND = "ours static", "reference"
+
+
+def compare(rows, tolerance):
+    """[(workload, first cell, second cell, first time / second time, within)] in the CSV's order,
+    for the rows that have samples of both columns."""
+    out = []
+    for (name, backend), (unit, nbytes, samples) in rows.items():
+        if backend != FIRST or (name, SECOND) not in rows:
+            continue
+        a, b = median(samples), median(rows[(name, SECOND)][2])
+        if not (a > 0 and b > 0):
+            continue
+
+        def cell(s):
+            return fmt_gbs(nbytes / s / 1e9) if unit == "bandwidth" and nbytes else fmt_time(s)
+
+        ratio = a / b
+        out.append((name, cell(a), cell(b), ratio, abs(ratio - 1) <= tolerance))
+    return out
+
+
+def table(compared, first, second, tolerance):
+    lines = ["| workload | %s | %s | time ratio (%s / %s) | within %g%% |" % (first, second, first, second,
+                                                                              tolerance * 100),
+             "|---|--:|--:|--:|---|"]
+    for name, a, b, ratio, within in compared:
+        lines.append("| %s | %s | %s | %s | %s |" % (name, a, b, fmt_ratio(ratio), "yes" if within else "NO"))
+    outside = [c for c in compared if not c[4]]
+    lines.append("")
+    lines.append("%s within %g%% of %s on %d of %d rows%s" % (
+        first, tolerance * 100, second, len(compared) - len(outside), len(compared),
+        "" if not outside else "; outside: " + ", ".join("`%s` (%s)" % (c[0], fmt_ratio(c[3])) for c in outside)))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--samples", required=True, help="table_bench's --csv file")
+    p.add_argument("--tolerance", type=float, default=0.03, help="largest |ratio - 1| (default 0.03)")
+    p.add_argument("--first", default="our baseline", help='label of the "ours static" column')
+    p.add_argument("--second", default="seed_runtime.cu", help='label of the "reference" column')
+    a = p.parse_args(argv)
+    rows, _ = read_samples(a.samples)
+    compared = compare(rows, a.tolerance)
+    if not compared:
+        print("bench_baselines: %s has no row measured in both columns" % a.samples, file=sys.stderr)
+        return 2
+    sys.stdout.write(table(compared, a.first, a.second, a.tolerance))
+    return 0 if all(c[4] for c in compared) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
