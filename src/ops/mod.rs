@@ -28,7 +28,12 @@ trait Redetail<T> {
 }
 
 impl<T> Redetail<T> for Result<T> {
+    // The error records the caller's line, as an error made at the call site would.
+    #[track_caller]
     fn redetail(self, detail: impl FnOnce(&Error) -> String) -> Result<T> {
-        self.map_err(|e| Error::cuda(e.call(), e.cuda_error(), detail(&e)))
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(Error::cuda(e.call(), e.cuda_error(), detail(&e))),
+        }
     }
 }
