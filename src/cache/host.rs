@@ -575,8 +575,9 @@ mod tests {
     #[test]
     fn the_legacy_stream_counts_as_capturing_from_the_moment_a_capture_through_the_library_is_counted(
     ) {
-        // A device no machine has: only the library's own count can say "capturing".
-        const DEVICE: i32 = 63;
+        // A device no machine has: only the library's own count can say "capturing". Each test
+        // that counts a capture has a device of its own (the recycling tests use 56-63).
+        const DEVICE: i32 = 41;
         let legacy: Stream = (0, DEVICE);
         let seen = crate::cache::legacy_stream::begin_counted(DEVICE, || {
             // Counted, and cudart not yet asked to begin: recording here could invalidate it.
@@ -590,7 +591,7 @@ mod tests {
 
     #[test]
     fn no_capture_through_the_library_begins_while_the_gate_is_held() {
-        const DEVICE: i32 = 62;
+        const DEVICE: i32 = 40;
         let begun = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let gate = crate::cache::legacy_stream::gate();
