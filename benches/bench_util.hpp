@@ -103,32 +103,21 @@ inline double rel_iqr(const std::vector<double> &v) {
 }
 
 // Three significant digits, unit chosen by magnitude: "23.4 ns", "1.52 us", "744 us", "29.8 ms".
+inline std::string three_digits(double v, const char *unit) {
+    if (!(v == v)) return "n/a";
+    return format(v >= 100 ? "%.0f%s" : v >= 10 ? "%.1f%s" : "%.2f%s", v, unit);
+}
+
 inline std::string fmt_time(double s) {
-    if (!(s == s)) return "n/a";
-    const char *unit = "s";
-    double v = s;
-    if (s < 1e-6) { v = s * 1e9; unit = "ns"; }
-    else if (s < 1e-3) { v = s * 1e6; unit = "us"; }
-    else if (s < 1.0) { v = s * 1e3; unit = "ms"; }
-    if (v >= 100) return format("%.0f %s", v, unit);
-    if (v >= 10) return format("%.1f %s", v, unit);
-    return format("%.2f %s", v, unit);
+    if (s < 1e-6) return three_digits(s * 1e9, " ns");
+    if (s < 1e-3) return three_digits(s * 1e6, " us");
+    if (s < 1.0) return three_digits(s * 1e3, " ms");
+    return three_digits(s, " s");
 }
 
 // Decimal gigabytes per second (1 GB = 1e9 bytes), as nvidia and BASELINES.md count them.
-inline std::string fmt_gbs(double gbs) {
-    if (!(gbs == gbs)) return "n/a";
-    if (gbs >= 100) return format("%.0f GB/s", gbs);
-    if (gbs >= 10) return format("%.1f GB/s", gbs);
-    return format("%.2f GB/s", gbs);
-}
-
-inline std::string fmt_ratio(double r) {
-    if (!(r == r)) return "n/a";
-    if (r >= 100) return format("%.0fx", r);
-    if (r >= 10) return format("%.1fx", r);
-    return format("%.2fx", r);
-}
+inline std::string fmt_gbs(double gbs) { return three_digits(gbs, " GB/s"); }
+inline std::string fmt_ratio(double r) { return three_digits(r, "x"); }
 
 // "4 KiB", "1 MiB", "1 GiB", or bytes.
 inline std::string fmt_size(size_t n) {

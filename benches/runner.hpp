@@ -23,8 +23,7 @@ inline const char *backend_name(int i) {
 
 enum class Unit { Latency, Bandwidth };
 
-// A target of a row, checked for ours in static mode. A row may carry several; each is
-// checked and printed on its own.
+// A target of a row, checked for ours in static mode; each of a row's targets on its own.
 struct Target {
     enum Kind { Overhead, MaxTime, MinRatio, MinGBs } kind = Overhead;
     double value = 0;  // MaxTime: seconds; MinRatio: reference time / our time; MinGBs: GB/s
@@ -48,8 +47,7 @@ struct Spec {
     double min_rep_s = 2e-3; // each repetition runs the operation n times, n chosen to last this long
     long max_n = 1 << 20;
     std::vector<Target> targets;
-    // Non-empty when the raw column of this row measures something other than the reference's
-    // calls (e.g. "pool": cudaMallocFromPoolAsync + cudaFreeAsync); shown beside the raw cell.
+    // Shown beside the raw cell when raw measures other calls than the reference ("pool").
     std::string raw_tag;
 };
 
@@ -112,8 +110,7 @@ struct Options {
     double budget_s = 420;
     std::string csv_path;
     bool list_only = false;  // print every workload's name instead of measuring (no device touched)
-    // Each repetition starts at another column, and the copy rows alternate between two buffer
-    // sets per backend (--no-rotate: neither, to show what the two correct).
+    // Rotated column order and two buffer sets per backend (--no-rotate: neither).
     bool rotate = true;
     bool raw_pool = false;  // --raw-pool: the raw column's device buffers come from its pool
 };
@@ -163,8 +160,7 @@ public:
     bool out_of_time() const { return elapsed_s() > opt_.budget_s; }
     const Options &options() const { return opt_; }
 
-    // Measures one row. f(backend, ctx, n) runs the operation n times and returns the seconds it
-    // took (only the part that is the operation: setup and checks stay outside its clock).
+    // Measures one row: f(backend, ctx, n) runs the operation n times, returns the seconds of it alone.
     template <class F>
     void measure(Spec spec, F &&f) {
         if (!wanted(spec.name)) return;
@@ -183,8 +179,7 @@ public:
         if (opt_.quick) spec.min_rep_s = std::min(spec.min_rep_s, 1e-3);
         Row row;
         row.spec = spec;
-        // Warm-up and calibration, one backend at a time: run once, then grow n until a
-        // repetition lasts min_rep_s.
+        // Warm-up, then n grows until a repetition lasts min_rep_s, one backend at a time.
         for (int i = 0; i < kBackends; ++i) {
             long n = 1;
             run(i, f, n); // warm-up: first use may fill a cache or create a context

@@ -31,21 +31,17 @@ namespace {
 
 constexpr size_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 
-// The four buffers of one copy size group: two device, two pinned.
 struct Bufs {
     void *dA = nullptr, *dB = nullptr, *hA = nullptr, *hB = nullptr;
 };
 
-// One backend's own streams and buffers; every device and pinned buffer a backend uses comes from
-// its own table (malloc_device / malloc_host), as a llaisys core would get them.
+// One backend's streams and buffers, every one from its own table, as a llaisys core gets them.
 struct Ctx {
     const char *name = "";
     llaisysStream_t s = nullptr, s2 = nullptr;
     void *d64 = nullptr, *h64 = nullptr;  // small buffers for the enqueue rows
     void *h_in = nullptr;                 // the mixed step's pinned input
-    // The copy rows' buffer sets (one or two, `sets`): copy k of a repetition uses set k mod
-    // sets, so where one buffer happens to lie in memory does not decide a column's figure. The
-    // two-streams row uses set 0.
+    // Copy k of a repetition uses set k mod sets, so one buffer's place in memory decides no column.
     Bufs set[2];
     int sets = 1;
     double first_use_s = 0;
@@ -96,12 +92,8 @@ struct StepPlan {
     }
 };
 
-// Per step: upload a 1 MiB input (pinned, async); then 8 layers, each allocating one large
-// activation (16..64 MiB) filled by a D2D copy from the previous one and 25 small temporaries
-// (4..256 KiB, every 4th written by a 4 KiB D2D copy), and freeing the previous layer's
-// temporaries in a shuffled order and its activation while the copies that read it may still be
-// queued; then wait, read 64 KiB of "logits" back into pageable memory, free everything left in
-// reverse-shuffled order. 209 allocations, 64 D2D copies, one H2D, one D2H per step.
+// One step: 209 allocations, 64 D2D copies, one H2D, one D2H; a layer's buffers are freed (shuffled)
+// while copies that read them may still be queued.
 template <class B>
 void inference_step(B &b, Ctx &c, const StepPlan &p, void *page_out) {
     constexpr int S = StepPlan::kSmallPerLayer;
@@ -133,7 +125,6 @@ void inference_step(B &b, Ctx &c, const StepPlan &p, void *page_out) {
     b.free_device(in);
 }
 
-// One memcpy row: which buffers, which kind.
 struct CopyVariant {
     const char *name;
     llaisysMemcpyKind_t kind;
@@ -145,7 +136,6 @@ const CopyVariant kVariants[] = {
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
-// (dst, src) of variant v in buffer set c and the shared pageable buffers.
 void endpoints(int v, const Bufs &c, unsigned char *pA, unsigned char *pB, void *&dst, const void *&src) {
     switch (v) {
     case 0: dst = c.dA; src = c.hA; break;  // H2D pinned
@@ -161,10 +151,7 @@ void endpoints(int v, const Bufs &c, unsigned char *pA, unsigned char *pB, void 
 // "Not below the reference", read as >= 0.98x: the tolerance for noise the other ratio targets use.
 Target not_below() { return Target::min_ratio(0.98, ">= 0.98x ref"); }
 
-// The targets of copy rows. Pageable H2D/D2H (sync and async): >= 20 GB/s at 1 MiB,
-// >= 40 at 16 MiB, >= 48 at 64 MiB, and never below the reference at any size; at 1 GiB
-// >= 2.5x ref. Pinned H2D/D2H and D2D: memcpy_sync never below the reference; memcpy_async
-// from 1 MiB (a 4 KiB or 64 KiB async copy is one enqueue plus one wait, the same calls for all).
+// Async pinned/D2D targets from 1 MiB only: below, an async copy is one enqueue plus one wait, the same calls for all.
 std::vector<Target> copy_targets(int v, bool async, size_t size) {
     const bool pinned_or_d2d = v == 0 || v == 2 || v == 4;
     const bool pageable_h2d_d2h = v == 1 || v == 3;
@@ -181,9 +168,8 @@ std::vector<Target> copy_targets(int v, bool async, size_t size) {
     return t;
 }
 
-// Sends the pattern in pA through every buffer of the group, each destination poisoned first, so
-// a copy that silently did nothing shows: pageable -> dA (sync) -> dB (D2D async) -> hA (D2H async)
-// -> hB (H2H sync) -> dA (H2D async) -> pB (D2H sync, pageable); then pB must equal pA.
+// Sends pA through every buffer of the group, each destination poisoned first, so a copy that did
+// nothing shows; then pB must equal pA.
 template <class B>
 bool check_copies(B &b, const Ctx &ctx, const Bufs &c, const unsigned char *pA, unsigned char *pB, size_t n) {
     std::memset(pB, 0x5A, n);
@@ -284,7 +270,6 @@ int main(int argc, char **argv) {
     MachineInfo m;
     if (!opt.list_only) {
         for (int i = 0; i < 3; ++i) R.tables[i] = load_table(backend_name(i), opt.paths[i], opt.getters[i].c_str());
-        // No device: say so and stop, before any table is asked to do device work.
         cudaError_t e = cudaGetDeviceCount(&count);
         if (e != cudaSuccess || count < 1)
             die(3, "no CUDA device available (cudaGetDeviceCount: %s (%d): %s; %d devices); this benchmark "
@@ -353,9 +338,7 @@ int main(int argc, char **argv) {
     {
         Spec s;
         s.unit = Unit::Latency;
-        // 31 repetitions, not 11: a target of raw +5% is tighter than the 4-37% spread these rows
-        // showed between repetitions (create_stream + destroy_stream, the 64 B enqueue), and a
-        // repetition here costs at most 2 ms per column.
+        // 31 repetitions, not 11: raw +5% is tighter than the 4-37% spread these rows showed with 11.
         s.reps = 31;
         s.targets = {Target::overhead()};
         s.max_n = 1 << 22;
@@ -383,8 +366,7 @@ int main(int argc, char **argv) {
             for (long k = 0; k < n; ++k) b.stream_synchronize(c.s);
             return now_s() - t0;
         });
-        // Enqueue cost only: the clock stops before the stream is waited for; n stays small so
-        // the stream's queue never fills and blocks the host.
+        // n stays small so the stream's queue never fills and blocks the host.
         s.name = "memcpy_async 64 B H2D pinned, enqueue only";
         s.order = 103;
         s.max_n = 256;
@@ -420,9 +402,6 @@ int main(int argc, char **argv) {
     }
 
     // ---- malloc + free pairs -----------------------------------------------------------------------
-    // Device rows: the raw column is the pool floor (cudaMallocFromPoolAsync + cudaFreeAsync on a
-    // pool that keeps freed memory, what our device cache is built on); the reference column is
-    // cudaMalloc + cudaFree. Host rows: raw is cudaMallocHost + cudaFreeHost, as the reference.
     {
         const size_t sizes[] = {1 * KiB, 1 * MiB, 64 * MiB};
         // Sizes that a cached 1 MiB block fits: 1 MiB, 1020 KiB, ..., 992 KiB, in turn.
@@ -463,9 +442,8 @@ int main(int argc, char **argv) {
     }
 
     // ---- free alone, of a cached block -------------------------------------------------------------
-    // 1 MiB blocks are allocated in batches with the clock stopped (after the warm-up they come
-    // from the caches), then freed with it running. Batches stay small (256 device, 64 pinned) so
-    // that the legacy stream's queue of cudaFreeAsync never fills.
+    // Allocated with the clock stopped, freed with it running; small batches so that the legacy
+    // stream's queue of cudaFreeAsync never fills.
     {
         const size_t sz = 1 * MiB;
         for (int host = 0; host < 2; ++host) {
@@ -502,7 +480,6 @@ int main(int argc, char **argv) {
         }
     }
 
-    // ---- the llaisys tensor round trip -------------------------------------------------------------
     {
         const size_t n4 = 4 * MiB;
         unsigned char *src = pageable(n4, 11), *dst = pageable(n4, 12);
@@ -529,7 +506,6 @@ int main(int argc, char **argv) {
         std::free(dst);
     }
 
-    // ---- the mixed many-tensor workload (an inference-like step) -----------------------------------
     {
         StepPlan plan;
         unsigned char *out = pageable(plan.out_bytes, 13);
@@ -558,7 +534,6 @@ int main(int argc, char **argv) {
         std::free(out);
     }
 
-    // ---- two streams: H2D and D2H at once, pinned, 256 MiB each -------------------------------------
     {
         const size_t n = 256 * MiB;
         Spec s;
@@ -599,16 +574,14 @@ int main(int argc, char **argv) {
     }
 
     // ---- memcpy_sync / memcpy_async for every kind, pinned and pageable, by size ---------------------
-    // Smallest sizes first so the 1 GiB buffers (2 device + 2 pinned per backend, 8 + 8 GiB in all,
-    // plus 2 GiB pageable shared) exist only at the end.
+    // Smallest sizes first so the 1 GiB buffers (18 GiB in all) exist only at the end.
     {
         std::vector<size_t> sizes = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB};
         if (!opt.quick) sizes.push_back(1 * GiB);
         auto row_name = [](int v, int async, size_t size) {
             return format("%s %s %s", async ? "memcpy_async" : "memcpy_sync", kVariants[v].name, fmt_size(size).c_str());
         };
-        // memcpy_sync D2D returns before the copy is done (cudaMemcpy's semantics): what the call
-        // costs the host, with the one wait after the loop, outside the clock.
+        // memcpy_sync D2D returns before the copy is done (cudaMemcpy): the host's cost alone.
         const std::string nowait_name = "memcpy_sync D2D 4 KiB host time, no wait";
         const bool nowait_wanted = R.wanted(nowait_name);
         size_t max_size = nowait_wanted ? 4 * KiB : 0;
@@ -632,7 +605,6 @@ int main(int argc, char **argv) {
                 if (nowait) R.skipped.push_back(nowait_name);
                 continue;
             }
-            // Two buffer sets below 1 GiB (memory), one at 1 GiB or with --no-rotate.
             const int sets = opt.rotate && size < 1 * GiB ? 2 : 1;
             R.for_each([&](auto &b, Ctx &c) {
                 c.sets = sets;
@@ -671,8 +643,7 @@ int main(int argc, char **argv) {
                         }
                     } else {
                         for (long k = 0; k < n; ++k) b.memcpy_sync(dst[k % m], src[k % m], size, kind);
-                        // cudaMemcpy from pageable memory may return before its last DMA lands;
-                        // wait for it so no copy's tail is left out of the clock.
+                        // cudaMemcpy from pageable memory may return before its last DMA lands.
                         b.device_synchronize();
                     }
                     return now_s() - t0;

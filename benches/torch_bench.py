@@ -247,8 +247,7 @@ def run(torch, opt, csv_file):
                     B.comment("skipped: %s" % x)
             continue
         pA, pB = pattern(torch, size, 41), pattern(torch, size, 42)
-        # As table_bench: below 1 GiB two sets of pinned and device buffers (the pageable ones
-        # shared), copy k of a repetition using set k mod 2.
+        # As table_bench: below 1 GiB copy k of a repetition uses buffer set k mod 2.
         sets = []
         for k in range(2 if size < GiB else 1):
             hA = pattern(torch, size, 43 + 2 * k, pin_memory=True)
@@ -267,7 +266,6 @@ def run(torch, opt, csv_file):
                 name = copy_name(v, is_async, size)
                 if not B.wanted(name):
                     continue
-                # The check: poison the destination, copy once the way the row does, compare.
                 for dst, src in pairs:
                     dst.fill_(0x5A)
                     dst.copy_(src, non_blocking=is_async)
@@ -291,8 +289,7 @@ def run(torch, opt, csv_file):
                         for k in range(n):
                             dst, src = pairs[k % m]
                             dst.copy_(src)
-                        # as table_bench's memcpy_sync rows: one device wait per repetition, so no
-                        # queued copy's tail is left out of the clock
+                        # as table_bench's memcpy_sync rows: one device wait per repetition
                         torch.cuda.synchronize()
                         return time.perf_counter() - t0
                 B.measure(name, "bandwidth", size, op, reps=5 if size >= GiB else 9, max_n=1 << 16)

@@ -40,8 +40,7 @@ struct Tensor {
     size_t bytes() const { return end - begin; }
 };
 
-// The tensors of `s`, in the order a checkpoint lists them (untied embeddings and LM head, q/k/v
-// biases), with their offsets.
+// The tensors of `s` with their offsets, in a checkpoint's order (untied LM head, q/k/v biases).
 std::vector<Tensor> tensors_of(const Shape &s) {
     std::vector<Tensor> t;
     size_t at = 0;
@@ -86,8 +85,7 @@ std::string header_of(const std::vector<Tensor> &t) {
     return h;
 }
 
-// Reads a safetensors header (as a loader does: names and data offsets; other fields skipped).
-// Returns false on anything it does not understand.
+// Reads a safetensors header's names and data offsets; false on anything it does not understand.
 bool parse_header(const char *h, size_t n, std::vector<Tensor> &out) {
     size_t i = 0;
     auto ws = [&] { while (i < n && (h[i] == ' ' || h[i] == '\n' || h[i] == '\t' || h[i] == '\r')) ++i; };
@@ -180,8 +178,7 @@ void write_all(int fd, const void *p, size_t n, const std::string &path) {
     }
 }
 
-// Writes the file of `t` (header, then every tensor's random bytes) and syncs it to storage, so
-// that its pages are clean and can be evicted.
+// Writes and syncs the file of `t`, so that its pages are clean and can be evicted.
 void make_file(const std::string &path, const std::vector<Tensor> &t) {
     std::string tmp = path + ".partial";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -223,8 +220,7 @@ double resident_fraction(const std::string &path) {
     return v.empty() ? 0.0 : static_cast<double>(in) / static_cast<double>(v.size());
 }
 
-// Drops the file's pages from the page cache (they are clean: the file was synced); returns the
-// fraction still resident afterwards.
+// Drops the file's pages from the page cache; returns the fraction still resident.
 double evict(const std::string &path) {
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) die(1, "cannot open %s: %s", path.c_str(), std::strerror(errno));
@@ -262,13 +258,9 @@ double read_file(const std::string &path, int threads) {
     return now_s() - t0;
 }
 
-// Reads the whole file through a fresh mapping (MAP_SHARED, as a loader maps it) the way a staged
-// copy reads its source: `bufs.size()` threads take 64 KiB pieces in file order and copy each
-// into their own buffer (`buf_bytes` each, written round). The floor of any copy from the
-// mapping: the page faults of a fresh mapping and, cold, the storage reads they start. Seconds,
-// from the open to the last reader's end. `meanwhile`, when given, is called on the calling
-// thread once and then over and over until every reader has ended (work that competes with the
-// readers, such as DMAs reading host memory).
+// Reads the whole file through a fresh mapping as a staged copy reads its source: `bufs.size()`
+// threads copy 64 KiB pieces in file order into their own buffers; seconds. `meanwhile`, when
+// given, runs on the calling thread over and over until every reader has ended.
 double read_mapping(const std::string &path, const std::vector<unsigned char *> &bufs, size_t buf_bytes,
                     const std::function<void()> &meanwhile = {}) {
     const size_t piece = 64 * 1024;

@@ -45,10 +45,8 @@ struct Backend {
     const LlaisysRuntimeAPI *t = nullptr;
 };
 
-// One load through `b`: open, map, read the header, then per tensor malloc_device + memcpy_sync
-// H2D from the mapping, then device_synchronize. Returns the seconds, and in `alloc_s` those
-// spent in its malloc_device calls; leaves the device pointers in `ptrs` and the mapping in `map`
-// for the check.
+// One load through `b`; seconds, and in `alloc_s` those of its malloc_device calls. Leaves the
+// device pointers and the mapping for the check.
 double load(const Backend &b, const std::string &path, std::vector<Tensor> &ts, std::vector<void *> &ptrs,
             void *&map, size_t &map_len, const unsigned char *&data, double &alloc_s) {
     double t0 = now_s();
@@ -79,9 +77,7 @@ double load(const Backend &b, const std::string &path, std::vector<Tensor> &ts, 
     return now_s() - t0;
 }
 
-// Every tensor copied back (memcpy_sync D2H into a malloc_host buffer of `b`) and compared with
-// the file's bytes; the device memory freed and the mapping dropped. Returns the first tensor that
-// differs ("" when none).
+// Checks every tensor against the file, frees it all; returns the first that differs ("": none).
 std::string check_and_free(const Backend &b, const std::vector<Tensor> &ts, std::vector<void *> &ptrs, void *map,
                            size_t map_len, const unsigned char *data) {
     const size_t piece = 64 * MiB;
@@ -121,8 +117,7 @@ double pinned_link(const Backend &b) {
     return static_cast<double>(n) / median(s) / 1e9;
 }
 
-// The allocation alone of a load through `b`: malloc_device per tensor of `ts` as `load` makes
-// them, then device_synchronize; seconds. Frees them afterwards (not timed), as a load's check does.
+// A load's malloc_device calls alone, then device_synchronize; seconds (the frees not timed).
 double allocate_only(const Backend &b, const std::vector<Tensor> &ts) {
     std::vector<void *> ptrs(ts.size(), nullptr);
     double t0 = now_s();
@@ -136,9 +131,7 @@ double allocate_only(const Backend &b, const std::vector<Tensor> &ts) {
     return sec;
 }
 
-// Keeps the link busy while the host reads: memcpy_async H2D of 64 MiB from malloc_host memory of
-// `b` on a stream of its own, each waited for before the next (`step`, called over and over by
-// read_mapping). Counts the bytes and the time from the first step's start to the last one's end.
+// Keeps the link busy while the host reads: each `step` one 64 MiB memcpy_async H2D, waited for.
 struct BusyLink {
     const Backend &b;
     static constexpr size_t n = 64 * MiB;
@@ -243,7 +236,6 @@ int main(int argc, char **argv) {
     Options o = parse(argc, argv);
     Backend backends[2] = {{"ours", load_runtime_table("ours", o.ours, "llaisysNvidiaGetRuntimeAPI")},
                            {"reference", load_runtime_table("reference", o.reference, "seedGetRuntimeAPI")}};
-    // No device: say so and stop, before any table is asked to do device work.
     if (backends[0].t->get_device_count() < 1)
         die(3, "no CUDA device available (ours: get_device_count() = 0); this benchmark needs a GPU: run it on "
                "the GPU machine (bash gpu-stage/bench.sh --weights)");
@@ -282,9 +274,7 @@ int main(int argc, char **argv) {
     t.rows.push_back({"pinned link: ours memcpy_sync H2D from malloc_host, 256 MiB", "-", "-", fmt_gbs(link), "-",
                       "-", "-", "-"});
 
-    // The mapping read's threads and buffers: as many as our staged copies use by default
-    // (three quarters of the cores, at most 12; LLAISYS_NVIDIA_PAGEABLE_THREADS when set), each
-    // writing an 8 MiB malloc_host buffer as a staging slot is written.
+    // The mapping read's threads and 8 MiB buffers: as many as our staged copies use by default.
     const size_t slot = 8 * MiB;
     int mapping_threads = static_cast<int>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4, 1, 12));
     if (const char *v = std::getenv("LLAISYS_NVIDIA_PAGEABLE_THREADS"); v && *v)
@@ -338,8 +328,7 @@ int main(int argc, char **argv) {
                           cold ? fmt_ratio(mapping_gbs / floor_gbs) : "-", "-",
                           format("%.0f%%", rel_iqr(mapping) * 100)});
         if (!cold) {
-            // The same read while the copy engine streams from other pinned memory: a hot load
-            // needs both at once, its host copy and the DMAs reading the staging buffers.
+            // A hot load needs both at once: its host copy and the DMAs reading the staging buffers.
             BusyLink busy(backends[0]);
             std::vector<double> busy_sec, busy_link;
             for (int r = 0; r < o.reps; ++r) {

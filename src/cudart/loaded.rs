@@ -4,25 +4,13 @@
 //! value the error layer names, with a note ([`note`], [`failure_text`]) that says which library
 //! and which symbol or version.
 //!
-//! The choice, made at the first call into the runtime:
-//! 1. The driver: `cuDriverGetVersion` of `libcuda.so.1` (opened as cudart opens it; kept
-//!    open). Runtimes of a major the driver does not support are not considered (a CUDA 13
-//!    runtime needs a driver for 13.0 or newer; CUDA 12 runtimes run on any 12.x driver). With
-//!    no driver there is nothing to compare with: the newest runtime found is loaded, and it
-//!    answers `cudaErrorInsufficientDriver` as a linked one would.
-//! 2. The runtime: the newest major the driver supports, through [`crate::libsearch`]; beside
-//!    this library it looks for the runtime made with it (`libllaisys_nvidia_cudart13.so`:
-//!    NVIDIA's static runtime as a shared library, which costs less per call than the shared
-//!    `libcudart.so`). A library found is opened and asked `cudaRuntimeGetVersion`; one that
-//!    lacks it, answers a failure, or is of a major this build has no headers for is passed over
-//!    (and closed).
-//!
-//! Failures, as `cudaError_t` values:
-//! - no driver support for any major of the build, or only runtimes found that need a newer
-//!   driver: `cudaErrorInsufficientDriver`;
-//! - no runtime found: `cudaErrorSharedObjectInitFailed`;
-//! - a function the loaded runtime lacks (or whose declaration in its headers does not match
-//!   the crate's): `cudaErrorSharedObjectSymbolNotFound`.
+//! The choice, made at the first call into the runtime, and its search order: docs/building.md,
+//! "The loaded mode". A library found is opened and asked `cudaRuntimeGetVersion`; one that lacks
+//! it, answers a failure, is of a major this build has no headers for, or needs a newer driver is
+//! passed over (and closed). Failures: `cudaErrorInsufficientDriver` when the driver supports no
+//! major of the build or every runtime found needs a newer one; `cudaErrorSharedObjectInitFailed`
+//! when none is found; `cudaErrorSharedObjectSymbolNotFound` for a function the loaded runtime
+//! lacks.
 
 use crate::libsearch::{self, Handle, Library, Search, Tried};
 use std::ffi::{CStr, CString};
@@ -262,12 +250,7 @@ fn choose(spec: &'static Spec) -> Choice {
             ),
             Driver::Missing(why) => format!("this library loads no CUDA runtime major ({why})"),
         };
-        return Choice {
-            driver,
-            runtime: Err(unavailable(spec.insufficient_driver, &reason)),
-            why: reason,
-            tried,
-        };
+        return Choice::failed(driver, spec.insufficient_driver, reason, tried);
     }
     let search = Search::from_env(LIBRARY_VAR, libraries);
     let named = search.var_value.is_some();
@@ -329,12 +312,7 @@ fn choose(spec: &'static Spec) -> Choice {
             } else {
                 spec.no_runtime
             };
-            Choice {
-                driver,
-                runtime: Err(unavailable(code, &reason)),
-                why: reason,
-                tried,
-            }
+            Choice::failed(driver, code, reason, tried)
         }
     }
 }
@@ -345,10 +323,19 @@ fn majors_text(spec: &Spec, sep: &str) -> String {
     majors.join(sep)
 }
 
-fn unavailable(code: u32, reason: &str) -> Unavailable {
-    Unavailable {
-        code,
-        reason: CString::new(reason.replace('\0', "?")).unwrap_or_default(),
+impl Choice {
+    /// No runtime: every call answers `code`, `reason` says why.
+    fn failed(driver: Driver, code: u32, reason: String, tried: Vec<Tried>) -> Choice {
+        let reason_c = CString::new(reason.replace('\0', "?")).unwrap_or_default();
+        Choice {
+            driver,
+            runtime: Err(Unavailable {
+                code,
+                reason: reason_c,
+            }),
+            why: reason,
+            tried,
+        }
     }
 }
 
@@ -377,17 +364,10 @@ fn open(
     };
     let reject = |why: String| reject_for(why, false);
     // Which symbol to ask: the one of the expected major, else each the build knows.
-    let candidates: Vec<&CStr> = match which {
-        Some(i) => spec
-            .runtime_version_symbols
-            .get(i)
-            .copied()
-            .into_iter()
-            .collect(),
-        None => spec.runtime_version_symbols.to_vec(),
-    };
+    let all = spec.runtime_version_symbols;
+    let candidates = which.map_or(all, |i| all.get(i..=i).unwrap_or_default());
     let Some(f) = candidates
-        .into_iter()
+        .iter()
         .map(|s| handle.symbol(s))
         .find(|f| !f.is_null())
     else {

@@ -61,23 +61,14 @@ fn check_extent(p: *const c_void, bytes: usize, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The buffers of one call, for the checks and the caches.
-struct Buffers<'a> {
-    list: &'a [(*const c_void, usize, &'static str)],
-}
+/// The buffers of one call (pointer, bytes, name), for the checks and the caches.
+struct Buffers<'a>(&'a [(*const c_void, usize, &'static str)]);
 
 impl Buffers<'_> {
-    fn check(&self) -> Result<()> {
-        for &(p, bytes, name) in self.list {
-            check_extent(p, bytes, name)?;
-        }
-        Ok(())
-    }
-
     /// Before the call is queued: cross-device ordering.
     fn before(&self, e: &Entry, s: StreamHandle) -> Result<()> {
         if crate::cache::cross::active() {
-            for &(p, bytes, _) in self.list {
+            for &(p, bytes, _) in self.0 {
                 if bytes > 0 && !p.is_null() {
                     if let Place::Device(d) = locate(p)? {
                         crate::cache::cross::before_use(d, s, Some(e.device))?;
@@ -92,7 +83,7 @@ impl Buffers<'_> {
     /// stream, the legacy stream ordered after it when one of our device blocks is involved.
     fn after(&self, e: &Entry, s: StreamHandle) -> Result<()> {
         let mut ours = false;
-        for &(p, bytes, _) in self.list {
+        for &(p, bytes, _) in self.0 {
             if bytes == 0 || p.is_null() {
                 continue;
             }
@@ -120,8 +111,10 @@ fn enqueue(
 ) -> Result<()> {
     e.check_stream(s)?;
     extra(e)?;
-    let bufs = Buffers { list: buffers };
-    bufs.check()?;
+    for &(p, bytes, name) in buffers {
+        check_extent(p, bytes, name)?;
+    }
+    let bufs = Buffers(buffers);
     let stream: StreamHandle = s.cast();
     let progress = {
         let _use = e.live()?;

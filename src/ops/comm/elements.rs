@@ -46,31 +46,14 @@ pub mod op {
 /// ncclBfloat16 and ncclAvg came with NCCL 2.10.
 const V2_10: c_int = version_code(2, 10, 0);
 
+/// The names and sizes of llaisys's types 1 (BYTE) to 19 (BF16), in `dtype`'s order.
+const NAMES: &str = "BYTE BOOL I8 I16 I32 I64 U8 U16 U32 U64 F8 F16 F32 F64 C16 C32 C64 C128 BF16";
+const SIZES: [usize; 19] = [1, 1, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 16, 2];
+
 /// (name, bytes) of a llaisys type.
 pub(super) fn describe(dt: c_int) -> Option<(&'static str, usize)> {
-    use dtype::*;
-    Some(match dt {
-        BYTE => ("BYTE", 1),
-        BOOL => ("BOOL", 1),
-        I8 => ("I8", 1),
-        I16 => ("I16", 2),
-        I32 => ("I32", 4),
-        I64 => ("I64", 8),
-        U8 => ("U8", 1),
-        U16 => ("U16", 2),
-        U32 => ("U32", 4),
-        U64 => ("U64", 8),
-        F8 => ("F8", 1),
-        F16 => ("F16", 2),
-        F32 => ("F32", 4),
-        F64 => ("F64", 8),
-        C16 => ("C16", 2),
-        C32 => ("C32", 4),
-        C64 => ("C64", 8),
-        C128 => ("C128", 16),
-        BF16 => ("BF16", 2),
-        _ => return None,
-    })
+    let i = usize::try_from(dt).ok()?.checked_sub(1)?;
+    Some((NAMES.split(' ').nth(i)?, *SIZES.get(i)?))
 }
 
 /// NCCL's own type of the same meaning, where it has one.
@@ -111,31 +94,18 @@ pub(super) fn unknown_dtype(dt: c_int) -> Error {
 /// a size; those NCCL lacks (I16, U16, F8, BOOL, complex) move as bytes.
 pub(super) fn moving(dt: c_int) -> Result<Element> {
     let (name, size) = describe(dt).ok_or_else(|| unknown_dtype(dt))?;
-    Ok(match native(dt) {
-        Some(nccl) => Element {
-            nccl,
-            per: 1,
-            size,
-            name,
-        },
-        None => Element {
-            nccl: sys::ncclDataType_t::ncclUint8,
-            per: size,
-            size,
-            name,
-        },
+    let (nccl, per) = native(dt).map_or((sys::ncclDataType_t::ncclUint8, size), |n| (n, 1));
+    Ok(Element {
+        nccl,
+        per,
+        size,
+        name,
     })
 }
 
 pub(super) fn op_name(o: c_int) -> Option<&'static str> {
-    Some(match o {
-        op::SUM => "SUM",
-        op::PROD => "PROD",
-        op::MAX => "MAX",
-        op::MIN => "MIN",
-        op::AVG => "AVG",
-        _ => return None,
-    })
+    let names = ["SUM", "PROD", "MAX", "MIN", "AVG"];
+    names.get(usize::try_from(o).ok()?).copied()
 }
 
 /// For reductions: the types NCCL reduces; BOOL with MAX (or) and MIN (and) as bytes; complex
@@ -205,4 +175,24 @@ pub(super) fn check_features(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_type_and_reduction_has_its_name() {
+        assert_eq!(describe(dtype::BYTE), Some(("BYTE", 1)));
+        assert_eq!(describe(dtype::C128), Some(("C128", 16)));
+        assert_eq!(describe(dtype::BF16), Some(("BF16", 2)));
+        assert_eq!(
+            [describe(dtype::INVALID), describe(20), describe(-1)],
+            [None; 3]
+        );
+        assert_eq!(
+            [op_name(op::AVG), op_name(5), op_name(-1)],
+            [Some("AVG"), None, None]
+        );
+    }
 }

@@ -42,11 +42,6 @@ fn thread_token() -> u64 {
     TOKEN.try_with(|t| *t).unwrap_or(0)
 }
 
-/// How many groups the calling thread has open.
-fn group_depth() -> u32 {
-    GROUP.try_with(|g| g.borrow().depth).unwrap_or(0)
-}
-
 /// Before a call queues work of `entry` (under its `one_call` lock and `busy`'s read lock):
 /// refused while an open group of another thread holds work of it (NCCL would add this call's
 /// work to that group); in an open group of this thread, notes that `entry` queued work in it.
@@ -137,7 +132,7 @@ pub fn group_end() -> Result<()> {
 
 /// Refuses `what` (joining) inside an open group of this thread.
 pub(super) fn refuse_in_group(what: &str) -> Result<()> {
-    if group_depth() > 0 {
+    if GROUP.try_with(|g| g.borrow().depth).unwrap_or(0) > 0 {
         return Err(Error::invalid(format!(
             "{what} inside an open group (llaisysNvidiaGroupStart without GroupEnd on this \
              thread): end the group first; llaisysNvidiaCommInitAll makes several communicators \
