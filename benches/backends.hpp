@@ -1,10 +1,6 @@
-// backends.hpp: the four things table_bench measures, behind one compile-time interface.
-//   TableBackend: a llaisys runtime table loaded from a shared library with dlopen and fetched by
-//                 its getter's symbol name (ours: llaisysNvidiaGetRuntimeAPI; the reference:
-//                 seedGetRuntimeAPI). The bench sees only the table.
-//   RawBackend:   the CUDA runtime calls the reference makes, called directly by this program (the
-//                 cudart linked into table_bench), inlined into the timed loops: the floor.
-// Workloads are templates over the backend type, so the raw path has no indirection at all.
+// backends.hpp: table_bench's backends behind one compile-time interface. TableBackend: a llaisys
+// runtime table loaded with dlopen by its getter's symbol. RawBackend: the reference's cudart calls
+// made directly and inlined into the timed loops (the floor; templates, so no indirection at all).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,12 +54,10 @@ inline TableBackend load_table(const std::string &label, const std::string &path
     } while (0)
 
 struct RawBackend {
-    // The floor of a device cache built on a stream-ordered memory pool (ours is): a pool of its
-    // own, release threshold at the maximum so freed memory stays in it, used on the legacy
-    // stream. Made by make_pool once a device is known to exist.
+    // The floor of a device cache on a stream-ordered pool (ours is): release threshold at the
+    // maximum so freed memory stays, used on the legacy stream. Made by make_pool.
     cudaMemPool_t pool = nullptr;
-    // --raw-pool: every device buffer of the raw column comes from that pool too (as ours do),
-    // so that raw against the reference shows what pool memory itself costs a copy.
+    // --raw-pool: raw's device buffers come from that pool too, to show what pool memory costs a copy.
     bool pool_buffers = false;
 
     void make_pool(int device) {

@@ -1,14 +1,8 @@
-// baseline_runtime.cpp: the baseline every benchmark's "reference" column measures. A llaisys
-// runtime table (csrc/llaisys_runtime.h) written the way llaisys's own assignment describes the
-// NVIDIA runtime: each function is the one cudart call it names, with no caches, no checks and no
-// error handling (return codes are ignored; a failed allocation answers NULL). It is ours, in the
-// repository, so that the benchmarks and their tests need nothing beside the checkout.
-//
-// The getter is exported as seedGetRuntimeAPI, the name the benchmarks look the reference up by,
-// so any other baseline exporting that name can take its place (LLAISYS_BENCH_BASELINE,
-// scripts/gpu-bench.sh). Built by scripts/gpu-bench.sh with
-//   nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -Xlinker --exclude-libs,ALL -I<csrc>
-// (nvcc's static cudart, kept private), and by the host tests as C++ against a stand-in cudart.
+// baseline_runtime.cpp: the "reference" column of every benchmark: a llaisys runtime table in which
+// each function is the one cudart call it names, with no caches, checks or error handling, as
+// llaisys's assignment describes it. Exported as seedGetRuntimeAPI, so any baseline exporting that
+// name can replace it (LLAISYS_BENCH_BASELINE); built by scripts/gpu-bench.sh with nvcc's static
+// cudart (-Xlinker --exclude-libs,ALL), and by the host tests against a stand-in cudart.
 #include <cuda_runtime_api.h>
 
 #include "llaisys_runtime.h"

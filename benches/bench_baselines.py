@@ -5,11 +5,7 @@ measured another (table_bench --getters), each row's medians and their ratio, an
 row is within the tolerance (our baseline should be within 3% of seed_runtime.cu, the earlier
 reference, so that figures measured against either stay comparable).
 
-    python3 benches/bench_baselines.py --samples bench-samples.csv [--tolerance 0.03]
-        [--first LABEL] [--second LABEL]
-
-Prints a Markdown table and a summary line. Exit 0 when every row is within the tolerance, 1 when
-some row is not, 2 when the CSV has no row with both columns. Standard library only."""
+Exit 0 every row within the tolerance, 1 some row not, 2 no row with both columns."""
 
 import argparse
 import sys
@@ -21,8 +17,7 @@ FIRST, SECOND = "ours static", "reference"
 
 
 def compare(rows, tolerance):
-    """[(workload, first cell, second cell, first time / second time, within)] in the CSV's order,
-    for the rows that have samples of both columns."""
+    """[(workload, first cell, second cell, first time / second time, within)] of rows in both columns."""
     out = []
     for (name, backend), (unit, nbytes, samples) in rows.items():
         if backend != FIRST or (name, SECOND) not in rows:

@@ -1,6 +1,4 @@
-"""What the benchmarks' Python tools share: table_bench's number formats (benches/bench_util.hpp),
-so that a torch cell reads like the table's own, the median, table_bench's --only, and torch's
-import. Standard library only."""
+"""What the benchmarks' Python tools share: table_bench's number formats, median, --only, torch import."""
 
 import importlib
 import math
@@ -55,14 +53,12 @@ def median(v):
 
 
 def only_matches(only, name):
-    """--only as table_bench reads it: rows whose name contains TEXT, or one of its '|'-separated
-    parts."""
+    """--only as table_bench reads it: name contains TEXT or one of its '|'-separated parts."""
     return not only or any(p in name for p in only.split("|") if p)
 
 
 def import_torch(program, *also):
-    """torch (after it the modules `also` names), or None, said on stderr, when one of them or a
-    CUDA device is unavailable: the tools then exit with 3."""
+    """torch (and imports `also`), or None, said on stderr, when one of them or CUDA is unavailable."""
     try:
         import torch
         for name in also:

@@ -1,17 +1,8 @@
 #!/usr/bin/env python3
-"""bench_merge: puts the torch column (benches/torch_bench.py) into table_bench's Markdown table.
-
+"""bench_merge: adds torch_bench's "torch" and "static vs torch" (torch time / ours static) columns
+to table_bench's Markdown table, and a paragraph below it (or one line saying why there is none).
     python3 bench_merge.py --table bench.md --samples bench-samples.csv --torch torch.csv [-o OUT]
-
-Adds two columns to the table in bench.md: "torch" (after "raw": the median of torch's samples,
-formatted as table_bench formats its cells) and "static vs torch" (after "static vs ref": torch
-time / ours static time, so > 1 means ours is better, for latency and bandwidth alike; ours static
-is the median of table_bench's own samples). Rows torch does not measure get "-". Below the table
-it adds one paragraph: what the column is, torch's version and device, rows of torch's CSV that
-match no table row, rows skipped for time, and any failed torch data check (**DATA CHECK FAILED**).
-Everything else in bench.md is kept as it is. Without a torch CSV (torch not installed, or
---torch-rc says it failed) the table is left alone and the paragraph says why.
-Standard library only. Exit: 0 merged (or the reason noted); 2 bad input.
+Exit: 0 merged (or the reason noted); 2 bad input.
 """
 
 import argparse

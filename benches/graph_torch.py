@@ -1,8 +1,4 @@
-"""The decode-step rows of graph_bench.cu under torch (the user's alternative): the same step
-(three temporaries from torch's caching allocator, a 64 B H2D copy from pinned memory, K tiny
-kernels, two copy kernels, a 64 B D2H copy, the temporaries released, a synchronize), eager and
-replayed as a torch.cuda.CUDAGraph. Every step's result is checked. Prints Markdown rows; exits
-3 when torch or its CUDA device is unavailable.
+"""graph_bench.cu's decode step under torch, eager and as a replayed CUDAGraph; every step checked.
     python3 benches/graph_torch.py [--steps N] [--reps R] [--only K]
 """
 import argparse

@@ -1,13 +1,6 @@
-"""torch.distributed's all-reduce and all-gather (NCCL backend), one process per GPU, 8 B .. 1 GiB,
-with bus bandwidth as NVIDIA's nccl-tests compute it: the user's alternative to our communicator,
-at the sizes of benches/nccl_bench.cpp.
-
+"""torch.distributed all-reduce and all-gather (NCCL), one process per GPU, at nccl_bench.cpp's sizes,
+busbw as nccl-tests; NVLink multicast off. Median of 5 rounds of wall clock per call.
     python3 benches/nccl_torch.py [--max-bytes N] [--budget-s S]
-
-Prints a Markdown table (rank 0) to stdout. NVLink multicast stays off (NCCL_NVLS_ENABLE=0,
-TORCH_SYMM_MEM_DISABLE_MULTICAST=1 unless already set). Time per call: wall clock over a loop
-ended by torch.cuda.synchronize(), median of 5 rounds; the iteration count depends only on the
-size, so every rank runs the same calls.
 """
 
 import argparse

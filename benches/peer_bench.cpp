@@ -3,15 +3,9 @@
 //
 //   peer_bench <our libllaisys_nvidia.so> <reference libbaseline_runtime.so>
 //
-// Part 1, device 0 <-> device 1, peer access enabled both ways, for each size and direction:
-//   raw   cudaMemcpyPeer (nvcc's static cudart linked into this program)
-//   ours  llaisysNvidiaMemcpyPeer (status API, returns complete)
-//   ours  table memcpy_sync D2D across devices (unified addressing, returns complete)
-//   ref   the reference backend's memcpy_sync D2D across devices
-// Every timed repetition is the call followed by cudaDeviceSynchronize on both devices (raw
-// cudart; the primary contexts are shared), so all columns measure completed copies.
-// Part 2, device 1 current, 256 MiB copies on a stream made while device 0 was current (what
-// llaisys's Runtime(1) gets) against a stream made on device 1: ours and raw.
+// Part 1: raw cudaMemcpyPeer, ours llaisysNvidiaMemcpyPeer, ours and the reference's memcpy_sync D2D,
+// each repetition followed by cudaDeviceSynchronize on both devices (completed copies). Part 2: 256 MiB
+// copies on a stream made while device 0 was current (llaisys's Runtime(1)) vs one made on device 1.
 // Output: Markdown tables on stdout; a data check after every column.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -93,8 +87,7 @@ int main(int argc, char **argv) {
     std::printf("|---|---|---|---|---|---|---|---|\n");
     const size_t sizes[] = {64 << 10, 1 << 20, 16 << 20, 256 << 20, size_t(1) << 30};
     const size_t max = sizes[sizeof sizes / sizeof *sizes - 1];
-    // raw and reference columns copy cudaMalloc memory; ours copies memory of our malloc_device
-    // (its memory pools), as a llaisys core would.
+    // raw and reference copy cudaMalloc memory; ours its malloc_device's pools, as a llaisys core would.
     void *buf[2], *obuf[2];
     for (int d = 0; d < 2; ++d) {
         CK(cudaSetDevice(d));
@@ -151,6 +144,8 @@ int main(int argc, char **argv) {
     CK(cudaSetDevice(1));
     cudaStream_t raw_native;
     CK(cudaStreamCreate(&raw_native));
+    llaisysStream_t os[2] = {early, native};
+    cudaStream_t rs[2] = {raw_early, raw_native};
     void *a = ours->malloc_device(n), *b = ours->malloc_device(n);
     void *h = ours->malloc_host(n);
     std::memcpy(h, pat.data(), n);
@@ -162,8 +157,6 @@ int main(int argc, char **argv) {
                   {"D2H pinned", h, b, LLAISYS_MEMCPY_D2H}};
     for (const Row &r : rows) {
         double t[4];
-        llaisysStream_t os[2] = {early, native};
-        cudaStream_t rs[2] = {raw_early, raw_native};
         for (int k = 0; k < 2; ++k) {
             t[k] = time_it(10, [&] { ours->memcpy_async(r.d, r.s, n, (llaisysMemcpyKind_t)r.kind, os[k]); ours->stream_synchronize(os[k]); });
             t[2 + k] = time_it(10, [&] { CK(cudaMemcpyAsync(r.d, r.s, n, (cudaMemcpyKind)r.kind, rs[k])); CK(cudaStreamSynchronize(rs[k])); });
@@ -174,8 +167,7 @@ int main(int argc, char **argv) {
     }
     check(b, pat, n, "pattern through H2D, D2D");
 
-    // Part 3: ways of making a complete peer copy, raw cudart, microseconds (what
-    // llaisysNvidiaMemcpyPeer should be built on).
+    // Part 3: ways of making a complete peer copy (what llaisysNvidiaMemcpyPeer should be built on).
     std::printf("\n## A complete peer copy 0->1, raw cudart, us (median; + sync of both devices)\n\n");
     std::printf("| size | cudaMemcpyPeer | PeerAsync legacy(src) + sync | PeerAsync legacy(dst) + sync | cudaMemcpy D2D (dst current) + sync | ours MemcpyPeer |\n");
     std::printf("|---|---|---|---|---|---|\n");
@@ -208,22 +200,21 @@ int main(int argc, char **argv) {
                     v[1] * 1e6, v[2] * 1e6, v[3] * 1e6, v[4] * 1e6);
     }
 
-    // Part 4: the cost of the cross-device bookkeeping: with two devices in use, memcpy_async
-    // asks for the attributes of device pointers. Enqueue only, 64 B, 2000 calls.
+    // Part 4: cross-device bookkeeping: with two devices in use, memcpy_async asks pointer attributes.
     std::printf("\n## memcpy_async 64 B, two devices in use: ns per call (2000 queued, then waited for)\n\n");
     std::printf("| copy | ours, stream of device 1 | ours, stream of device 0 (llaisys) | raw, stream of device 1 | raw, stream of device 0 |\n|---|---|---|---|---|\n");
     Row small[] = {{"H2D pinned", a, h, LLAISYS_MEMCPY_H2D}, {"D2D", b, a, LLAISYS_MEMCPY_D2D}};
     for (const Row &r : small) {
         double t[4];
-        llaisysStream_t os[2] = {native, early};
-        cudaStream_t rs[2] = {raw_native, raw_early};
         for (int k = 0; k < 4; ++k) {
+            llaisysStream_t o = os[1 - k % 2];  // device 1's stream first
+            cudaStream_t rw = rs[1 - k % 2];
             t[k] = time_it(9, [&] {
                 for (int i = 0; i < 2000; ++i) {
-                    if (k < 2) ours->memcpy_async(r.d, r.s, 64, (llaisysMemcpyKind_t)r.kind, os[k]);
-                    else CK(cudaMemcpyAsync(r.d, r.s, 64, (cudaMemcpyKind)r.kind, rs[k - 2]));
+                    if (k < 2) ours->memcpy_async(r.d, r.s, 64, (llaisysMemcpyKind_t)r.kind, o);
+                    else CK(cudaMemcpyAsync(r.d, r.s, 64, (cudaMemcpyKind)r.kind, rw));
                 }
-                if (k < 2) ours->stream_synchronize(os[k]); else CK(cudaStreamSynchronize(rs[k - 2]));
+                if (k < 2) ours->stream_synchronize(o); else CK(cudaStreamSynchronize(rw));
             });
         }
         std::printf("| %s | %.0f | %.0f | %.0f | %.0f |\n", r.name, t[0] / 2000 * 1e9, t[1] / 2000 * 1e9,

@@ -1,22 +1,8 @@
 #!/usr/bin/env python3
-"""torch_bench: the torch column of the table benchmark (docs/benchmark.md).
-
-Measures with torch (2.11 on the GPU machine) the operations table_bench measures, at the same
-sizes and under the same row names, so that benches/bench_merge.py can put a torch column beside
-ours: torch's caching allocator (torch.empty on the device, torch.empty(pin_memory=True) on the
-host, and del), Tensor.copy_ from pageable and pinned CPU tensors to the device and back
-(non_blocking=False: "memcpy_sync"; non_blocking=True + stream synchronize: "memcpy_async"), and
-D2D copy_. Same method as table_bench: per row a warm-up, then n grows until one repetition lasts
-2 ms, then medians of repetitions of host time per operation (time.perf_counter). The loops are
-Python loops: torch as a Python caller sees it.
-
-Every copy is checked once per row before it is timed (destination poisoned, then compared byte
-for byte with its source). A mismatch prints DATA CHECK FAILED and the exit code is 1.
-
-Run by scripts/gpu-bench.sh right after table_bench, in the same run on the GPU machine:
+"""torch_bench: the torch column of table_bench (docs/benchmark.md): the same rows at the same sizes
+through torch's caching allocator and Tensor.copy_ (non_blocking=False: memcpy_sync; True + stream
+synchronize: memcpy_async), Python loops, medians of host time; every copy checked once per row.
     python3 torch_bench.py --csv torch.csv [--quick] [--only TEXT] [--budget-s S]
-Output: progress on stderr; the CSV (table_bench's sample format, backend "torch", plus '#'
-comment lines: info, skipped rows, failures) written as rows are measured.
 Exit: 0 measured; 1 a data check failed; 2 bad usage; 3 torch or its CUDA device unavailable.
 """
 

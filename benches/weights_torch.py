@@ -1,10 +1,5 @@
-"""torch's own loader on the file benches/weights_load.cpp made (the user's alternative to loading
-through the table): `safetensors.torch.load_file(path, device="cuda")`, with the file's pages in
-the page cache (hot) and dropped from it (cold, POSIX_FADV_DONTNEED), timed from the call to
-torch.cuda.synchronize(). Every load is checked against the file read on the host. With
---ours-csv (weights_load's --csv), each row says how much faster ours was in the same state.
-Prints Markdown rows; --csv writes every load; exits 3 when torch, safetensors or a CUDA device is
-unavailable, 1 when a data check failed.
+"""safetensors.torch.load_file(device="cuda") on weights_load.cpp's file, hot and cold page cache,
+timed to torch.cuda.synchronize(), every load checked. Exit 3 no torch/safetensors/CUDA, 1 bad data.
     python3 benches/weights_torch.py --file F [--modes hot,cold] [--reps N] [--csv OUT] [--ours-csv CSV]
 """
 import argparse
