@@ -1,20 +1,10 @@
 //! Finding a shared library at run time and opening it, with a record of every place looked at
 //! and why each was not used. One search for every library this crate loads itself (the CUDA
-//! runtime of the `loaded` mode, NCCL).
-//!
-//! Order, for a list of libraries in order of preference (`libcudart.so.13`, then `.so.12`):
-//! 1. The variable ([`Search::var`]), a file or a folder holding one of the libraries. When it is
-//!    set nothing else is searched: mixing roots silently is how wrong libraries get loaded.
-//! 2. Else, for each library in turn, each place in turn:
-//!    - a file of its own beside the object holding this code ([`Library::beside`]: the
-//!      `loaded` mode's runtimes made with this library), if it has one;
-//!    - the dynamic loader's own search for its file name (`LD_LIBRARY_PATH`, the RUNPATH of the
-//!      object asking, `ld.so.cache`, the default folders);
-//!    - the folder recorded at build time, if any;
-//!    - the PyPI wheels of the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`):
-//!      `<site-packages>/<wheel folder>/<file name>`. The Python is asked once, only when a search
-//!      gets that far, within [`Search::python_limit`] for its whole run, output included
-//!      ([`python`]).
+//! runtime of the `loaded` mode, NCCL); the order is [`search`]'s, as docs/building.md ("The
+//! loaded mode") tells it. When the variable ([`Search::var`]) is set nothing else is searched:
+//! mixing roots silently is how wrong libraries get loaded. The Python whose wheels are searched
+//! is asked once, only when a search gets that far, within [`Search::python_limit`] for its whole
+//! run, output included ([`python`]).
 //!
 //! What "opening" means is the caller's: a closure that loads the file and checks it, or says
 //! why it does not serve. This module only finds and records; [`Handle`] is the `dlopen` the
@@ -24,7 +14,7 @@ pub mod python;
 
 use std::ffi::{CStr, CString};
 use std::os::raw::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The variable naming the Python whose site-packages may hold the wheels.
@@ -130,66 +120,159 @@ const LOADER_PATH: &str = "the dynamic loader's path (LD_LIBRARY_PATH, RUNPATH, 
 /// Runs the search. `open(file, which)` gets a path, or a bare file name for the dynamic
 /// loader's own search, and returns what it made of the library or why it does not serve.
 /// Returns the first library that served (if any) and every place looked at, in order.
+///
+/// The order: the variable's file, or each library in its folder; else, for each library in
+/// turn, its own file beside this code ([`Library::beside`]), the dynamic loader's search for its
+/// file name, the folder recorded at build time, then `<site-packages>/<wheel folder>/<file>` of
+/// the active Python (`LLAISYS_NVIDIA_PYTHON`, else `python3` on `PATH`).
 pub fn search<T>(s: &Search, open: &mut Open<'_, T>) -> (Option<Found<T>>, Vec<Tried>) {
-    let mut tried = Vec::new();
-    if let Some(given) = &s.var_value {
-        let found = from_variable(s, given, open, &mut tried);
-        if found.is_none() {
-            if let Some(last) = tried.last_mut() {
-                let note = format!(" (when {} is set nothing else is searched)", s.var);
-                last.outcome.push_str(&note);
-            }
-        }
-        return (found, tried);
-    }
-    tried.push(Tried::new(s.var, "not set"));
-    let mut python = None;
-    for (i, lib) in s.libraries.iter().enumerate() {
-        let which = Some(i);
-        if let Some(name) = &lib.beside {
-            if let Some(f) = beside_this(name, which, open, &mut tried) {
-                return (Some(f), tried);
-            }
-        }
-        let place = format!("{} on the dynamic loader's path", lib.file_name);
-        if let Some(f) = attempt(&mut tried, open, place, &lib.file_name, which, LOADER_PATH) {
-            return (Some(f), tried);
-        }
-        if let Some(dir) = &lib.build_dir {
-            let file = dir.join(&lib.file_name);
-            let place = format!("{} (the folder recorded at build time)", file.display());
-            let via = "the folder recorded at build time";
-            if let Some(f) = attempt_file(&mut tried, open, place, &file, which, via) {
-                return (Some(f), tried);
-            }
-        }
-        if !lib.wheel_dirs.is_empty() {
-            let sites =
-                python.get_or_insert_with(|| python::site_packages(&s.python, s.python_limit));
-            if let Some(f) = from_wheels(lib, which, &s.python, sites, open, &mut tried) {
-                return (Some(f), tried);
-            }
-        }
-    }
-    (None, tried)
+    let tried = Vec::new();
+    let mut at = Attempts { tried, open };
+    let found = match &s.var_value {
+        Some(given) => at.the_variable(s, given),
+        None => at.each_library(s),
+    };
+    (found, at.tried)
 }
 
-/// `name` in the folder of the object holding this code.
-fn beside_this<T>(
-    name: &str,
-    which: Which,
-    open: &mut Open<'_, T>,
-    tried: &mut Vec<Tried>,
-) -> Option<Found<T>> {
-    let via = "the folder of this library (the runtime built with it)";
-    let Some(dir) = this_object().and_then(|f| f.parent().map(std::path::Path::to_path_buf)) else {
-        let place = format!("{name} beside this library");
-        tried.push(Tried::new(place, "the folder of this library is unknown"));
-        return None;
-    };
-    let file = dir.join(name);
-    let place = format!("{} (beside this library)", file.display());
-    attempt_file(tried, open, place, &file, which, via)
+/// The places looked at so far, and the caller's `open`.
+struct Attempts<'a, 'b, T> {
+    tried: Vec<Tried>,
+    open: &'a mut Open<'b, T>,
+}
+
+impl<T> Attempts<'_, '_, T> {
+    /// The variable's file, or each library in its folder; nothing else.
+    fn the_variable(&mut self, s: &Search, given: &Path) -> Option<Found<T>> {
+        let found = if given.is_dir() {
+            let via = format!("the folder {} names", s.var);
+            s.libraries.iter().enumerate().find_map(|(i, lib)| {
+                let (dir, name, var) = (given.display(), &lib.file_name, s.var);
+                let place = format!("{dir}/{name} ({var} names the folder)");
+                self.file(place, &given.join(name), Some(i), &via)
+            })
+        } else {
+            let place = format!("{}={}", s.var, given.display());
+            let via = format!("the file {} names", s.var);
+            self.open(place, &given.display().to_string(), None, &via)
+        };
+        if let (None, Some(last)) = (&found, self.tried.last_mut()) {
+            let note = format!(" (when {} is set nothing else is searched)", s.var);
+            last.outcome.push_str(&note);
+        }
+        found
+    }
+
+    /// Each library in turn, at each place of [`search`]'s order.
+    fn each_library(&mut self, s: &Search) -> Option<Found<T>> {
+        self.tried.push(Tried::new(s.var, "not set"));
+        let mut python = None;
+        for (i, lib) in s.libraries.iter().enumerate() {
+            let which = Some(i);
+            if let Some(f) = lib.beside.as_ref().and_then(|n| self.beside_this(n, which)) {
+                return Some(f);
+            }
+            let place = format!("{} on the dynamic loader's path", lib.file_name);
+            if let Some(f) = self.open(place, &lib.file_name, which, LOADER_PATH) {
+                return Some(f);
+            }
+            if let Some(dir) = &lib.build_dir {
+                let file = dir.join(&lib.file_name);
+                let place = format!("{} (the folder recorded at build time)", file.display());
+                let via = "the folder recorded at build time";
+                if let Some(f) = self.file(place, &file, which, via) {
+                    return Some(f);
+                }
+            }
+            if !lib.wheel_dirs.is_empty() {
+                let sites =
+                    python.get_or_insert_with(|| python::site_packages(&s.python, s.python_limit));
+                if let Some(f) = self.in_wheels(lib, which, &s.python, sites) {
+                    return Some(f);
+                }
+            }
+        }
+        None
+    }
+
+    /// `name` in the folder of the object holding this code.
+    fn beside_this(&mut self, name: &str, which: Which) -> Option<Found<T>> {
+        let via = "the folder of this library (the runtime built with it)";
+        let Some(dir) = this_object().and_then(|f| f.parent().map(Path::to_path_buf)) else {
+            let place = format!("{name} beside this library");
+            self.tried
+                .push(Tried::new(place, "the folder of this library is unknown"));
+            return None;
+        };
+        let file = dir.join(name);
+        let place = format!("{} (beside this library)", file.display());
+        self.file(place, &file, which, via)
+    }
+
+    /// `lib` in the wheel folders of each site folder the Python `py` named.
+    fn in_wheels(
+        &mut self,
+        lib: &Library,
+        which: Which,
+        py: &str,
+        sites: &Result<Vec<PathBuf>, String>,
+    ) -> Option<Found<T>> {
+        let sites = match sites {
+            Ok(found) => found,
+            Err(why) => {
+                let place = format!("the PyPI wheels holding {}", lib.file_name);
+                self.tried.push(Tried::new(place, why.clone()));
+                return None;
+            }
+        };
+        let via = format!("the PyPI wheels of {py}");
+        let name = &lib.file_name;
+        let files: Vec<PathBuf> = sites
+            .iter()
+            .flat_map(|site| lib.wheel_dirs.iter().map(move |d| site.join(d).join(name)))
+            .filter(|f| f.exists())
+            .collect();
+        if files.is_empty() {
+            let subs: Vec<String> = lib
+                .wheel_dirs
+                .iter()
+                .map(|d| format!("{d}/{name}"))
+                .collect();
+            let shown: Vec<String> = sites.iter().map(|s| s.display().to_string()).collect();
+            let within = if shown.is_empty() {
+                "(no site-packages reported)".to_string()
+            } else {
+                shown.join(", ")
+            };
+            let outcome = format!("no {} in {within}", subs.join(" or "));
+            self.tried.push(Tried::new(via, outcome));
+            return None;
+        }
+        files.iter().find_map(|file| {
+            let place = format!("{} (a PyPI wheel of {py})", file.display());
+            self.open(place, &file.display().to_string(), which, &via)
+        })
+    }
+
+    /// `file` if it exists (else "no such file" is recorded).
+    fn file(&mut self, place: String, file: &Path, which: Which, via: &str) -> Option<Found<T>> {
+        if !file.exists() {
+            self.tried.push(Tried::new(place, "no such file"));
+            return None;
+        }
+        self.open(place, &file.display().to_string(), which, via)
+    }
+
+    /// Opens `file` as library `which`, recording `place` and what came of it.
+    fn open(&mut self, place: String, file: &str, which: Which, via: &str) -> Option<Found<T>> {
+        let (outcome, value) = match (self.open)(file, which) {
+            Ok(value) => ("loaded".to_string(), Some(value)),
+            Err(why) => (why, None),
+        };
+        self.tried.push(Tried::new(place, outcome));
+        let via = via.to_string();
+        value.map(|value| Found { value, via })
+    }
 }
 
 /// The file of the object holding this code (the library, or the program it is linked into), as
@@ -218,118 +301,6 @@ fn mapping_file(maps: &str, addr: usize) -> Option<PathBuf> {
         let path = fields.nth(4)?.trim_start();
         path.starts_with('/').then(|| PathBuf::from(path))
     })
-}
-
-/// The variable's file, or each library in its folder.
-fn from_variable<T>(
-    s: &Search,
-    given: &std::path::Path,
-    open: &mut Open<'_, T>,
-    tried: &mut Vec<Tried>,
-) -> Option<Found<T>> {
-    if !given.is_dir() {
-        let place = format!("{}={}", s.var, given.display());
-        let via = format!("the file {} names", s.var);
-        let file = given.display().to_string();
-        return attempt(tried, open, place, &file, None, &via);
-    }
-    let via = format!("the folder {} names", s.var);
-    s.libraries.iter().enumerate().find_map(|(i, lib)| {
-        let (dir, name, var) = (given.display(), &lib.file_name, s.var);
-        let place = format!("{dir}/{name} ({var} names the folder)");
-        attempt_file(tried, open, place, &given.join(name), Some(i), &via)
-    })
-}
-
-/// `lib` in the wheel folders of each site folder the Python `py` named.
-fn from_wheels<T>(
-    lib: &Library,
-    which: Which,
-    py: &str,
-    sites: &Result<Vec<PathBuf>, String>,
-    open: &mut Open<'_, T>,
-    tried: &mut Vec<Tried>,
-) -> Option<Found<T>> {
-    let sites = match sites {
-        Ok(found) => found,
-        Err(why) => {
-            let place = format!("the PyPI wheels holding {}", lib.file_name);
-            tried.push(Tried::new(place, why.clone()));
-            return None;
-        }
-    };
-    let via = format!("the PyPI wheels of {py}");
-    let files: Vec<PathBuf> = sites
-        .iter()
-        .flat_map(|site| {
-            lib.wheel_dirs
-                .iter()
-                .map(move |d| site.join(d).join(&lib.file_name))
-        })
-        .filter(|f| f.exists())
-        .collect();
-    if files.is_empty() {
-        let subs: Vec<String> = lib
-            .wheel_dirs
-            .iter()
-            .map(|d| format!("{d}/{}", lib.file_name))
-            .collect();
-        let shown: Vec<String> = sites.iter().map(|s| s.display().to_string()).collect();
-        let within = if shown.is_empty() {
-            "(no site-packages reported)".to_string()
-        } else {
-            shown.join(", ")
-        };
-        tried.push(Tried::new(
-            via.clone(),
-            format!("no {} in {within}", subs.join(" or ")),
-        ));
-        return None;
-    }
-    files.iter().find_map(|file| {
-        let place = format!("{} (a PyPI wheel of {py})", file.display());
-        attempt(tried, open, place, &file.display().to_string(), which, &via)
-    })
-}
-
-/// `file` if it exists (else "no such file" is recorded).
-fn attempt_file<T>(
-    tried: &mut Vec<Tried>,
-    open: &mut Open<'_, T>,
-    place: String,
-    file: &std::path::Path,
-    which: Which,
-    via: &str,
-) -> Option<Found<T>> {
-    if !file.exists() {
-        tried.push(Tried::new(place, "no such file"));
-        return None;
-    }
-    attempt(tried, open, place, &file.display().to_string(), which, via)
-}
-
-/// Opens `file` as library `which`, recording `place` and what came of it.
-fn attempt<T>(
-    tried: &mut Vec<Tried>,
-    open: &mut Open<'_, T>,
-    place: String,
-    file: &str,
-    which: Which,
-    via: &str,
-) -> Option<Found<T>> {
-    match open(file, which) {
-        Ok(value) => {
-            tried.push(Tried::new(place, "loaded"));
-            Some(Found {
-                value,
-                via: via.to_string(),
-            })
-        }
-        Err(why) => {
-            tried.push(Tried::new(place, why));
-            None
-        }
-    }
 }
 
 /// A library opened with `dlopen`. Never closed by this type: a library may keep threads or
@@ -436,7 +407,6 @@ fn write_test_script(path: &std::path::Path, body: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn this_object_is_the_file_the_kernel_maps_this_code_from() {
@@ -485,19 +455,15 @@ mod tests {
     }
 
     fn two_libraries(build_dir: &Path) -> Vec<Library> {
+        let lib = |m: u32, wheel: &str| Library {
+            file_name: format!("libx.so.{m}"),
+            build_dir: Some(build_dir.join(format!("b{m}"))),
+            wheel_dirs: vec![wheel.into()],
+            beside: None,
+        };
         vec![
-            Library {
-                file_name: "libx.so.13".into(),
-                build_dir: Some(build_dir.join("b13")),
-                wheel_dirs: vec!["nvidia/cu13/lib".into()],
-                beside: None,
-            },
-            Library {
-                file_name: "libx.so.12".into(),
-                build_dir: Some(build_dir.join("b12")),
-                wheel_dirs: vec!["nvidia/cuda_runtime/lib".into()],
-                beside: None,
-            },
+            lib(13, "nvidia/cu13/lib"),
+            lib(12, "nvidia/cuda_runtime/lib"),
         ]
     }
 

@@ -110,19 +110,12 @@ fn ended(status: ExitStatus) -> Result<(), String> {
     })
 }
 
+/// The name of a signal a crash is likely to come from, else "a signal".
 fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGILL => "SIGILL",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGPIPE => "SIGPIPE",
-        _ => "a signal",
+    macro_rules! names {
+        ($($name:ident)*) => { match signal { $(libc::$name => stringify!($name),)* _ => "a signal" } };
     }
+    names!(SIGSEGV SIGABRT SIGBUS SIGILL SIGFPE SIGKILL SIGTERM SIGINT SIGPIPE)
 }
 
 /// The child's output pipe, read without blocking.
@@ -195,21 +188,19 @@ mod tests {
         path
     }
 
+    fn pid(pid_file: &Path) -> libc::pid_t {
+        let text = std::fs::read_to_string(pid_file).unwrap();
+        text.trim().parse().unwrap()
+    }
+
     fn alive(pid_file: &Path) -> bool {
-        let pid: libc::pid_t = std::fs::read_to_string(pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         // SAFETY: signal 0 only asks whether the process exists.
-        unsafe { libc::kill(pid, 0) == 0 }
+        unsafe { libc::kill(pid(pid_file), 0) == 0 }
     }
 
     fn kill_from(pid_file: &Path) {
-        if let Ok(pid) = std::fs::read_to_string(pid_file).unwrap().trim().parse() {
-            // SAFETY: the background process this test's script started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+        // SAFETY: the background process this test's script started.
+        unsafe { libc::kill(pid(pid_file), libc::SIGKILL) };
     }
 
     #[test]
