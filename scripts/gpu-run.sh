@@ -50,6 +50,17 @@ for mode in static dynamic; do
     step "$mode: graph client $c, caches off" \
       env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 "$work/graph-$mode" $c
   done
+  # Captures the host begins itself while other threads copy and allocate (none may be
+  # invalidated), in each mode, with the caches on and off; then every table call on four
+  # threads while a fifth captures, 30 s.
+  step "$mode: capture race client builds" nvcc -std=c++17 -O2 -arch=native --cudart shared -I"$here/csrc" \
+    "$here/clients/capture_race.cu" -o "$work/race-$mode" "$d/libllaisys_nvidia.a" $(link_static $mode)
+  for m in thread_local relaxed global; do
+    step "$mode: capture race, $m captures" "$work/race-$mode" copies $m
+    step "$mode: capture race, $m captures, caches off" \
+      env LLAISYS_NVIDIA_DEVICE_CACHE=0 LLAISYS_NVIDIA_HOST_CACHE=0 "$work/race-$mode" copies $m
+  done
+  step "$mode: capture race, every table call on four threads for 30 s" "$work/race-$mode" stress 30
   # dlopen -> staged copies (the copy threads start) -> dlclose -> dlopen again, repeated.
   step "$mode: dlclose cycles client builds" cc -std=c99 -O2 "$here/clients/dlclose_cycles.c" -ldl -o "$work/dlclose-$mode"
   step "$mode: dlclose cycles after staged copies" env LD_LIBRARY_PATH="$d" "$work/dlclose-$mode" "$d/libllaisys_nvidia.so"

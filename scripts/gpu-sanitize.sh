@@ -31,6 +31,10 @@ nvcc -std=c++17 -O1 -lineinfo --cudart shared -I"$here/csrc" "$here/clients/llai
   "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 nvcc -std=c++17 -O1 -lineinfo -arch=native --cudart shared -I"$here/csrc" "$here/clients/graph_client.cu" \
   -o "$work/graph" "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+nvcc -std=c++17 -O1 -lineinfo -arch=native --cudart shared -I"$here/csrc" "$here/clients/capture_race.cu" \
+  -o "$work/race" "$here/static/libllaisys_nvidia.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+step "memcheck: every table call on four threads while a fifth captures, 30 s" \
+  sanitized --tool memcheck "$work/race" stress 30
 for tool in memcheck racecheck synccheck initcheck; do
   step "$tool: nvcc host client on our streams and memory" sanitized --tool $tool "$work/core" core
   step "$tool: graph client (captures, replays, other threads)" sanitized --tool $tool "$work/graph" api

@@ -14,6 +14,9 @@
 //!   captures another device; a stream-ordered free of a `cudaMalloc` block waits for a capture
 //!   of its device; out of memory beside another device's capture releases what it can and
 //!   retries; an allocation whose cross-device ordering fails is not left counted in use.
+//! - A capture another thread begins with cudart in the middle of a staged `memcpy_sync`: the
+//!   copy's later chunks never touch the legacy stream (which would invalidate the capture), and
+//!   the copy completes with its data.
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi;
@@ -731,4 +734,99 @@ fn a_thread_capturing_in_global_mode_makes_no_call_it_forbids() {
         &[("FAKE_DEVICES", "2"), ("LLAISYS_NVIDIA_DEVICE_CACHE", "0")],
         "global-capture-calls",
     );
+}
+
+/// The stand-in's work on the legacy stream refused during a capture so far (each would have
+/// invalidated it).
+fn legacy_in_capture() -> libc::c_long {
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let f = unsafe { fake::<extern "C" fn() -> libc::c_long>(c"fake_legacy_in_capture") };
+    f()
+}
+
+/// The child of `a_capture_begun_mid_copy_by_another_thread_stays_valid`: a staged memcpy_sync
+/// (H2D, then D2H) stops after its second chunk's DMA and event while another thread begins a
+/// capture with cudart itself (in each mode) on a stream of ours; the copy goes on, never
+/// touches the legacy stream again, and returns with every byte in place.
+#[test]
+#[ignore = "entry point of a child process: run by a_capture_begun_mid_copy_by_another_thread_stays_valid"]
+fn child_capture_mid_copy() {
+    support::child::require_child("child_capture_mid_copy");
+    let raw = cudart();
+    // SAFETY: the fake is on the loader path; the functions have these C types.
+    let (pause_at_record, paused, resume) = unsafe {
+        (
+            fake::<extern "C" fn(libc::c_long)>(c"fake_pause_at_record"),
+            fake::<extern "C" fn() -> libc::c_long>(c"fake_paused"),
+            fake::<extern "C" fn()>(c"fake_resume"),
+        )
+    };
+    let s = stream_on(0, 0);
+    let n = (24 << 20) + 4097;
+    let want: Vec<u8> = (0..n).map(|i| (i * 7 + i / 4093) as u8).collect();
+    for mode in [0, 1, 2] {
+        for d2h in [false, true] {
+            let mut dev = null_mut();
+            let mut back = vec![0u8; n];
+            // SAFETY: the status API's functions with a block of `n` bytes of ours and host
+            // buffers of `n` bytes.
+            unsafe {
+                ok(ffi::llaisysNvidiaMallocDevice(&mut dev, n));
+                if d2h {
+                    ok(ffi::llaisysNvidiaMemcpy(dev, want.as_ptr().cast(), n, 1));
+                }
+            }
+            let refused = legacy_in_capture();
+            pause_at_record(2);
+            let copied = std::thread::scope(|t| {
+                let (stream, raw) = (s as usize, &raw);
+                let capturer = t.spawn(move || {
+                    while paused() == 0 {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                    raw.begin(stream as *mut libc::c_void, mode);
+                    resume();
+                });
+                // SAFETY: as above.
+                let status = unsafe {
+                    if d2h {
+                        ffi::llaisysNvidiaMemcpy(back.as_mut_ptr().cast(), dev, n, 2)
+                    } else {
+                        ffi::llaisysNvidiaMemcpy(dev, want.as_ptr().cast(), n, 1)
+                    }
+                };
+                capturer.join().expect("the capturing thread");
+                status
+            });
+            let what = format!("mode {mode}, {}", if d2h { "D2H" } else { "H2D" });
+            assert_eq!(copied, 0, "{what}: {}", last_error_message());
+            assert_eq!(
+                legacy_in_capture(),
+                refused,
+                "{what}: legacy stream used mid-capture"
+            );
+            assert_eq!(status(s), 1, "{what}: the capture goes on");
+            raw.end(s);
+            if !d2h {
+                // SAFETY: as above; no capture now.
+                unsafe {
+                    ok(ffi::llaisysNvidiaMemcpy(
+                        back.as_mut_ptr().cast(),
+                        dev,
+                        n,
+                        2,
+                    ))
+                };
+            }
+            assert!(back == want, "{what}: wrong data");
+            ok(ffi::llaisysNvidiaFreeDevice(dev));
+        }
+    }
+    ok(ffi::llaisysNvidiaStreamDestroy(s));
+    println!("graphs capture-mid-copy child: ok");
+}
+
+#[test]
+fn a_capture_begun_mid_copy_by_another_thread_stays_valid() {
+    run_child("child_capture_mid_copy", &[], "capture-mid-copy");
 }

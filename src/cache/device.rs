@@ -200,7 +200,11 @@ unsafe fn try_alloc(
             cache.reserved_seen.fetch_max(now, Relaxed);
             Ok((p, hit))
         }
-        None => Ok((crate::safe::memory::alloc_device(size)?, false)),
+        None => {
+            // As a large block's cudaMalloc (`large::alloc`): through any capture.
+            let _relaxed = RelaxedMode::new();
+            Ok((crate::safe::memory::alloc_device(size)?, false))
+        }
     }
 }
 

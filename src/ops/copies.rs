@@ -334,6 +334,10 @@ pub unsafe fn memcpy_sync(
         "memcpy_sync returns once its copy is done; use memcpy_async on the capturing stream to \
          make the copy part of the graph",
     )?;
+    // Asked as late as possible: a capture another thread begins between this answer and the
+    // copy's first use of the legacy stream invalidates that capture (a staged copy asks again
+    // before each of its uses: `pageable`).
+    let staged = c.staged()?;
     let Some(_legacy) = caches::usable_current()? else {
         // SAFETY: as this function's `# Safety` section requires.
         return unsafe { side_copy(&mut c) };
@@ -342,7 +346,7 @@ pub unsafe fn memcpy_sync(
     // memory on another device must wait for it as for memcpy_async.
     c.order_across_devices(std::ptr::null_mut(), None)?;
     let complete = complete_on_return();
-    if let Some(direction) = c.staged()? {
+    if let Some(direction) = staged {
         // SAFETY: the pointers as above (this function's contract); NULL is the legacy stream.
         return unsafe { c.stage(direction, std::ptr::null_mut(), None, complete) };
     }

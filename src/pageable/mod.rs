@@ -19,6 +19,7 @@
 
 mod adapt;
 mod hostcopy;
+mod lane;
 mod pinned_pages;
 mod pipeline;
 mod plan;
@@ -221,6 +222,7 @@ unsafe fn run(
     let adapt = Adapt::of(direction, size, stores);
     let threads = adapt.map_or(config().threads, Adapt::threads);
     set.used(layout.first_slot, layout.plan.len());
+    let lane = lane::Lane::new(stream, stream_device);
     // SAFETY: `device` and `host` hold `size` bytes, which the plan's chunks cover exactly, valid
     // until the copy has run; `stream` is NULL or a live stream of `stream_device`; the set is
     // this copy's alone, and a chunk behind a pending DMA has the room `room_behind` found, on
@@ -233,7 +235,7 @@ unsafe fn run(
                 direction,
                 dev: device.cast(),
                 host: host.cast(),
-                stream,
+                lane: &lane,
                 threads,
                 stores,
                 count_in_flight: adapt.is_some(),
@@ -249,14 +251,21 @@ unsafe fn run(
             a.copied(threads, seen);
         }
     });
+    // A copy that left the legacy stream is complete on return (`lane`).
+    let wait = wait || lane.moved();
     if result.is_ok() && wait && direction == Direction::HostToDevice {
         result = set.wait_all();
     }
     if result.is_err() {
         // A chunk may be queued without its event: reuse the set only once the stream and every
         // slot are idle; else it leaks rather than be overwritten while a copy may read it.
-        // SAFETY: `stream` is NULL or a live stream (this function's contract).
-        if unsafe { crate::safe::stream::synchronize(stream) }.is_ok() && set.wait_all().is_ok() {
+        let moved = lane.moved();
+        let idle = lane.next().and_then(|(now, _legacy)| {
+            // SAFETY: the lane's stream is NULL or a live stream (this function's contract).
+            unsafe { crate::safe::stream::synchronize(now) }
+        });
+        // Moved just now, the side stream does not cover a chunk left on the legacy stream.
+        if idle.is_ok() && lane.moved() == moved && set.wait_all().is_ok() {
             staging::give_back(set);
         } else {
             crate::safe::runtime::take_last_cuda_error();
@@ -267,6 +276,7 @@ unsafe fn run(
             staging::h2d_queued(stream_device);
         }
     }
+    drop(lane);
     result.map_err(|e| {
         Error::cuda(
             e.call(),

@@ -9,6 +9,7 @@
 
 use super::adapt::InFlight;
 use super::hostcopy::{copy, Stores};
+use super::lane::Lane;
 use super::staging::{Set, Slot};
 use super::workers::{self, Task};
 use super::Direction;
@@ -299,7 +300,8 @@ pub(super) struct Request<'a> {
     pub(super) dev: *mut u8,
     /// Pageable host memory of the copy.
     pub(super) host: *mut u8,
-    pub(super) stream: StreamHandle,
+    /// The copy's stream, asked before each use (`Lane`).
+    pub(super) lane: &'a Lane,
     /// Host threads, the caller included.
     pub(super) threads: usize,
     pub(super) stores: Stores,
@@ -415,13 +417,14 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
     // Sleeping helpers of a D2H on an idle stream are woken once its first DMAs are queued:
     // waking takes longer than a chunk takes to land (docs/caches.md). A failed query counts
     // as busy (the copy's own calls report any error).
-    let mut wake_early = c.direction == Direction::DeviceToHost
-        && helpers.asleep()
-        // SAFETY: `stream` is NULL or a live stream (`run`'s contract).
-        && unsafe { crate::safe::stream::query(c.stream) }.unwrap_or_else(|_| {
+    let mut wake_early = c.direction == Direction::DeviceToHost && helpers.asleep() && {
+        let (stream, _legacy) = c.lane.next()?;
+        // SAFETY: the lane's stream is NULL or a live stream (`run`'s contract).
+        unsafe { crate::safe::stream::query(stream) }.unwrap_or_else(|_| {
             crate::safe::runtime::take_last_cuda_error();
             false
-        });
+        })
+    };
     loop {
         let mut progressed = false;
         match c.direction {
@@ -430,14 +433,16 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                 // earlier copy's use of it is ordered on the stream, not waited for here.
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
                     let mut slot = c.slot(queued);
-                    // SAFETY: `stream` is NULL or a live stream of `device` (`run`'s contract).
-                    unsafe { slot.order_before_dma(c.stream, c.device) }?;
+                    let (stream, _legacy) = c.lane.next()?;
+                    // SAFETY: the lane's stream is NULL or a live stream of `device` (`run`'s
+                    // contract).
+                    unsafe { slot.order_before_dma(stream, c.device) }?;
                     slot.prepare(c.device)?;
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); the slot's last use is complete (its chunk of this copy was
                     // copied out) or ordered before this DMA on the stream
                     // (`order_before_dma`).
-                    unsafe { queue(c, job, queued, &mut slot) }?;
+                    unsafe { queue(c, job, queued, &mut slot, stream) }?;
                     queued += 1;
                     progressed = true;
                 }
@@ -489,9 +494,16 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                     // Every piece of the chunk counted, one that panicked included.
                     job.panic_seen()?;
                     let mut slot = c.slot(queued);
+                    let (stream, _legacy) = c.lane.next()?;
+                    if c.lane.moved() {
+                        // A chunk written behind a DMA pending on the legacy stream: the slot's
+                        // next user waits for this chunk's event alone (nothing else is busy).
+                        // SAFETY: the side stream is live, of `device` (`run`'s contract).
+                        unsafe { slot.order_before_dma(stream, c.device) }?;
+                    }
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); every piece of the chunk is in the slot's buffer.
-                    unsafe { queue(c, job, queued, &mut slot) }?;
+                    unsafe { queue(c, job, queued, &mut slot, stream) }?;
                     queued += 1;
                     progressed = true;
                 }
@@ -522,12 +534,19 @@ fn in_flight(c: &Request<'_>, job: &Job) -> InFlight {
     }
 }
 
-/// Queues chunk `k`'s DMA on the copy's stream, then the slot's event.
+/// Queues chunk `k`'s DMA on `stream` (the lane's, as `Lane::next` gave it), then the slot's
+/// event.
 ///
 /// # Safety
 /// As `run`; the slot's buffer is ready for the DMA (D2H: every earlier use of it has completed
-/// or is ordered before it on `c.stream`; H2D: it holds the chunk's bytes).
-unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot) -> Result<()> {
+/// or is ordered before it on `stream`; H2D: it holds the chunk's bytes).
+unsafe fn queue(
+    c: &Request<'_>,
+    job: &Job,
+    k: usize,
+    slot: &mut Slot,
+    stream: StreamHandle,
+) -> Result<()> {
     let (off, len) = job.chunks[k];
     let staged = job.bufs[k % job.bufs.len()] as *mut u8;
     // SAFETY: `dev` is valid for every chunk's bytes (this function's contract, as `run`'s), so
@@ -541,7 +560,7 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot) -> Result
     // behind its pending use that `Set::room_behind` found) and stay valid until the DMA has
     // run (the slot's event, recorded next, says when); `stream` is NULL or a live stream (this
     // function's contract, as `run`'s).
-    let queued = unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, c.stream) };
+    let queued = unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, stream) };
     queued.map_err(|e| {
         Error::cuda(
             e.call(),
@@ -553,7 +572,9 @@ unsafe fn queue(c: &Request<'_>, job: &Job, k: usize, slot: &mut Slot) -> Result
     // SAFETY: `stream` is NULL or a live stream of the device the slot's event was made on
     // (`c.device`: prepared for it, or found on it by `Set::room_behind`; this function's
     // contract, as `run`'s).
-    unsafe { slot.record(c.stream, end) }
+    unsafe { slot.record(stream, end) }?;
+    c.lane.recorded(stream, slot.event_raw());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -80,6 +80,11 @@ impl Slot {
         Ok(())
     }
 
+    /// The slot's event (None before its first use).
+    pub(super) fn event_raw(&self) -> Option<crate::cudart::calls::EventHandle> {
+        self.event.as_ref().map(|e| e.as_raw())
+    }
+
     /// Orders the slot's next use, a D2H DMA into its buffer, after its last use: on `device`
     /// by `stream` (`cudaStreamWaitEvent`), on another device by waiting here.
     ///
