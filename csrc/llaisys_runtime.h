@@ -280,6 +280,33 @@ LLAISYS_NVIDIA_API int llaisysNvidiaLastErrorDevice(void); /* -1 when none or un
 LLAISYS_NVIDIA_API size_t llaisysNvidiaLastErrorMessage(char *buf, size_t len);
 LLAISYS_NVIDIA_API void llaisysNvidiaClearLastError(void);
 
+/* The out-of-memory report. A device allocation (malloc_device, llaisysNvidiaMallocDevice,
+ * llaisysNvidiaMallocAsync) that fails for want of memory, after every cache was released and
+ * the allocation tried again, says in its message what was asked for, what the device has and
+ * has free, what this library holds there, the largest allocation that succeeds now, what other
+ * processes use (NVML, loaded at run time when the driver's libnvidia-ml.so.1 is found;
+ * LLAISYS_NVIDIA_NVML_LIBRARY names another), and what to do; the figures are here: */
+typedef struct llaisysNvidiaOutOfMemory {
+    int device;
+    int other_processes;              /* other processes NVML lists on the device; -1 when NVML
+                                         could not say (the message says why) */
+    uint64_t requested_bytes;         /* the size asked for */
+    uint64_t total_bytes;             /* the device's memory (cudaMemGetInfo) */
+    uint64_t free_bytes;              /* its free memory after the caches were released */
+    uint64_t in_use_bytes;            /* handed out by this library on the device, not freed */
+    uint64_t cached_bytes;            /* held by this library's caches there (graph pools apart) */
+    uint64_t graph_pool_bytes;        /* held by graph pools of captures through this library */
+    uint64_t largest_allocation_bytes; /* the largest allocation that succeeded just after, to
+                                         2 MiB; UINT64_MAX when not probed (a stream of the
+                                         device was capturing a graph) */
+    uint64_t other_processes_bytes;   /* what the other processes use, summed over those NVML can
+                                         measure */
+} llaisysNvidiaOutOfMemory;
+/* When the calling thread's last error is such a failure: writes its figures to *out and returns
+ * 1. Otherwise (another error, none, out NULL) writes zeros with device -1 and returns 0. Leaves
+ * the last error as it is. */
+LLAISYS_NVIDIA_API int llaisysNvidiaLastOutOfMemory(llaisysNvidiaOutOfMemory *out);
+
 /*
  * Memory caches. malloc_device/free_device use a CUDA memory pool per device, ordered on the
  * legacy default stream: a freed block is reused only after all work queued before the free on

@@ -142,6 +142,34 @@ pub enum ErrorKind {
     Capture = 8,
 }
 
+/// The figures of a device allocation that failed for want of memory, after the caches were
+/// released and the allocation tried again (`llaisysNvidiaOutOfMemory` in the header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// The device.
+    pub device: i32,
+    /// Other processes NVML lists on the device (-1: NVML could not say).
+    pub other_processes: i32,
+    /// The size asked for.
+    pub requested_bytes: u64,
+    /// The device's memory (`cudaMemGetInfo`).
+    pub total_bytes: u64,
+    /// Its free memory after the caches were released.
+    pub free_bytes: u64,
+    /// Handed out by this library on the device and not freed.
+    pub in_use_bytes: u64,
+    /// Held by this library's caches on the device (graph pools apart).
+    pub cached_bytes: u64,
+    /// Held by graph pools of captures through this library on the device.
+    pub graph_pool_bytes: u64,
+    /// The largest allocation that succeeded just after (probed with cudaMalloc, to 2 MiB;
+    /// `u64::MAX` when a capture forbade the probe).
+    pub largest_allocation_bytes: u64,
+    /// What the other processes use, summed over those NVML can measure.
+    pub other_processes_bytes: u64,
+}
+
 /// A failure with its context: which CUDA call, from where, with which arguments.
 #[derive(Clone)]
 pub struct Error {
@@ -150,6 +178,8 @@ pub struct Error {
     call: &'static str,
     detail: String,
     location: &'static Location<'static>,
+    /// For a device allocation out of memory: the figures (`with_out_of_memory`).
+    out_of_memory: Option<Box<OutOfMemory>>,
 }
 
 /// `Result` with this crate's `Error`.
@@ -165,7 +195,19 @@ impl Error {
             call,
             detail,
             location,
+            out_of_memory: None,
         }
+    }
+
+    /// The error with the figures of an out-of-memory failure attached.
+    pub fn with_out_of_memory(mut self, figures: OutOfMemory) -> Error {
+        self.out_of_memory = Some(Box::new(figures));
+        self
+    }
+
+    /// The figures of an out-of-memory failure of a device allocation, when this is one.
+    pub fn out_of_memory(&self) -> Option<&OutOfMemory> {
+        self.out_of_memory.as_deref()
     }
 
     /// A failed CUDA call. `detail` names the arguments that matter (`size=1048576`).

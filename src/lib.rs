@@ -56,8 +56,9 @@ pub mod sys {
     pub use crate::cudart::sys::*;
 }
 
-// Layer 2: the safe layer, and NCCL's (the communicator's lowest layers).
+// Layer 2: the safe layer, NCCL's (the communicator's lowest layers), and NVML.
 pub(crate) mod nccl;
+pub mod nvml;
 pub(crate) mod safe;
 
 // Layer 3: caches and fast paths.
@@ -70,7 +71,7 @@ pub mod ops;
 // Layer 5: the C faces.
 pub(crate) mod capi;
 
-pub use error::{CudaError, Error, ErrorKind, Result};
+pub use error::{CudaError, Error, ErrorKind, OutOfMemory, Result};
 pub use safe::copy::{self, MemcpyKind};
 pub use safe::event::{self, Event};
 pub use safe::memory::{self, DeviceBuffer, PinnedBuffer};
@@ -95,6 +96,7 @@ pub mod ffi {
         LlaisysRuntimeAPI, LlaisysStream, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
         LLAISYS_DEVICE_TYPE_COUNT, TABLE,
     };
+    pub use crate::error::OutOfMemory;
     pub use crate::nccl::error::{STATUS_NCCL, STATUS_NCCL_UNAVAILABLE, STATUS_TIMEOUT};
     pub use crate::ops::comm::{dtype, op, UNIQUE_ID_BYTES};
     /// `LLAISYS_NVIDIA_EVENT_BLOCKING_SYNC`.

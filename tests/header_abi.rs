@@ -25,8 +25,8 @@ use llaisys_nvidia::ffi::{
 };
 use llaisys_nvidia::ffi::{
     AllocatorStats, DeviceProperties, ErrorHandler, LlaisysNvidiaError, LlaisysRuntimeAPI,
-    LlaisysStream, PointerAttributes, Versions, LLAISYS_DEVICE_CPU, LLAISYS_DEVICE_NVIDIA,
-    LLAISYS_DEVICE_TYPE_COUNT, STREAM_NON_BLOCKING, SUCCESS,
+    LlaisysStream, OutOfMemory, PointerAttributes, Versions, LLAISYS_DEVICE_CPU,
+    LLAISYS_DEVICE_NVIDIA, LLAISYS_DEVICE_TYPE_COUNT, STREAM_NON_BLOCKING, SUCCESS,
 };
 use llaisys_nvidia::ffi::{
     LlaisysNvidiaGraphAPI, CAPTURE_MODE_GLOBAL, CAPTURE_MODE_RELAXED, CAPTURE_MODE_THREAD_LOCAL,
@@ -147,6 +147,10 @@ fn structs() -> Vec<StructCheck> {
         strukt!("llaisysNvidiaAllocatorStats" => AllocatorStats {
             in_use_bytes, peak_in_use_bytes, cached_bytes, alloc_count, free_count, cache_hits,
             cache_misses, oom_retries,
+        }),
+        strukt!("llaisysNvidiaOutOfMemory" => OutOfMemory {
+            device, other_processes, requested_bytes, total_bytes, free_bytes, in_use_bytes,
+            cached_bytes, graph_pool_bytes, largest_allocation_bytes, other_processes_bytes,
         }),
         strukt!("llaisysNvidiaVersions" => Versions { built_cudart, runtime, driver }),
         strukt!("llaisysNvidiaDeviceProperties" => DeviceProperties {
@@ -752,7 +756,7 @@ fn c_compiler_agrees_with_rust_on_every_header_item() {
     );
     // Sanity: the comparison covered what it should (every struct field, every value).
     let fields: usize = structs().iter().map(|s| s.fields.len()).sum();
-    assert_eq!(fields, 12 + 6 + 8 + 3 + 9 + 5 + 1 + 16 + 11);
+    assert_eq!(fields, 12 + 6 + 8 + 10 + 3 + 9 + 5 + 1 + 16 + 11);
     assert_eq!(c.len(), rust.len());
 }
 

@@ -44,7 +44,7 @@ const LIBRARY: Layout = Layout {
         &["cudart::loaded"],
         &["cudart::sys"],
         &["error", "cudart", "cudart::calls"],
-        &["safe", "nccl"],
+        &["safe", "nccl", "nvml"],
         &["cache", "pageable"],
         &["ops"],
         &["capi"],

@@ -430,6 +430,11 @@ const NEVER_FAIL: &[(&str, &str)] = &[
         "llaisysNvidiaLastErrorMessage",
         "returns a length; with no last error it writes the empty string and returns 0",
     ),
+    (
+        "llaisysNvidiaLastOutOfMemory",
+        "a getter of the last error: the figures and 1, or zeros with device -1 and 0 \
+         (tests/oom_fake.rs)",
+    ),
 ];
 
 /// Cases that succeed without a driver (no input makes them fail there but NULL); the forked

@@ -3,6 +3,7 @@
 use super::policy::{self, ErrorHandler, LlaisysNvidiaError};
 use super::table::{LlaisysRuntimeAPI, TABLE};
 use crate::cache::AllocatorStats;
+use crate::error::OutOfMemory;
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Returns the llaisys runtime table of this backend. Never NULL; never fails.
@@ -85,6 +86,29 @@ pub unsafe extern "C" fn llaisysNvidiaLastErrorMessage(buf: *mut c_char, len: us
     let text = last.as_ref().map_or(c"", |r| r.message.as_c_str());
     // SAFETY: `buf` is NULL or valid for writing `len` bytes (this function's contract).
     unsafe { policy::copy_out(text, buf, len) }
+}
+
+/// When the calling thread's last error is a device allocation out of memory: writes its
+/// figures to `*out` and returns 1. Otherwise (another error, none, NULL `out`) writes zeros
+/// with `device` -1 and returns 0. Like the other last-error getters, it leaves the last error
+/// as it is.
+///
+/// # Safety
+/// `out` is NULL or valid for writing an `OutOfMemory`.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaLastOutOfMemory(out: *mut OutOfMemory) -> c_int {
+    if out.is_null() {
+        return 0;
+    }
+    let figures = policy::last().and_then(|r| r.out_of_memory);
+    let value = figures.unwrap_or(OutOfMemory {
+        device: -1,
+        ..OutOfMemory::default()
+    });
+    // SAFETY: `out` is not NULL, so valid for writing an `OutOfMemory` (this function's
+    // contract); `write_unaligned` asks nothing of its alignment.
+    unsafe { out.write_unaligned(value) };
+    c_int::from(figures.is_some())
 }
 
 /// Forgets the calling thread's last error.

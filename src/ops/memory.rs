@@ -31,11 +31,26 @@ fn retry_oom<T>(note: fn(), alloc: impl Fn() -> Result<T>) -> Result<T> {
     }
 }
 
+/// A device allocation's failure: out of memory (after `retry_oom`) with its report.
+fn with_report<T>(size: usize, r: Result<T>) -> Result<T> {
+    r.map_err(|e| {
+        if e.cuda_error() == CudaError::MEMORY_ALLOCATION {
+            super::oom::report(e, size)
+        } else {
+            e
+        }
+    })
+}
+
 /// malloc_device: `size` bytes on the current device from the device cache, in the order of
-/// the legacy stream. Size 0 gives NULL.
+/// the legacy stream. Size 0 gives NULL. Out of memory, after the caches are released and the
+/// allocation tried again, is reported with the device's figures (`ops::oom`).
 pub fn malloc_device(size: usize) -> Result<*mut c_void> {
     validate::check_size(size)?;
-    retry_oom(cache::device::note_oom_retry, || cache::device::alloc(size))
+    with_report(
+        size,
+        retry_oom(cache::device::note_oom_retry, || cache::device::alloc(size)),
+    )
 }
 
 /// free_device: NULL does nothing; a pointer we did not hand out is refused, nothing freed.
@@ -47,10 +62,11 @@ pub fn free_device(p: *mut c_void) -> Result<()> {
 pub fn malloc_async(size: usize, stream: *mut c_void) -> Result<*mut c_void> {
     validate::check_size(size)?;
     validate::check_stream(stream.cast())?;
-    retry_oom(cache::device::note_oom_retry, || {
+    let r = retry_oom(cache::device::note_oom_retry, || {
         // SAFETY: NULL or a live stream of ours (checked).
         unsafe { cache::device::alloc_on(size, stream.cast()) }
-    })
+    });
+    with_report(size, r)
 }
 
 /// Stream-ordered free on `stream`.

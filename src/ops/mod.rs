@@ -11,6 +11,7 @@ pub mod copies;
 pub mod device;
 pub mod graphs;
 pub mod memory;
+mod oom;
 pub mod runtime_library;
 pub mod streams;
 pub(crate) mod validate;

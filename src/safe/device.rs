@@ -107,6 +107,11 @@ pub fn mem_info() -> Result<(usize, usize)> {
     Ok(cudart::mem_get_info()?)
 }
 
+/// The PCI bus id of `device` (`0000:3b:00.0`).
+pub fn pci_bus_id(device: i32) -> Result<String> {
+    Ok(cudart::device_get_pci_bus_id(device)?)
+}
+
 /// What the doctor and the status API report about a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Properties {

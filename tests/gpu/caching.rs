@@ -602,3 +602,47 @@ fn out_of_memory_releases_the_caches_and_retries() {
     );
     assert_eq!(llaisys_nvidia::ffi::llaisysNvidiaReleaseCachedMemory(), 0);
 }
+
+/// A device allocation larger than what is free (not than the device: that is refused before
+/// CUDA) fails after the caches were released, with a report whose figures agree with CUDA's:
+/// the device's memory, the library's use, a largest allocation that does succeed.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn out_of_memory_reports_figures_that_agree_with_cuda() {
+    require_gpu!();
+    use llaisys_nvidia::ffi::{self, OutOfMemory};
+    let api = api();
+    unsafe { (api.set_device)(0) };
+    let held = Dev::new(64 << 20);
+    let (_, total) = llaisys_nvidia::device::mem_info().expect("cudaMemGetInfo");
+    // The context alone takes more than 1 MiB: this cannot be had.
+    let ask = total - (1 << 20);
+    let mut p = std::ptr::null_mut();
+    let st = unsafe { ffi::llaisysNvidiaMallocDevice(&mut p, ask) };
+    let msg = crate::support::last_error_message();
+    assert_eq!(st, 1, "{msg}");
+    assert!(p.is_null());
+    assert_eq!(ffi::llaisysNvidiaLastCudaError(), 2, "{msg}");
+    let mut r = OutOfMemory::default();
+    assert_eq!(
+        unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut r) },
+        1,
+        "{msg}"
+    );
+    assert_eq!((r.device, r.requested_bytes), (0, ask as u64), "{r:?}");
+    assert_eq!(r.total_bytes, total as u64, "{r:?}");
+    assert!(r.free_bytes < r.requested_bytes, "{r:?}");
+    assert!(r.in_use_bytes >= 64 << 20, "{r:?}");
+    assert!(r.largest_allocation_bytes <= r.free_bytes, "{r:?}");
+    assert_eq!(r.largest_allocation_bytes % (2 << 20), 0, "{r:?}");
+    // The driver's NVML is on every machine with a GPU: it lists the other processes.
+    assert!(r.other_processes >= 0, "{msg}");
+    assert!(
+        msg.contains("asked for on device 0, which has") && msg.contains("free_device"),
+        "{msg}"
+    );
+    // What the report says succeeds does.
+    let largest = Dev::new(r.largest_allocation_bytes as usize);
+    drop(largest);
+    drop(held);
+}

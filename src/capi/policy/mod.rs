@@ -60,6 +60,8 @@ pub struct Record {
     function: CString,
     cuda_call: CString,
     pub(crate) message: CString,
+    /// The figures of a device allocation out of memory (`llaisysNvidiaLastOutOfMemory`).
+    pub(crate) out_of_memory: Option<crate::error::OutOfMemory>,
 }
 
 impl Record {
@@ -74,15 +76,18 @@ impl Record {
         } else {
             crate::safe::device::current_or_unknown()
         };
-        Record::with_nccl(
-            error.kind() as c_int,
-            error.cuda_error().code(),
-            0,
-            device,
-            function,
-            error.call(),
-            error,
-        )
+        Record {
+            out_of_memory: error.out_of_memory().copied(),
+            ..Record::with_nccl(
+                error.kind() as c_int,
+                error.cuda_error().code(),
+                0,
+                device,
+                function,
+                error.call(),
+                error,
+            )
+        }
     }
 
     /// The refusal of a call in a child forked after the library was used: status CUDA with
@@ -103,6 +108,7 @@ impl Record {
             function: cstring(function),
             cuda_call: CString::default(),
             message: cstring(&message),
+            out_of_memory: None,
         }
     }
 
@@ -130,6 +136,7 @@ impl Record {
             function: cstring(function),
             cuda_call: cstring(call),
             message: cstring(&format!("llaisys-nvidia: {function}{on}: {error}")),
+            out_of_memory: None,
         }
     }
 

@@ -1,0 +1,162 @@
+//! Host-only test of the out-of-memory report, dynamic build only: the child runs over
+//! tests/fixtures/fake_cudart.c built with -DFAKE_ASYNC as libcudart.so.13, whose device has
+//! 80 GiB of which `FAKE_FREE_BYTES` are free, refuses every cudaMalloc above `FAKE_MALLOC_MAX`
+//! (its largest free block) and fails the next allocations on demand (`fake_fail_next_mallocs`).
+//! An allocation that fails again after the caches were released reports, in its message and
+//! through `llaisysNvidiaLastOutOfMemory`, the size asked for, the device's memory and free
+//! memory, what the library holds there, the largest allocation that succeeds (probed), and why
+//! other processes' use is unknown (NVML named by a variable that points nowhere). The report
+//! belongs to the thread's last error: a success keeps it, another failure replaces it, clearing
+//! forgets it; the table's handler gets the same words.
+#![cfg(feature = "dynamic")]
+
+use llaisys_nvidia::ffi::{self, OutOfMemory, TABLE};
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+mod support;
+
+use support::{fake_function as fake, last_error_message};
+
+/// The device's free memory (`FAKE_FREE_BYTES`).
+const FREE: u64 = 64 << 20;
+/// Its largest free block (`FAKE_MALLOC_MAX`): the probe, in 2 MiB steps, finds 40 MiB.
+const LARGEST: u64 = 40 << 20;
+/// Where `LLAISYS_NVIDIA_NVML_LIBRARY` points: nothing.
+const NO_NVML: &str = "/nonexistent/libnvidia-ml.so.1";
+const STATUS_CUDA: libc::c_int = 1;
+const STATUS_INVALID_ARGUMENT: libc::c_int = 3;
+const CUDA_ERROR_MEMORY_ALLOCATION: libc::c_int = 2;
+
+#[track_caller]
+fn ok(status: libc::c_int) {
+    assert_eq!(status, 0, "{}", last_error_message());
+}
+
+/// The last message the table's error handler got.
+static HANDLED: Mutex<String> = Mutex::new(String::new());
+
+unsafe extern "C-unwind" fn keep_message(e: *const ffi::LlaisysNvidiaError, _: *mut libc::c_void) {
+    // SAFETY: the library passes a valid error whose message is a NUL-terminated string, for the
+    // duration of the call.
+    let text = unsafe { std::ffi::CStr::from_ptr((*e).message) };
+    *HANDLED.lock().unwrap_or_else(|p| p.into_inner()) = text.to_string_lossy().into_owned();
+}
+
+/// The words every report of a 32 MiB request on this device has.
+fn assert_words(msg: &str) {
+    for want in [
+        "cudaMalloc failed",
+        "out of memory: 32.0 MiB (33554432 bytes) asked for on device 0",
+        "which has 80.0 GiB (85899345920 bytes) with 64.0 MiB (67108864 bytes) free",
+        "this library holds 1.0 MiB (1048576 bytes) in use",
+        "the largest allocation that succeeds now is 40.0 MiB (41943040 bytes)",
+        "what other processes use is unknown: ",
+        NO_NVML,
+        "free_device",
+        "destroy graphs you no longer replay",
+    ] {
+        assert!(msg.contains(want), "{want:?} is not in: {msg}");
+    }
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by an_allocation_out_of_memory_reports_the_devices_figures"]
+fn child_report() {
+    support::child::require_child("child_report");
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let fail_mallocs = unsafe { fake::<extern "C" fn(libc::c_long)>(c"fake_fail_next_mallocs") };
+    let mut held = null_mut();
+    // SAFETY: `held` is writable.
+    ok(unsafe { ffi::llaisysNvidiaMallocDevice(&mut held, 1 << 20) });
+    // 32 MiB is a large block (cudaMalloc): it fails, the caches are released, it fails again.
+    fail_mallocs(2);
+    let mut p = null_mut();
+    // SAFETY: `p` is writable.
+    let st = unsafe { ffi::llaisysNvidiaMallocDevice(&mut p, 32 << 20) };
+    assert_eq!(st, STATUS_CUDA, "{}", last_error_message());
+    assert!(p.is_null());
+    assert_eq!(
+        ffi::llaisysNvidiaLastCudaError(),
+        CUDA_ERROR_MEMORY_ALLOCATION
+    );
+    assert_words(&last_error_message());
+    let mut r = OutOfMemory {
+        device: 7,
+        ..OutOfMemory::default()
+    };
+    // SAFETY: `r` is writable.
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut r) }, 1);
+    let want = OutOfMemory {
+        device: 0,
+        other_processes: -1,
+        requested_bytes: 32 << 20,
+        total_bytes: 80 << 30,
+        free_bytes: FREE,
+        in_use_bytes: 1 << 20,
+        cached_bytes: r.cached_bytes,
+        graph_pool_bytes: 0,
+        largest_allocation_bytes: LARGEST,
+        other_processes_bytes: 0,
+    };
+    assert_eq!(r, want);
+    // A success keeps the last error and its report; NULL gets nothing.
+    ok(ffi::llaisysNvidiaFreeDevice(held));
+    let mut again = OutOfMemory::default();
+    // SAFETY: `again` is writable; NULL is allowed.
+    unsafe {
+        assert_eq!(ffi::llaisysNvidiaLastOutOfMemory(&mut again), 1);
+        assert_eq!(ffi::llaisysNvidiaLastOutOfMemory(null_mut()), 0);
+    }
+    assert_eq!(again, r);
+    // Another failure replaces it: no report, zeros with device -1.
+    let foreign = 0x1000 as *mut libc::c_void;
+    assert_eq!(
+        ffi::llaisysNvidiaFreeDevice(foreign),
+        STATUS_INVALID_ARGUMENT
+    );
+    // SAFETY: `again` is writable.
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut again) }, 0);
+    let none = OutOfMemory {
+        device: -1,
+        ..OutOfMemory::default()
+    };
+    assert_eq!(again, none);
+    // The table: its handler gets the same words, and the report is the thread's last error's.
+    ffi::llaisysNvidiaSetErrorHandler(Some(keep_message), null_mut());
+    // SAFETY: `held` is writable.
+    ok(unsafe { ffi::llaisysNvidiaMallocDevice(&mut held, 1 << 20) });
+    fail_mallocs(2);
+    // SAFETY: the table's function with a size.
+    let q = unsafe { (TABLE.malloc_device)(32 << 20) };
+    assert!(q.is_null());
+    assert_words(&HANDLED.lock().unwrap_or_else(|p| p.into_inner()));
+    // SAFETY: `again` is writable.
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut again) }, 1);
+    assert_eq!(again.requested_bytes, 32 << 20);
+    ffi::llaisysNvidiaClearLastError();
+    // SAFETY: `again` is writable.
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut again) }, 0);
+    ok(ffi::llaisysNvidiaFreeDevice(held));
+    println!("oom report child: ok");
+}
+
+#[test]
+fn an_allocation_out_of_memory_reports_the_devices_figures() {
+    let free = FREE.to_string();
+    let max = (LARGEST + 4096).to_string();
+    let out = support::child::TestChild::new("child_report")
+        .loader_path(support::fake_cudart())
+        .envs([
+            ("FAKE_FREE_BYTES", free.as_str()),
+            ("FAKE_MALLOC_MAX", max.as_str()),
+            ("LLAISYS_NVIDIA_NVML_LIBRARY", NO_NVML),
+        ])
+        .limit(std::time::Duration::from_secs(120))
+        .run();
+    assert!(
+        out.ran_one_test() && out.text().contains("oom report child: ok"),
+        "{}",
+        out.report()
+    );
+}
