@@ -301,6 +301,8 @@ typedef struct llaisysNvidiaOutOfMemory {
                                          device was capturing a graph) */
     uint64_t other_processes_bytes;   /* what the other processes use, summed over those NVML can
                                          measure */
+    uint64_t limit_bytes;             /* the device's memory limit for this library, 0 when none
+                                         (llaisysNvidiaSetMemoryLimit) */
 } llaisysNvidiaOutOfMemory;
 /* When the calling thread's last error is such a failure: writes its figures to *out and returns
  * 1. Otherwise (another error, none, out NULL) writes zeros with device -1 and returns 0. Leaves
@@ -347,6 +349,20 @@ LLAISYS_NVIDIA_API int llaisysNvidiaDeviceMemoryStats(int device, llaisysNvidiaA
 LLAISYS_NVIDIA_API int llaisysNvidiaHostMemoryStats(llaisysNvidiaAllocatorStats *out);
 /* Returns all cached device memory (every device) and pinned host memory to CUDA. */
 LLAISYS_NVIDIA_API int llaisysNvidiaReleaseCachedMemory(void);
+/* A limit on the device memory this library holds on a device (in use and cached, graph pools
+ * included), to share the GPU with other processes and other libraries of this process: in
+ * bytes, or as a fraction (above 0, at most 1) of the device's memory; 0 lifts it. For every
+ * device: LLAISYS_NVIDIA_MEMORY_LIMIT (read once: bytes, or a fraction such as 0.5 or 50%), which
+ * a limit set here replaces for its device. Cached memory beyond a new limit is given back at
+ * once; an allocation that would pass it (after the device's cached memory was released) fails
+ * as out of memory, with the report (llaisysNvidiaLastOutOfMemory: limit_bytes). Allocations
+ * inside a capture through this library (graph pools) count toward it but are not refused by
+ * it. It is checked before each allocation that takes new memory from CUDA: threads allocating
+ * at the same moment can pass it together by what they ask at once. llaisysNvidiaGetMemoryLimit
+ * gives the limit in bytes (0: none). */
+LLAISYS_NVIDIA_API int llaisysNvidiaSetMemoryLimit(int device, uint64_t bytes);
+LLAISYS_NVIDIA_API int llaisysNvidiaSetMemoryFraction(int device, double fraction);
+LLAISYS_NVIDIA_API int llaisysNvidiaGetMemoryLimit(int device, uint64_t *bytes);
 LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
 
 /*

@@ -168,6 +168,8 @@ pub struct OutOfMemory {
     pub largest_allocation_bytes: u64,
     /// What the other processes use, summed over those NVML can measure.
     pub other_processes_bytes: u64,
+    /// The device's memory limit for this library, 0 when none.
+    pub limit_bytes: u64,
 }
 
 /// A failure with its context: which CUDA call, from where, with which arguments.

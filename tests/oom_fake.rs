@@ -98,6 +98,7 @@ fn child_report() {
         graph_pool_bytes: 0,
         largest_allocation_bytes: LARGEST,
         other_processes_bytes: 0,
+        limit_bytes: 0,
     };
     assert_eq!(r, want);
     // A success keeps the last error and its report; NULL gets nothing.
@@ -156,6 +157,104 @@ fn an_allocation_out_of_memory_reports_the_devices_figures() {
         .run();
     assert!(
         out.ran_one_test() && out.text().contains("oom report child: ok"),
+        "{}",
+        out.report()
+    );
+}
+
+/// `device`'s memory limit in bytes (`llaisysNvidiaGetMemoryLimit`).
+fn limit(device: libc::c_int) -> u64 {
+    let mut b = u64::MAX;
+    // SAFETY: `b` is writable.
+    ok(unsafe { ffi::llaisysNvidiaGetMemoryLimit(device, &mut b) });
+    b
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_memory_limit_caps_what_the_library_holds"]
+fn child_limit() {
+    support::child::require_child("child_limit");
+    // `LLAISYS_NVIDIA_MEMORY_LIMIT=25%` (the parent's doing): a quarter of the 80 GiB device.
+    assert_eq!(limit(0), 20 << 30);
+    // A limit set for the device replaces it; 4 + 4 MiB fit in 8 MiB, 1 MiB more does not.
+    ok(ffi::llaisysNvidiaSetMemoryLimit(0, 8 << 20));
+    assert_eq!(limit(0), 8 << 20);
+    let (mut a, mut b, mut c) = (null_mut(), null_mut(), null_mut());
+    // SAFETY: the out pointers are writable.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut a, 4 << 20));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut b, 4 << 20));
+        assert_eq!(ffi::llaisysNvidiaMallocDevice(&mut c, 1 << 20), STATUS_CUDA);
+    }
+    assert!(c.is_null());
+    assert_eq!(
+        ffi::llaisysNvidiaLastCudaError(),
+        CUDA_ERROR_MEMORY_ALLOCATION
+    );
+    let msg = last_error_message();
+    for want in [
+        "refused before CUDA by device 0's memory limit of 8388608 bytes",
+        "it may hold at most 8.0 MiB (8388608 bytes) there (its memory limit",
+        "llaisysNvidiaSetMemoryLimit",
+    ] {
+        assert!(msg.contains(want), "{want:?} is not in: {msg}");
+    }
+    let mut r = OutOfMemory::default();
+    // SAFETY: `r` is writable.
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut r) }, 1);
+    assert_eq!((r.limit_bytes, r.in_use_bytes), (8 << 20, 8 << 20), "{r:?}");
+    // Once a block is freed, the allocation fits again.
+    ok(ffi::llaisysNvidiaFreeDevice(b));
+    // SAFETY: `c` is writable.
+    ok(unsafe { ffi::llaisysNvidiaMallocDevice(&mut c, 1 << 20) });
+    // As a fraction; bad fractions and devices are refused and change nothing.
+    ok(ffi::llaisysNvidiaSetMemoryFraction(0, 0.5));
+    assert_eq!(limit(0), 40 << 30);
+    for bad in [1.5, -0.25, f64::NAN, f64::INFINITY] {
+        assert_eq!(
+            ffi::llaisysNvidiaSetMemoryFraction(0, bad),
+            STATUS_INVALID_ARGUMENT,
+            "{bad}"
+        );
+        assert!(
+            last_error_message().contains("fraction="),
+            "{}",
+            last_error_message()
+        );
+    }
+    assert_eq!(limit(0), 40 << 30);
+    assert_eq!(
+        ffi::llaisysNvidiaSetMemoryLimit(1, 1 << 30),
+        STATUS_INVALID_ARGUMENT
+    );
+    assert!(last_error_message().contains("device=1: not a device (device count 1)"));
+    let mut none = 7;
+    // SAFETY: `none` is writable.
+    assert_eq!(
+        unsafe { ffi::llaisysNvidiaGetMemoryLimit(-1, &mut none) },
+        STATUS_INVALID_ARGUMENT
+    );
+    assert_eq!(none, 0);
+    // 0 lifts the limit, the variable's too.
+    ok(ffi::llaisysNvidiaSetMemoryLimit(0, 0));
+    assert_eq!(limit(0), 0);
+    ok(ffi::llaisysNvidiaFreeDevice(a));
+    ok(ffi::llaisysNvidiaFreeDevice(c));
+    println!("oom limit child: ok");
+}
+
+#[test]
+fn a_memory_limit_caps_what_the_library_holds() {
+    let out = support::child::TestChild::new("child_limit")
+        .loader_path(support::fake_cudart())
+        .envs([
+            ("LLAISYS_NVIDIA_MEMORY_LIMIT", "25%"),
+            ("LLAISYS_NVIDIA_NVML_LIBRARY", NO_NVML),
+        ])
+        .limit(std::time::Duration::from_secs(120))
+        .run();
+    assert!(
+        out.ran_one_test() && out.text().contains("oom limit child: ok"),
         "{}",
         out.report()
     );

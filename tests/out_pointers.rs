@@ -230,6 +230,13 @@ fn device_memory_stats() -> Check {
     Check::new("llaisysNvidiaDeviceMemoryStats", s).zeroed("out", &st)
 }
 
+fn get_memory_limit() -> Check {
+    let mut b = u64::MAX;
+    // SAFETY: a valid out-pointer; device -2 is not a device (refused).
+    let s = unsafe { llaisysNvidiaGetMemoryLimit(-2, &mut b) };
+    Check::new("llaisysNvidiaGetMemoryLimit", s).value("bytes", b, 0)
+}
+
 fn host_memory_stats() -> Check {
     let mut st: AllocatorStats = poisoned();
     // SAFETY: a valid out-pointer.
@@ -403,6 +410,7 @@ cases! {
     "llaisysNvidiaDeviceCanAccessPeer" ["can"] => device_can_access_peer,
     "llaisysNvidiaDeviceMemoryStats" ["out"] => device_memory_stats,
     "llaisysNvidiaHostMemoryStats" ["out"] => host_memory_stats,
+    "llaisysNvidiaGetMemoryLimit" ["bytes"] => get_memory_limit,
     "llaisysNvidiaNcclGetVersion" ["version"] => nccl_get_version,
     "llaisysNvidiaNcclLibraryPath" ["buf", "length"] => nccl_library_path,
     "llaisysNvidiaCommGetUniqueId" ["id"] => comm_get_unique_id,

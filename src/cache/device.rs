@@ -239,6 +239,7 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
     let (p, hit, raw) = match recycled {
         Some(b) => (b.ptr as *mut c_void, true, b.raw),
         None => {
+            within_limit(device, size)?;
             // SAFETY: `stream` is NULL or a live stream of the current device, `device` (this
             // function's contract).
             unsafe { alloc_new(size, device, pool, stream, kept_here) }?
@@ -698,37 +699,8 @@ pub(crate) fn release_cached() -> Result<()> {
             _ => continue,
         };
         let d = device as i32;
-        let released = crate::safe::device::with(d, || {
-            let Some(_legacy) = crate::cache::legacy_stream::usable(d)? else {
-                return Ok(false);
-            };
-            let Some(pool) = pool else {
-                return Ok(true);
-            };
-            // A block that cannot be freed stays kept (reported at the end).
-            if let Err(e) = return_to_pool(d, recycle::drain(d)) {
-                if kept_back.is_ok() {
-                    kept_back = Err(e);
-                }
-            }
-            // Parked large blocks go to CUDA (a block that cannot be freed is kept again).
-            if let Err((back, e)) = large::flush(d) {
-                keep_again(d, back);
-                if kept_back.is_ok() {
-                    kept_back = Err(e);
-                }
-            }
-            // SAFETY: NULL is the legacy stream.
-            unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }?;
-            pool.trim(d).map(|()| true)
-        });
-        match released {
-            Ok(true) => {
-                if let Some(pool) = pool {
-                    cache.reserved_seen.store(pool.reserved(), Relaxed);
-                    cache.freed_est.store(0, Relaxed);
-                }
-            }
+        match release_device(d, cache, pool, &mut kept_back) {
+            Ok(true) => {}
             Ok(false) => {
                 capturing.get_or_insert(d);
             }
@@ -747,6 +719,109 @@ pub(crate) fn release_cached() -> Result<()> {
         )),
         None => kept_back,
     }
+}
+
+/// Returns `device`'s unused pool memory and kept blocks to CUDA (after waiting for its legacy
+/// stream): false, nothing done, while a capture forbids that stream. A block that cannot be
+/// freed stays kept, its error in `kept_back` (the first one).
+fn release_device(
+    d: i32,
+    cache: &DeviceCache,
+    pool: Option<Pool>,
+    kept_back: &mut Result<()>,
+) -> Result<bool> {
+    let released = crate::safe::device::with(d, || {
+        let Some(_legacy) = crate::cache::legacy_stream::usable(d)? else {
+            return Ok(false);
+        };
+        let Some(pool) = pool else {
+            return Ok(true);
+        };
+        if let Err(e) = return_to_pool(d, recycle::drain(d)) {
+            if kept_back.is_ok() {
+                *kept_back = Err(e);
+            }
+        }
+        // Parked large blocks go to CUDA (a block that cannot be freed is kept again).
+        if let Err((back, e)) = large::flush(d) {
+            keep_again(d, back);
+            if kept_back.is_ok() {
+                *kept_back = Err(e);
+            }
+        }
+        // SAFETY: NULL is the legacy stream.
+        unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }?;
+        pool.trim(d).map(|()| true)
+    })?;
+    if let (true, Some(pool)) = (released, pool) {
+        cache.reserved_seen.store(pool.reserved(), Relaxed);
+        cache.freed_est.store(0, Relaxed);
+    }
+    Ok(released)
+}
+
+/// What the library holds on `device`: in use and cached, graph pools included.
+fn held(device: i32) -> u64 {
+    stats(device).map_or(0, |s| s.in_use_bytes + s.cached_bytes)
+}
+
+/// Refuses new memory of `size` bytes on `device` beyond its limit (`limit`): when what the
+/// library holds there and `size` pass it, its cached memory is released first; when they still
+/// do, out of memory (the caller's report names the limit).
+#[inline]
+fn within_limit(device: i32, size: usize) -> Result<()> {
+    let Some(limit) = super::limit::of(device) else {
+        return Ok(());
+    };
+    within_limit_slow(device, size, limit)
+}
+
+#[cold]
+#[inline(never)]
+fn within_limit_slow(device: i32, size: usize, limit: super::limit::Limit) -> Result<()> {
+    let limit = limit.bytes_of(total_memory(device)? as u64);
+    if held(device) + size as u64 <= limit {
+        return Ok(());
+    }
+    let _ = release_to(device);
+    let now = held(device);
+    if now + size as u64 <= limit {
+        return Ok(());
+    }
+    Err(Error::cuda(
+        "cudaMalloc",
+        crate::error::CudaError::MEMORY_ALLOCATION,
+        format!(
+            "size={size}: refused before CUDA by device {device}'s memory limit of {limit} bytes \
+             (the library holds {now} bytes there after releasing its cached memory)"
+        ),
+    ))
+}
+
+/// Releases `device`'s cached memory (a capture there leaves it kept).
+fn release_to(device: i32) -> Result<()> {
+    let cache = of(device)?;
+    let pool = match cache.pool.get() {
+        Some(Some(pool)) => Some(*pool),
+        _ => None,
+    };
+    let _relaxed = RelaxedMode::new();
+    let mut kept_back = flush_kept();
+    release_device(device, cache, pool, &mut kept_back)?;
+    kept_back
+}
+
+/// Sets `device`'s memory limit (None lifts it) and gives back at once the cached memory that
+/// passes it.
+pub(crate) fn set_limit(device: i32, limit: Option<super::limit::Limit>) -> Result<()> {
+    super::limit::set(device, limit)?;
+    let Some(bytes) = limit.map(|l| l.bytes_of(total_memory(device).unwrap_or(0) as u64)) else {
+        return Ok(());
+    };
+    if held(device) > bytes {
+        release_to(device)?;
+    }
+    Ok(())
 }
 
 /// Statistics of `device`, or of all devices summed when `device` is -1.

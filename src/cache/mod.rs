@@ -12,6 +12,7 @@
 //! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
+//! - [`limit`]: a cap per device on what the library holds there.
 //! - [`legacy_stream`]: when the caches may queue work on a device's legacy stream, and the
 //!   side stream used instead.
 //! - [`copies`]: what a copy does with the caches' memory: the one door of `ops::copies`.
@@ -32,6 +33,7 @@ pub(crate) mod host;
 pub(crate) mod in_use;
 pub(crate) mod large;
 pub(crate) mod legacy_stream;
+pub(crate) mod limit;
 pub(crate) mod recycle;
 
 use crate::error::{Error, Result};

@@ -156,6 +156,36 @@ pub extern "C" fn llaisysNvidiaReleaseCachedMemory() -> c_int {
     )
 }
 
+/// Limits what the library holds on `device` to `bytes` (0: no limit).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaSetMemoryLimit(device: c_int, bytes: u64) -> c_int {
+    super::api::status("llaisysNvidiaSetMemoryLimit", || {
+        crate::ops::memory::set_memory_limit(device, bytes)
+    })
+}
+
+/// Limits what the library holds on `device` to `fraction` of its memory (0: no limit).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaSetMemoryFraction(device: c_int, fraction: f64) -> c_int {
+    super::api::status("llaisysNvidiaSetMemoryFraction", || {
+        crate::ops::memory::set_memory_fraction(device, fraction)
+    })
+}
+
+/// `device`'s memory limit in bytes into `*bytes` (0: none).
+///
+/// # Safety
+/// `bytes` is NULL or valid for writing a `u64`.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaGetMemoryLimit(device: c_int, bytes: *mut u64) -> c_int {
+    // SAFETY: `bytes` is NULL or valid for writing a `u64` (this function's contract).
+    unsafe {
+        super::api::status_out("llaisysNvidiaGetMemoryLimit", bytes, "bytes", 0, || {
+            crate::ops::memory::memory_limit(device)
+        })
+    }
+}
+
 /// Resets the peak statistics of both allocators to their current use.
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaResetPeakMemoryStats() {

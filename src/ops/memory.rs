@@ -247,6 +247,39 @@ pub fn device_memory_stats(device: i32) -> Result<AllocatorStats> {
     cache::device::stats(device)
 }
 
+/// `device` when it is one of this process's devices; else why not.
+fn a_device(device: i32) -> Result<i32> {
+    let n = super::device::device_count_checked()?;
+    if !(0..n).contains(&device) {
+        return Err(Error::invalid_argument(format!(
+            "device={device}: not a device (device count {n})"
+        )));
+    }
+    Ok(device)
+}
+
+/// Limits what the library holds on `device` (in use and cached) to `bytes`; 0 lifts the limit
+/// (`LLAISYS_NVIDIA_MEMORY_LIMIT`'s too). Cached memory beyond it is given back at once; an
+/// allocation that would pass it, after the cached memory was released, is out of memory.
+pub fn set_memory_limit(device: i32, bytes: u64) -> Result<()> {
+    let limit = (bytes > 0).then_some(cache::limit::Limit::Bytes(bytes));
+    cache::device::set_limit(a_device(device)?, limit)
+}
+
+/// As [`set_memory_limit`], as a fraction (above 0, at most 1) of the device's memory; 0 lifts
+/// the limit.
+pub fn set_memory_fraction(device: i32, fraction: f64) -> Result<()> {
+    let limit = (fraction != 0.0).then_some(cache::limit::Limit::Fraction(fraction));
+    cache::device::set_limit(a_device(device)?, limit)
+}
+
+/// `device`'s memory limit in bytes, 0 when it has none.
+pub fn memory_limit(device: i32) -> Result<u64> {
+    let device = a_device(device)?;
+    let total = cache::device::total_memory(device)? as u64;
+    Ok(cache::limit::bytes(device, total).unwrap_or(0))
+}
+
 /// Statistics of the pinned host allocator.
 pub fn host_memory_stats() -> AllocatorStats {
     cache::host::stats()

@@ -51,6 +51,7 @@ fn gather(device: i32, requested: u64) -> (OutOfMemory, String) {
         other_processes_bytes: others
             .as_ref()
             .map_or(0, |o| o.iter().filter_map(|p| p.used_bytes).sum()),
+        limit_bytes: cache::limit::bytes(device, total).unwrap_or(0),
     };
     (figures, words(&figures, largest, &others))
 }
@@ -86,12 +87,20 @@ fn words(
         }
         Err(why) => format!("what other processes use is unknown: {why}"),
     };
+    let limit = match r.limit_bytes {
+        0 => String::new(),
+        b => format!(
+            "; it may hold at most {} there (its memory limit: raise it with \
+             llaisysNvidiaSetMemoryLimit or LLAISYS_NVIDIA_MEMORY_LIMIT)",
+            bytes(b)
+        ),
+    };
     format!(
         "out of memory: {} asked for on device {}, which has {} with {} free after this \
          library released its cached memory; this library holds {} in use, {} cached and {} \
-         in graph pools there; {largest}; {others}. To make room: free blocks you no longer \
-         need (free_device), destroy graphs you no longer replay (their pools keep their \
-         memory), or give the other processes less of the device",
+         in graph pools there{limit}; {largest}; {others}. To make room: free blocks you no \
+         longer need (free_device), destroy graphs you no longer replay (their pools keep \
+         their memory), or give the other processes less of the device",
         bytes(r.requested_bytes),
         r.device,
         bytes(r.total_bytes),
@@ -197,6 +206,7 @@ mod tests {
             graph_pool_bytes: 4 << 20,
             largest_allocation_bytes: 1 << 30,
             other_processes_bytes: 8 << 30,
+            limit_bytes: 0,
         };
         let others = Ok(vec![
             crate::nvml::ProcessUsage {
@@ -223,6 +233,18 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} not in {text}");
         }
+        assert!(!text.contains("memory limit"), "{text}");
+        let limited = OutOfMemory {
+            limit_bytes: 72 << 30,
+            ..r
+        };
+        let text = words(&limited, Some(1 << 30), &Ok(Vec::new()));
+        assert!(
+            text.contains(
+                "it may hold at most 72.0 GiB (77309411328 bytes) there (its memory limit"
+            ) && text.contains("NVML lists no other process on the device"),
+            "{text}"
+        );
         let text = words(&r, None, &Err("libnvidia-ml.so.1 not found".into()));
         assert!(
             text.contains("was not probed (a stream of the device is capturing"),

@@ -646,3 +646,47 @@ fn out_of_memory_reports_figures_that_agree_with_cuda() {
     drop(largest);
     drop(held);
 }
+
+/// A memory limit gives back at once the cached memory beyond it and refuses an allocation that
+/// would pass it, with the report naming it; lifted, the device is whole again.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_memory_limit_gives_back_cached_memory_and_refuses_beyond_it() {
+    require_gpu!();
+    use llaisys_nvidia::ffi::{self, OutOfMemory};
+    let api = api();
+    unsafe { (api.set_device)(0) };
+    let cached = std::env::var("LLAISYS_NVIDIA_DEVICE_CACHE").as_deref() != Ok("0");
+    let stats = || llaisys_nvidia::ops::memory::device_memory_stats(0).expect("stats");
+    let free = || {
+        llaisys_nvidia::device::mem_info()
+            .expect("cudaMemGetInfo")
+            .0 as u64
+    };
+    assert_eq!(ffi::llaisysNvidiaReleaseCachedMemory(), 0);
+    let base = stats().in_use_bytes;
+    drop(Dev::new(2 << 30));
+    let before = free();
+    let limit = base + (1 << 30);
+    assert_eq!(ffi::llaisysNvidiaSetMemoryLimit(0, limit), 0);
+    let s = stats();
+    assert!(s.in_use_bytes + s.cached_bytes <= limit, "{s:?}");
+    if cached {
+        assert!(
+            free() + (64 << 20) >= before + (2 << 30),
+            "the 2 GiB kept went back"
+        );
+    }
+    let a = Dev::new(512 << 20);
+    let mut p = std::ptr::null_mut();
+    let st = unsafe { ffi::llaisysNvidiaMallocDevice(&mut p, 768 << 20) };
+    let msg = crate::support::last_error_message();
+    assert_eq!((st, p.is_null()), (1, true), "{msg}");
+    assert!(msg.contains("memory limit"), "{msg}");
+    let mut r = OutOfMemory::default();
+    assert_eq!(unsafe { ffi::llaisysNvidiaLastOutOfMemory(&mut r) }, 1);
+    assert_eq!(r.limit_bytes, limit, "{r:?}");
+    assert_eq!(ffi::llaisysNvidiaSetMemoryLimit(0, 0), 0);
+    let b = Dev::new(768 << 20);
+    drop((a, b));
+}
