@@ -363,6 +363,15 @@ LLAISYS_NVIDIA_API int llaisysNvidiaReleaseCachedMemory(void);
 LLAISYS_NVIDIA_API int llaisysNvidiaSetMemoryLimit(int device, uint64_t bytes);
 LLAISYS_NVIDIA_API int llaisysNvidiaSetMemoryFraction(int device, double fraction);
 LLAISYS_NVIDIA_API int llaisysNvidiaGetMemoryLimit(int device, uint64_t *bytes);
+/* A release threshold: the most freed device memory the cache keeps on a device for reuse. By
+ * default (UINT64_MAX) it keeps all of it, which makes reuse fastest but leaves the memory to
+ * no one else; with a threshold, what passes it goes back to CUDA now and at each later
+ * free_device and device_synchronize, so that other libraries of this process and other
+ * processes can have it. For every device: LLAISYS_NVIDIA_RELEASE_THRESHOLD (bytes, read once),
+ * which a threshold set here replaces for its device. Giving memory back waits for the device's
+ * legacy stream (a free then waits for the work queued before it); while a stream of the device
+ * captures a graph nothing is given back. */
+LLAISYS_NVIDIA_API int llaisysNvidiaSetReleaseThreshold(int device, uint64_t bytes);
 LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
 
 /*

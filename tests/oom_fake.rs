@@ -259,3 +259,74 @@ fn a_memory_limit_caps_what_the_library_holds() {
         out.report()
     );
 }
+
+/// Device 0's cached bytes (`llaisysNvidiaDeviceMemoryStats`).
+fn cached() -> u64 {
+    let mut s = ffi::AllocatorStats::default();
+    // SAFETY: `s` is writable.
+    ok(unsafe { ffi::llaisysNvidiaDeviceMemoryStats(0, &mut s) });
+    s.cached_bytes
+}
+
+/// A 32 MiB block (from cudaMalloc, kept by the cache once freed) allocated and freed.
+fn churn() {
+    let mut p = null_mut();
+    // SAFETY: `p` is writable.
+    ok(unsafe { ffi::llaisysNvidiaMallocDevice(&mut p, 32 << 20) });
+    ok(ffi::llaisysNvidiaFreeDevice(p));
+}
+
+#[test]
+#[ignore = "entry point of a child process: run by a_release_threshold_gives_freed_memory_back"]
+fn child_threshold() {
+    support::child::require_child("child_threshold");
+    // SAFETY: the fake is on the loader path (the parent's doing); the function has this C type.
+    let frees = unsafe { fake::<extern "C" fn(libc::c_int) -> libc::c_long>(c"fake_device_frees") };
+    let from_env = std::env::var("LLAISYS_NVIDIA_RELEASE_THRESHOLD").is_ok();
+    if from_env {
+        // The variable's threshold, 0: nothing stays cached after a free.
+        churn();
+        assert_eq!(cached(), 0);
+        println!("oom threshold child: ok");
+        return;
+    }
+    // By default the freed block stays cached.
+    churn();
+    assert_eq!(cached(), 32 << 20);
+    // Setting a threshold below it gives it back at once (cudaFree), and after each free.
+    let before = frees(0);
+    ok(ffi::llaisysNvidiaSetReleaseThreshold(0, 0));
+    assert_eq!(cached(), 0);
+    assert!(frees(0) > before, "cudaFree of the kept block");
+    churn();
+    assert_eq!(cached(), 0);
+    // A threshold above what is cached keeps it; UINT64_MAX keeps all again.
+    ok(ffi::llaisysNvidiaSetReleaseThreshold(0, 64 << 20));
+    churn();
+    assert_eq!(cached(), 32 << 20);
+    ok(ffi::llaisysNvidiaSetReleaseThreshold(0, u64::MAX));
+    let kept = cached();
+    churn();
+    assert!(cached() >= kept, "nothing given back");
+    assert_eq!(
+        ffi::llaisysNvidiaSetReleaseThreshold(3, 0),
+        STATUS_INVALID_ARGUMENT
+    );
+    println!("oom threshold child: ok");
+}
+
+#[test]
+fn a_release_threshold_gives_freed_memory_back() {
+    for env in [None, Some(("LLAISYS_NVIDIA_RELEASE_THRESHOLD", "0"))] {
+        let out = support::child::TestChild::new("child_threshold")
+            .loader_path(support::fake_cudart())
+            .envs(env)
+            .limit(std::time::Duration::from_secs(120))
+            .run();
+        assert!(
+            out.ran_one_test() && out.text().contains("oom threshold child: ok"),
+            "{env:?}\n{}",
+            out.report()
+        );
+    }
+}

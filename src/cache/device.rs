@@ -409,6 +409,21 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
     unsafe { free_on(p, std::ptr::null_mut()) }
 }
 
+/// `free`, then the block's device kept within its release threshold (a failure there is the
+/// device's, not this free's).
+#[inline]
+pub(crate) fn free_within_threshold(p: *mut c_void) -> Result<()> {
+    if !super::threshold::any() {
+        return free(p);
+    }
+    let device = owner(p).map(|(_, d)| d);
+    free(p)?;
+    if let Some(d) = device {
+        set_aside(keep_within_threshold(d));
+    }
+    Ok(())
+}
+
 /// Frees a pointer from `alloc`/`alloc_on` in the order of `stream`.
 ///
 /// # Safety
@@ -699,7 +714,7 @@ pub(crate) fn release_cached() -> Result<()> {
             _ => continue,
         };
         let d = device as i32;
-        match release_device(d, cache, pool, &mut kept_back) {
+        match release_device(d, cache, pool, 0, &mut kept_back) {
             Ok(true) => {}
             Ok(false) => {
                 capturing.get_or_insert(d);
@@ -728,6 +743,7 @@ fn release_device(
     d: i32,
     cache: &DeviceCache,
     pool: Option<Pool>,
+    keep: usize,
     kept_back: &mut Result<()>,
 ) -> Result<bool> {
     let released = crate::safe::device::with(d, || {
@@ -751,7 +767,7 @@ fn release_device(
         }
         // SAFETY: NULL is the legacy stream.
         unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }?;
-        pool.trim(d).map(|()| true)
+        pool.trim(d, keep).map(|()| true)
     })?;
     if let (true, Some(pool)) = (released, pool) {
         cache.reserved_seen.store(pool.reserved(), Relaxed);
@@ -783,7 +799,7 @@ fn within_limit_slow(device: i32, size: usize, limit: super::limit::Limit) -> Re
     if held(device) + size as u64 <= limit {
         return Ok(());
     }
-    let _ = release_to(device);
+    let _ = release_to(device, 0);
     let now = held(device);
     if now + size as u64 <= limit {
         return Ok(());
@@ -798,8 +814,9 @@ fn within_limit_slow(device: i32, size: usize, limit: super::limit::Limit) -> Re
     ))
 }
 
-/// Releases `device`'s cached memory (a capture there leaves it kept).
-fn release_to(device: i32) -> Result<()> {
+/// Releases `device`'s cached memory but `keep` bytes of its pool (a capture there leaves it
+/// kept).
+fn release_to(device: i32, keep: usize) -> Result<()> {
     let cache = of(device)?;
     let pool = match cache.pool.get() {
         Some(Some(pool)) => Some(*pool),
@@ -807,8 +824,33 @@ fn release_to(device: i32) -> Result<()> {
     };
     let _relaxed = RelaxedMode::new();
     let mut kept_back = flush_kept();
-    release_device(device, cache, pool, &mut kept_back)?;
+    release_device(device, cache, pool, keep, &mut kept_back)?;
     kept_back
+}
+
+/// After a free or a synchronize on `device`: when its cache keeps more than its release
+/// threshold (`threshold`), what passes it goes back to CUDA. One relaxed load without one.
+#[inline]
+pub(crate) fn keep_within_threshold(device: i32) -> Result<()> {
+    match super::threshold::of(device) {
+        None => Ok(()),
+        Some(keep) => trim_to_threshold(device, keep),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn trim_to_threshold(device: i32, keep: u64) -> Result<()> {
+    if stats(device)?.cached_bytes <= keep {
+        return Ok(());
+    }
+    release_to(device, usize::try_from(keep).unwrap_or(usize::MAX))
+}
+
+/// Sets `device`'s release threshold (None: keep all freed memory) and applies it at once.
+pub(crate) fn set_threshold(device: i32, keep: Option<u64>) -> Result<()> {
+    super::threshold::set(device, keep)?;
+    keep_within_threshold(device)
 }
 
 /// Sets `device`'s memory limit (None lifts it) and gives back at once the cached memory that
@@ -819,7 +861,7 @@ pub(crate) fn set_limit(device: i32, limit: Option<super::limit::Limit>) -> Resu
         return Ok(());
     };
     if held(device) > bytes {
-        release_to(device)?;
+        release_to(device, 0)?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
 //! - [`limit`]: a cap per device on what the library holds there.
+//! - [`threshold`]: the most freed memory the device cache keeps per device.
 //! - [`legacy_stream`]: when the caches may queue work on a device's legacy stream, and the
 //!   side stream used instead.
 //! - [`copies`]: what a copy does with the caches' memory: the one door of `ops::copies`.
@@ -35,6 +36,7 @@ pub(crate) mod large;
 pub(crate) mod legacy_stream;
 pub(crate) mod limit;
 pub(crate) mod recycle;
+pub(crate) mod threshold;
 
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -172,6 +172,14 @@ pub extern "C" fn llaisysNvidiaSetMemoryFraction(device: c_int, fraction: f64) -
     })
 }
 
+/// Keeps at most `bytes` of freed memory cached on `device` (`UINT64_MAX`: all, the default).
+#[no_mangle]
+pub extern "C" fn llaisysNvidiaSetReleaseThreshold(device: c_int, bytes: u64) -> c_int {
+    super::api::status("llaisysNvidiaSetReleaseThreshold", || {
+        crate::ops::memory::set_release_threshold(device, bytes)
+    })
+}
+
 /// `device`'s memory limit in bytes into `*bytes` (0: none).
 ///
 /// # Safety

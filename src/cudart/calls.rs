@@ -565,11 +565,11 @@ calls! { unsafe:
     fn mem_pool_reserved(pool: PoolHandle) -> v: u64 = 0, => raw::cudaMemPoolGetAttribute(pool,
         raw::cudaMemPoolAttr::cudaMemPoolAttrReservedMemCurrent, (&mut v as *mut u64).cast());
 
-    /// `cudaMemPoolTrimTo(pool, 0)`.
+    /// `cudaMemPoolTrimTo(pool, keep)`: unused memory beyond `keep` bytes goes back.
     ///
     /// # Safety
     /// `pool` is a live pool.
-    fn mem_pool_trim(pool: PoolHandle) => raw::cudaMemPoolTrimTo(pool, 0);
+    fn mem_pool_trim(pool: PoolHandle, keep: usize) => raw::cudaMemPoolTrimTo(pool, keep);
 
     /// `cudaMallocFromPoolAsync`.
     ///

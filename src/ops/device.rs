@@ -48,5 +48,13 @@ pub fn init_device(id: i32) -> Result<std::time::Duration> {
 /// Waits for all work on the current device; refused while a stream of it captures a graph.
 pub fn device_synchronize() -> Result<()> {
     super::capturing::device_not_capturing()?;
-    device::synchronize()
+    device::synchronize()?;
+    // Freed memory beyond the device's release threshold goes back (a failure there is the
+    // cache's, not this call's).
+    if cache::threshold::any() {
+        if let Ok(d) = device::current() {
+            cache::device::set_aside(cache::device::keep_within_threshold(d));
+        }
+    }
+    Ok(())
 }

@@ -55,7 +55,7 @@ pub fn malloc_device(size: usize) -> Result<*mut c_void> {
 
 /// free_device: NULL does nothing; a pointer we did not hand out is refused, nothing freed.
 pub fn free_device(p: *mut c_void) -> Result<()> {
-    cache::device::free(p)
+    cache::device::free_within_threshold(p)
 }
 
 /// Stream-ordered allocation on `stream` (NULL: legacy stream).
@@ -271,6 +271,13 @@ pub fn set_memory_limit(device: i32, bytes: u64) -> Result<()> {
 pub fn set_memory_fraction(device: i32, fraction: f64) -> Result<()> {
     let limit = (fraction != 0.0).then_some(cache::limit::Limit::Fraction(fraction));
     cache::device::set_limit(a_device(device)?, limit)
+}
+
+/// Keeps at most `bytes` of freed memory cached on `device` (`u64::MAX`: all of it, the
+/// default); what passes it goes back to CUDA now and at each later free or synchronize.
+pub fn set_release_threshold(device: i32, bytes: u64) -> Result<()> {
+    let keep = (bytes != u64::MAX).then_some(bytes);
+    cache::device::set_threshold(a_device(device)?, keep)
 }
 
 /// `device`'s memory limit in bytes, 0 when it has none.

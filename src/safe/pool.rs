@@ -43,10 +43,11 @@ impl Pool {
             .detail(|| format!("pool of device {owner}, access for device {peer}"))
     }
 
-    /// Returns the pool's unused memory to the device.
-    pub(crate) fn trim(self, device: i32) -> Result<()> {
+    /// Returns the pool's unused memory beyond `keep` bytes to the device.
+    pub(crate) fn trim(self, device: i32, keep: usize) -> Result<()> {
         // SAFETY: a live pool (as in `reserved`).
-        unsafe { cudart::mem_pool_trim(self.0) }.detail(|| format!("device={device}"))
+        unsafe { cudart::mem_pool_trim(self.0, keep) }
+            .detail(|| format!("device={device} keep={keep}"))
     }
 
     /// Allocates `size` bytes in the order of `stream`.

@@ -690,3 +690,28 @@ fn a_memory_limit_gives_back_cached_memory_and_refuses_beyond_it() {
     let b = Dev::new(768 << 20);
     drop((a, b));
 }
+
+/// After malloc_device of most of the device and free_device, another library of the process
+/// (a cudaMalloc of its own) gets the same amount once a release threshold of 0 is set: the
+/// free gives the memory back to CUDA instead of keeping it.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn with_a_release_threshold_another_library_gets_the_freed_memory() {
+    require_gpu!();
+    use llaisys_nvidia::{ffi, sys};
+    let api = api();
+    unsafe { (api.set_device)(0) };
+    assert_eq!(ffi::llaisysNvidiaReleaseCachedMemory(), 0);
+    assert_eq!(ffi::llaisysNvidiaSetReleaseThreshold(0, 0), 0);
+    let (free, _) = llaisys_nvidia::device::mem_info().expect("cudaMemGetInfo");
+    let n = (free / 10 * 7) & !((2 << 20) - 1);
+    drop(Dev::new(n));
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let rc = unsafe { sys::cudaMalloc(&mut p, n) }.0;
+    assert_eq!(
+        rc, 0,
+        "another library's cudaMalloc of {n} bytes after our free"
+    );
+    assert_eq!(unsafe { sys::cudaFree(p) }.0, 0);
+    assert_eq!(ffi::llaisysNvidiaSetReleaseThreshold(0, u64::MAX), 0);
+}
