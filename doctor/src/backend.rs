@@ -143,6 +143,35 @@ pub mod device {
     }
 }
 
+/// NVML (libnvidia-ml.so.1), which the library loads and starts on first use.
+pub mod nvml {
+    use super::lib;
+    use crate::report::{NvmlUsage, ProcessMemory};
+
+    /// The variable that names the NVML library to use instead of the loader's search.
+    pub const LIBRARY_VAR: &str = lib::nvml::LIBRARY_VAR;
+
+    /// The device with PCI bus id `pci_bus_id`: its total and used memory and its compute
+    /// processes, `probe_pid` being this process; or why NVML cannot say, in words that name
+    /// what is missing.
+    pub fn device_usage(pci_bus_id: &str) -> Result<NvmlUsage, String> {
+        let u = lib::nvml::device_usage(pci_bus_id)?;
+        Ok(NvmlUsage {
+            total_bytes: u.total_bytes,
+            used_bytes: u.used_bytes,
+            processes: u
+                .processes
+                .into_iter()
+                .map(|p| ProcessMemory {
+                    pid: p.pid,
+                    used_bytes: p.used_bytes,
+                })
+                .collect(),
+            probe_pid: std::process::id(),
+        })
+    }
+}
+
 /// The llaisys table's bodies as Rust calls that return a `Result` and never call the error
 /// handler: the library's operations layer (`llaisys_nvidia::ops`), which the table and the
 /// status API both call.

@@ -7,7 +7,7 @@ use crate::evidence::Evidence;
 use crate::exit;
 use crate::names::{
     BENCH_PREFIX, CONTEXT_PREFIX, DEVICE_COUNT, DEVICE_PREFIX, DRIVER_VERSION, EXITING, LIBCUDA,
-    LOAD_CUDART, PEER_ACCESS, RUNTIME_VERSION, SMOKE_PREFIX, STARTING,
+    LOAD_CUDART, NVML_PREFIX, PEER_ACCESS, RUNTIME_VERSION, SMOKE_PREFIX, STARTING,
 };
 use crate::options::{seconds, TIMEOUT_ENV};
 use crate::report::{CudaErr, DeviceNode, How, Libcuda, LoaderAnswer, ProbeFailure};
@@ -847,6 +847,7 @@ fn probe_does(probe: &str) -> &'static str {
         EXITING => "the probe process exiting after its last probe (cudart's and the driver's teardown)",
         p if p.starts_with(CONTEXT_PREFIX) => "creating the device's context",
         p if p.starts_with(DEVICE_PREFIX) => "reading the device's properties and free memory (which creates its context)",
+        p if p.starts_with(NVML_PREFIX) => "NVML (libnvidia-ml.so.1, loaded and started by the first of these) listing the processes on the device and their memory",
         p if p.starts_with(SMOKE_PREFIX) => "a call of the llaisys table in the smoke test",
         p if p.starts_with(BENCH_PREFIX) => "a measurement of the bench",
         _ => "a call into the driver or the runtime",

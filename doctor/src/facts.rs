@@ -1,8 +1,8 @@
-//! Gathering the facts of the report: this build (here), and in the probe process each device
-//! and the peer-access matrix.
+//! Gathering the facts of the report: this build (here), and in the probe process each device,
+//! NVML's view of its memory, and the peer-access matrix.
 
 use crate::backend::{self, build as b};
-use crate::report::{Build, DeviceReport, PeerAccess};
+use crate::report::{Build, DeviceProperties, DeviceReport, Failure, NvmlUsage, PeerAccess};
 use std::time::Instant;
 
 /// The facts build.rs recorded.
@@ -36,6 +36,18 @@ pub fn device(id: i32) -> DeviceReport {
         id,
         properties: backend::device::properties(id),
         memory: backend::device::set(id).and_then(|()| backend::device::mem_info()),
+        nvml: None,
+    }
+}
+
+/// NVML's view of the device whose properties are `properties`: every process on it and what
+/// each uses, or why NVML cannot say. The first call loads and starts NVML.
+pub fn nvml(properties: &Result<DeviceProperties, Failure>) -> Result<NvmlUsage, String> {
+    match properties {
+        Ok(p) => backend::nvml::device_usage(&p.pci_bus_id),
+        Err(e) => Err(format!(
+            "not asked: the device's PCI bus id is unknown (its properties are unreadable: {e})"
+        )),
     }
 }
 

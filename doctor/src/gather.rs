@@ -99,7 +99,12 @@ fn assemble(opts: &Options, parts: Vec<Part>, watchdog: report::Watchdog) -> Rep
                 first_calls.push(call(names::DEVICE_COUNT, ms));
             }
             Part::Context(c) => context = Some(c),
-            Part::Device(d) => devices.push(d),
+            Part::Device(d) => devices.push(*d),
+            Part::Nvml { device, usage } => {
+                if let Some(d) = devices.iter_mut().find(|d| d.id == device) {
+                    d.nvml = Some(usage);
+                }
+            }
             Part::Peers(p) => peer_access = p,
             Part::Smoke(s) => smoke = Some(s),
             Part::Bench(b) => bench = Some(b),

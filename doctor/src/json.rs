@@ -7,7 +7,8 @@ use crate::backend::version_string;
 use crate::diagnose::Diagnosis;
 use crate::report::{
     nan_as_null, Bench, Build, CudaErr, DeviceCount, DeviceNode, DeviceReport, Failure, How,
-    Libcuda, Libcudart, LoaderAnswer, Machine, PeerAccess, Report, Smoke, SmokeStatus, Watchdog,
+    Libcuda, Libcudart, LoaderAnswer, Machine, NvmlUsage, PeerAccess, Report, Smoke, SmokeStatus,
+    Watchdog,
 };
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -371,6 +372,46 @@ struct DeviceJ<'a> {
     memory_pools: Option<bool>,
     properties_error: Option<ErrorJ<'a>>,
     memory_error: Option<ErrorJ<'a>>,
+    nvml: Option<NvmlJ>,
+    nvml_error: Option<&'a str>,
+}
+
+/// NVML's view of a device's memory; `other_processes` and `other_processes_bytes` are the
+/// figures of the library's out-of-memory report (the probe process left out).
+#[derive(Serialize)]
+struct NvmlJ {
+    total_bytes: u64,
+    used_bytes: u64,
+    probe_pid: u32,
+    other_processes: usize,
+    other_processes_bytes: u64,
+    processes: Vec<ProcessJ>,
+}
+
+#[derive(Serialize)]
+struct ProcessJ {
+    pid: u32,
+    used_bytes: Option<u64>,
+    probe_process: bool,
+}
+
+fn nvml(u: &NvmlUsage) -> NvmlJ {
+    NvmlJ {
+        total_bytes: u.total_bytes,
+        used_bytes: u.used_bytes,
+        probe_pid: u.probe_pid,
+        other_processes: u.others().count(),
+        other_processes_bytes: u.others_bytes(),
+        processes: u
+            .processes
+            .iter()
+            .map(|p| ProcessJ {
+                pid: p.pid,
+                used_bytes: p.used_bytes,
+                probe_process: p.pid == u.probe_pid,
+            })
+            .collect(),
+    }
 }
 
 fn device(d: &DeviceReport) -> DeviceJ<'_> {
@@ -395,6 +436,12 @@ fn device(d: &DeviceReport) -> DeviceJ<'_> {
         memory_pools: p.map(|p| p.memory_pools),
         properties_error: d.properties.as_ref().err().map(error),
         memory_error: d.memory.as_ref().err().map(error),
+        nvml: d.nvml.as_ref().and_then(|n| n.as_ref().ok()).map(nvml),
+        nvml_error: d
+            .nvml
+            .as_ref()
+            .and_then(|n| n.as_ref().err())
+            .map(String::as_str),
     }
 }
 
@@ -623,5 +670,103 @@ fn watchdog(w: &Watchdog) -> WatchdogJ<'_> {
                 status: p.status.id(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ProcessMemory;
+    use serde_json::{json, Value};
+
+    const GIB: u64 = 1 << 30;
+
+    fn device_with(nvml: Option<Result<NvmlUsage, String>>) -> DeviceReport {
+        crate::report::sample_device(1, "NVIDIA H200", "0000:3b:00.0", (100, 140), nvml)
+    }
+
+    fn value(d: &DeviceReport) -> Value {
+        serde_json::to_value(device(d)).expect("serialises")
+    }
+
+    #[test]
+    fn a_device_holds_nvml_figures_and_processes_the_probe_process_marked() {
+        let u = NvmlUsage {
+            total_bytes: 140 * GIB,
+            used_bytes: 40 * GIB,
+            processes: vec![
+                ProcessMemory {
+                    pid: 4242,
+                    used_bytes: Some(30 * GIB),
+                },
+                ProcessMemory {
+                    pid: 4343,
+                    used_bytes: None,
+                },
+                ProcessMemory {
+                    pid: 777,
+                    used_bytes: Some(GIB / 2),
+                },
+            ],
+            probe_pid: 777,
+        };
+        let v = value(&device_with(Some(Ok(u))));
+        assert_eq!(
+            v["nvml"],
+            json!({
+                "total_bytes": 140 * GIB,
+                "used_bytes": 40 * GIB,
+                "probe_pid": 777,
+                "other_processes": 2,
+                "other_processes_bytes": 30 * GIB,
+                "processes": [
+                    {"pid": 4242, "used_bytes": 30 * GIB, "probe_process": false},
+                    {"pid": 4343, "used_bytes": null, "probe_process": false},
+                    {"pid": 777, "used_bytes": GIB / 2, "probe_process": true},
+                ],
+            })
+        );
+        assert_eq!(v["nvml_error"], Value::Null);
+        // The members before keep their names, values and order; the new ones come last.
+        assert_eq!(v["memory_total"], json!(140u64 << 30));
+        assert_eq!(v["memory_free"], json!(100u64 << 30));
+        assert_eq!(v["pci_bus_id"], "0000:3b:00.0");
+        // In the document's own order (the struct's): find each key after the one before.
+        let text = serde_json::to_string(&device(&device_with(None))).expect("serialises");
+        let mut at = 0;
+        for key in [
+            "id",
+            "name",
+            "compute_capability",
+            "memory_total",
+            "memory_free",
+            "multiprocessors",
+            "pci_bus_id",
+            "async_engines",
+            "unified_addressing",
+            "memory_pools",
+            "properties_error",
+            "memory_error",
+            "nvml",
+            "nvml_error",
+        ] {
+            let quoted = format!("\"{key}\":");
+            let found = text[at..].find(&quoted);
+            assert!(found.is_some(), "{key} missing or out of order in {text}");
+            at += found.unwrap_or(0) + quoted.len();
+        }
+        assert_eq!(v.as_object().map(|o| o.len()), Some(14), "{v}");
+    }
+
+    #[test]
+    fn nvml_unavailable_is_a_reason_and_an_unfinished_probe_is_null() {
+        let why = "libnvidia-ml.so.1 not found";
+        let v = value(&device_with(Some(Err(why.into()))));
+        assert_eq!(v["nvml"], Value::Null);
+        assert_eq!(v["nvml_error"], why);
+        let v = value(&device_with(None));
+        assert_eq!(v["nvml"], Value::Null);
+        assert_eq!(v["nvml_error"], Value::Null);
+        assert!(v.as_object().expect("object").contains_key("nvml_error"));
     }
 }

@@ -44,6 +44,8 @@ pub const PEER_ACCESS: &str = "peer access";
 pub const CONTEXT_PREFIX: &str = "context on device ";
 /// The start of [`device`]'s names.
 pub const DEVICE_PREFIX: &str = "device ";
+/// The start of [`nvml`]'s names.
+pub const NVML_PREFIX: &str = "NVML on device ";
 /// The start of [`smoke`]'s names.
 pub const SMOKE_PREFIX: &str = "smoke: ";
 /// The start of the bench's measurements (`bench: H2D pinned 4 KiB (1/45)`), which are its
@@ -58,6 +60,12 @@ pub fn context(device: i32) -> String {
 /// Reading device `id`'s properties and free memory: `device 0`.
 pub fn device(id: i32) -> String {
     format!("{DEVICE_PREFIX}{id}")
+}
+
+/// NVML's list of the processes on device `id` and their memory (the first loads and starts
+/// NVML): `NVML on device 0`.
+pub fn nvml(id: i32) -> String {
+    format!("{NVML_PREFIX}{id}")
 }
 
 /// A step of the smoke test: `smoke: malloc_host`.

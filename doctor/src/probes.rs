@@ -7,8 +7,8 @@
 //! Two groups, two processes: `libcuda` (this program's own `dlopen` of libcuda.so.1, which runs
 //! the library's initialisers), then `cuda` (cudart's calls, in the order a process makes them:
 //! in the `loaded` mode the choice of runtime first, then versions, the device count, the
-//! context, the devices, peers, the smoke test, the bench), so
-//! that the first CUDA calls of the `cuda` process are the real first calls, timed.
+//! context, the devices each with NVML's view of its memory, peers, the smoke test, the bench),
+//! so that the first CUDA calls of the `cuda` process are the real first calls, timed.
 
 use crate::names::{self, Group};
 use crate::protocol::{send, Msg, Part};
@@ -66,7 +66,12 @@ fn cuda(device: i32, with_bench: bool, out: &mut dyn Write) {
     });
     for id in 0..count {
         start(out, &names::device(id));
-        send(out, &Msg::Part(Part::Device(facts::device(id))));
+        let d = facts::device(id);
+        send(out, &Msg::Part(Part::Device(Box::new(d.clone()))));
+        // NVML can hang in a broken driver as CUDA can: a probe of its own.
+        start(out, &names::nvml(id));
+        let usage = facts::nvml(&d.properties);
+        send(out, &Msg::Part(Part::Nvml { device: id, usage }));
     }
     if count > 1 {
         start(out, names::PEER_ACCESS);

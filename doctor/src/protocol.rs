@@ -4,7 +4,8 @@
 //! Lines that are not messages (a driver printing to stdout) are kept as stray output.
 
 use crate::report::{
-    nan_as_null, Bench, CudaErr, DeviceReport, Failure, Libcuda, LoadedRuntime, PeerAccess, Smoke,
+    nan_as_null, Bench, CudaErr, DeviceReport, Failure, Libcuda, LoadedRuntime, NvmlUsage,
+    PeerAccess, Smoke,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -61,8 +62,15 @@ pub enum Part {
     },
     /// Context creation on the chosen device: milliseconds or the error.
     Context(Result<f64, Failure>),
-    /// One device's facts.
-    Device(DeviceReport),
+    /// One device's facts (boxed: the largest part by far).
+    Device(Box<DeviceReport>),
+    /// NVML's view of device `device`'s memory, or why NVML cannot say.
+    Nvml {
+        /// The device id.
+        device: i32,
+        /// The processes on it and their memory, or the reason.
+        usage: Result<NvmlUsage, String>,
+    },
     /// The peer-access matrix.
     Peers(Vec<PeerAccess>),
     /// The smoke test.

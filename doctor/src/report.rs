@@ -299,6 +299,46 @@ pub struct DeviceReport {
     pub properties: Result<DeviceProperties, Failure>,
     /// `cudaMemGetInfo`: (free, total) bytes.
     pub memory: Result<(usize, usize), Failure>,
+    /// NVML's view of the device's memory: the processes on it and what each uses, or why NVML
+    /// cannot say; None when its probe did not finish.
+    #[serde(default)]
+    pub nvml: Option<Result<NvmlUsage, String>>,
+}
+
+/// A device's memory as NVML (libnvidia-ml.so.1) shows it, asked by the probe process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvmlUsage {
+    /// Total memory of the device.
+    pub total_bytes: u64,
+    /// Memory in use on the device, by every process.
+    pub used_bytes: u64,
+    /// The compute processes on the device, in NVML's order.
+    pub processes: Vec<ProcessMemory>,
+    /// The pid of the process that asked (the doctor's probe process), which holds a context
+    /// on the device and so is in the list too.
+    pub probe_pid: u32,
+}
+
+/// One process's use of a device's memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMemory {
+    /// Its process id.
+    pub pid: u32,
+    /// Device memory it uses; None where NVML cannot say (no permission, MIG).
+    pub used_bytes: Option<u64>,
+}
+
+impl NvmlUsage {
+    /// The processes other than the probe process: those the library's out-of-memory report
+    /// counts as other processes.
+    pub fn others(&self) -> impl Iterator<Item = &ProcessMemory> {
+        self.processes.iter().filter(|p| p.pid != self.probe_pid)
+    }
+
+    /// What the other processes use, of those whose use NVML can say.
+    pub fn others_bytes(&self) -> u64 {
+        self.others().filter_map(|p| p.used_bytes).sum()
+    }
 }
 
 /// Whether `from` can access `to`'s memory.
@@ -629,4 +669,31 @@ pub struct Watchdog {
     /// What the probe processes wrote on stderr (the driver's or cudart's own messages), cut
     /// to its last 4 KiB.
     pub stderr: String,
+}
+
+/// A device for the unit tests of the report's printers: `id`, a Hopper GPU named `name` with
+/// `total_gib` GiB at `bus`, `free_gib` free, and `nvml`.
+#[cfg(test)]
+pub(crate) fn sample_device(
+    id: i32,
+    name: &str,
+    bus: &str,
+    (free_gib, total_gib): (usize, usize),
+    nvml: Option<Result<NvmlUsage, String>>,
+) -> DeviceReport {
+    DeviceReport {
+        id,
+        properties: Ok(DeviceProperties {
+            name: name.into(),
+            compute_capability: (9, 0),
+            total_memory: total_gib << 30,
+            multiprocessors: 132,
+            pci_bus_id: bus.into(),
+            async_engines: 3,
+            unified_addressing: true,
+            memory_pools: true,
+        }),
+        memory: Ok((free_gib << 30, total_gib << 30)),
+        nvml,
+    }
 }

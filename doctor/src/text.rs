@@ -298,6 +298,7 @@ fn device(d: &DeviceReport, o: &mut String) {
                 Err(ref e) => format!("{} total, free unknown: {e}", gib(p.total_memory)),
             };
             kv(o, "  memory", &memory);
+            nvml(d, o);
             kv(o, "  multiprocessors", &p.multiprocessors.to_string());
             kv(o, "  PCI bus id", &p.pci_bus_id);
             kv(o, "  async copy engines", &p.async_engines.to_string());
@@ -307,6 +308,46 @@ fn device(d: &DeviceReport, o: &mut String) {
         Err(e) => {
             let _ = writeln!(o, "  device {}: properties unreadable: {e}", d.id);
         }
+    }
+}
+
+/// NVML's view of the device: the other processes and what they use (the figures of the
+/// library's out-of-memory report), then one line per process, the probe process marked.
+fn nvml(d: &DeviceReport, o: &mut String) {
+    let u = match &d.nvml {
+        None => return kv(o, "  processes (NVML)", NOT_FINISHED),
+        Some(Err(why)) => return kv(o, "  processes (NVML)", &format!("unknown: {why}")),
+        Some(Ok(u)) => u,
+    };
+    let others = u.others().count();
+    let unmeasured = u.others().filter(|p| p.used_bytes.is_none()).count();
+    let mut summary = match others {
+        0 => "no other process".to_string(),
+        1 => format!("1 other process uses {}", gib(u.others_bytes() as usize)),
+        n => format!("{n} other processes use {}", gib(u.others_bytes() as usize)),
+    };
+    if unmeasured > 0 {
+        let _ = write!(
+            summary,
+            " (NVML cannot measure {unmeasured} of them: no permission, or MIG)"
+        );
+    }
+    let _ = write!(
+        summary,
+        "; {} in use in all, of {}",
+        gib(u.used_bytes as usize),
+        gib(u.total_bytes as usize)
+    );
+    kv(o, "  processes (NVML)", &summary);
+    for p in &u.processes {
+        let mut use_ = match p.used_bytes {
+            Some(b) => gib(b as usize),
+            None => "its use unknown to NVML".to_string(),
+        };
+        if p.pid == u.probe_pid {
+            use_.push_str(" (this doctor's probe process)");
+        }
+        kv(o, &format!("    pid {}", p.pid), &use_);
     }
 }
 
@@ -482,4 +523,138 @@ fn diagnosis(d: &Diagnosis, o: &mut String) {
         d.status.words(),
         d.status.exit_code()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Failure, NvmlUsage, ProcessMemory};
+
+    const GIB: u64 = 1 << 30;
+
+    /// Device 0 with 80 GiB, 78 GiB free, and `nvml`.
+    fn device_with(nvml: Option<Result<NvmlUsage, String>>) -> DeviceReport {
+        crate::report::sample_device(0, "NVIDIA H100 80GB HBM3", "0000:00:06.0", (78, 80), nvml)
+    }
+
+    /// Two other processes, one NVML cannot measure, and the probe process.
+    fn usage() -> NvmlUsage {
+        NvmlUsage {
+            total_bytes: 80 * GIB,
+            used_bytes: 2 * GIB,
+            processes: vec![
+                ProcessMemory {
+                    pid: 4242,
+                    used_bytes: Some(3 * GIB / 2),
+                },
+                ProcessMemory {
+                    pid: 4343,
+                    used_bytes: None,
+                },
+                ProcessMemory {
+                    pid: 777,
+                    used_bytes: Some(GIB / 2),
+                },
+            ],
+            probe_pid: 777,
+        }
+    }
+
+    fn shown(d: &DeviceReport) -> String {
+        let mut o = String::new();
+        device(d, &mut o);
+        o
+    }
+
+    /// `text` with every run of spaces and line breaks made one space (undoes the wrapping).
+    fn flat(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn a_device_shows_its_memory_and_every_process_on_it_the_probe_process_marked() {
+        let o = shown(&device_with(Some(Ok(usage()))));
+        let lines: Vec<&str> = o.lines().collect();
+        assert!(
+            lines.contains(&"    memory              80.0 GiB total, 78.0 GiB free"),
+            "{o}"
+        );
+        assert!(
+            flat(&o).contains(
+                "processes (NVML) 2 other processes use 1.5 GiB (NVML cannot measure 1 of them: \
+                 no permission, or MIG); 2.0 GiB in use in all, of 80.0 GiB"
+            ),
+            "{o}"
+        );
+        for want in [
+            "      pid 4242          1.5 GiB",
+            "      pid 4343          its use unknown to NVML",
+            "      pid 777           0.5 GiB (this doctor's probe process)",
+        ] {
+            assert!(lines.contains(&want), "{want:?} not a line of:\n{o}");
+        }
+        // One line per process, in NVML's order, right after the summary.
+        let at = |p: &str| {
+            lines
+                .iter()
+                .position(|l| l.contains(p))
+                .unwrap_or(usize::MAX)
+        };
+        assert!(at("pid 4242") < at("pid 4343") && at("pid 4343") < at("pid 777"));
+        assert!(at("processes (NVML)") < at("pid 4242"));
+        assert_eq!(o.matches("probe process").count(), 1, "{o}");
+        // No line runs past the width.
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{o}");
+    }
+
+    #[test]
+    fn one_other_process_and_none() {
+        let mut u = usage();
+        u.processes.remove(1);
+        let o = flat(&shown(&device_with(Some(Ok(u.clone())))));
+        assert!(o.contains("processes (NVML) 1 other process uses 1.5 GiB; 2.0 GiB in use"));
+        assert!(!o.contains("cannot measure"), "{o}");
+        u.processes.retain(|p| p.pid == 777);
+        let o = flat(&shown(&device_with(Some(Ok(u)))));
+        assert!(
+            o.contains("processes (NVML) no other process; 2.0 GiB in use in all, of 80.0 GiB"),
+            "{o}"
+        );
+        assert!(
+            o.contains("pid 777 0.5 GiB (this doctor's probe process)"),
+            "{o}"
+        );
+    }
+
+    #[test]
+    fn nvml_unavailable_shows_its_reason_and_an_unfinished_probe_says_so() {
+        let why = "libnvidia-ml.so.1 not found (searched the loader's path); install the NVIDIA \
+                   driver's NVML or name it with LLAISYS_NVIDIA_NVML_LIBRARY";
+        let o = shown(&device_with(Some(Err(why.into()))));
+        assert!(
+            flat(&o).contains(&format!("processes (NVML) unknown: {why}")),
+            "{o}"
+        );
+        assert!(!o.contains("pid "), "{o}");
+        // The free memory from CUDA is still shown.
+        assert!(o.contains("80.0 GiB total, 78.0 GiB free"), "{o}");
+        let o = shown(&device_with(None));
+        assert!(
+            flat(&o).contains(&format!("processes (NVML) {NOT_FINISHED}")),
+            "{o}"
+        );
+    }
+
+    #[test]
+    fn a_device_whose_properties_are_unreadable_shows_no_nvml_line() {
+        let mut d = device_with(Some(Err("not asked".into())));
+        d.properties = Err(Failure {
+            message: "cudaGetDeviceProperties failed".into(),
+            call: "cudaGetDeviceProperties".into(),
+            cuda_error: None,
+        });
+        let o = shown(&d);
+        assert!(o.contains("properties unreadable"), "{o}");
+        assert!(!o.contains("NVML"), "{o}");
+    }
 }

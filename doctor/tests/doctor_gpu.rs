@@ -237,7 +237,34 @@ fn device_facts_equal_what_cudart_says() {
             shown > 0 && shown <= total,
             "device {id}: free {shown} of {total}"
         );
+        // NVML's view: its figures or why it cannot say, one of the two.
+        match (&dev["nvml"], dev["nvml_error"].as_str()) {
+            (Value::Object(_), None) => {
+                let u = &dev["nvml"];
+                let all = u["total_bytes"].as_u64().expect("total_bytes");
+                let used = u["used_bytes"].as_u64().expect("used_bytes");
+                assert!(all > 0 && used <= all, "device {id}: {u}");
+                let others: Vec<&Value> = u["processes"]
+                    .as_array()
+                    .expect("processes")
+                    .iter()
+                    .filter(|p| p["probe_process"] == false)
+                    .collect();
+                assert_eq!(u["other_processes"], others.len(), "device {id}: {u}");
+                let bytes: u64 = others.iter().filter_map(|p| p["used_bytes"].as_u64()).sum();
+                assert_eq!(u["other_processes_bytes"], bytes, "device {id}: {u}");
+            }
+            (Value::Null, Some(why)) => assert!(!why.is_empty(), "device {id}"),
+            (n, e) => panic!("device {id}: nvml {n} with nvml_error {e:?}"),
+        }
     }
+    // The text report shows NVML's line under every device.
+    let text = String::from_utf8_lossy(&run_doctor(&[]).stdout).into_owned();
+    assert_eq!(
+        text.matches("  processes (NVML)").count(),
+        n as usize,
+        "{text}"
+    );
     for i in 0..n {
         for j in 0..n {
             let cell = &d["peer_access"][i as usize][j as usize];
@@ -262,6 +289,7 @@ fn device_facts_equal_what_cudart_says() {
     for want in [
         "cudaGetDeviceCount",
         "context on device 0",
+        "NVML on device 0",
         "smoke: set_device",
     ] {
         assert!(

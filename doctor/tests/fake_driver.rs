@@ -28,26 +28,14 @@ const SOURCE: &str = include_str!("../../tests/fixtures/fake_libcuda.c");
 
 /// Compiles the fake with `defines` into its own folder; returns the folder.
 fn fake(name: &str, defines: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir()
-        .join(format!("llaisys-doctor-fakes-{}", std::process::id()))
-        .join(name);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = dir.join("fake_libcuda.c");
-    std::fs::write(&src, SOURCE).expect("write the C source");
-    let lib = dir.join("libcuda.so.1");
-    let out = support::output(
-        Command::new("cc")
-            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-o"])
-            .arg(&lib)
-            .arg(&src)
-            .args(defines),
+    let lib = support::c_library(
+        "llaisys-doctor-fakes",
+        name,
+        SOURCE,
+        "libcuda.so.1",
+        defines,
     );
-    assert!(
-        out.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
+    lib.parent().expect("its folder").to_path_buf()
 }
 
 /// The doctor's command with a clean environment (PATH), the fake first on LD_LIBRARY_PATH,

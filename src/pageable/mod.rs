@@ -11,6 +11,9 @@
 //!   a slot is reused once its event has completed, or written past the bytes its pending DMA
 //!   reads, behind it on the legacy stream.
 //! - D2H returns with the data in the caller's buffer.
+//! - On the legacy stream, the copy asks before each use of it whether a stream of the device
+//!   captures, and moves the rest of its work to the device's private stream once one does,
+//!   returning complete (`lane`).
 //!
 //! Settings (docs/variables.md, `policy`): `LLAISYS_NVIDIA_PAGEABLE_FAST=0` turns the path off;
 //! `LLAISYS_NVIDIA_PAGEABLE_THREADS` bounds the host threads of a copy (default: 3/4 of the

@@ -41,3 +41,34 @@ pub fn output(cmd: &mut Command) -> Output {
         stderr: f.stderr.into_bytes(),
     }
 }
+
+/// `source` (a C file of the library's tests/fixtures) compiled with `defines` into
+/// `<temp>/<group>-<pid>/<name>/<library>`, a shared library; returns its path.
+pub fn c_library(
+    group: &str,
+    name: &str,
+    source: &str,
+    library: &str,
+    defines: &[&str],
+) -> PathBuf {
+    let dir = std::env::temp_dir()
+        .join(format!("{group}-{}", std::process::id()))
+        .join(name);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("source.c");
+    std::fs::write(&src, source).expect("write the C source");
+    let lib = dir.join(library);
+    let out = output(
+        Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .args(defines),
+    );
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lib
+}
