@@ -372,6 +372,15 @@ LLAISYS_NVIDIA_API int llaisysNvidiaGetMemoryLimit(int device, uint64_t *bytes);
  * legacy stream (a free then waits for the work queued before it); while a stream of the device
  * captures a graph nothing is given back. */
 LLAISYS_NVIDIA_API int llaisysNvidiaSetReleaseThreshold(int device, uint64_t bytes);
+/* Writes a memory snapshot to the file `path` (replaced): every device the library used and every
+ * device block it knows there (in use, cached, graph pools) with its address, size, state,
+ * origin, stream, allocation number and, with LLAISYS_NVIDIA_MEMORY_HISTORY=1 (read once; slow:
+ * a backtrace per allocation), its call site; the JSON document is described in
+ * docs/memory-snapshot.md, and `llaisys-nvidia memory FILE [--html OUT.html]` sums it up and
+ * draws it. With LLAISYS_NVIDIA_OOM_SNAPSHOT=FILE, a device allocation out of memory writes one
+ * there and its message says so. A NULL path, or one that cannot be written, is
+ * LLAISYS_NVIDIA_ERROR_INVALID_ARGUMENT. */
+LLAISYS_NVIDIA_API int llaisysNvidiaMemorySnapshot(const char *path);
 LLAISYS_NVIDIA_API void llaisysNvidiaResetPeakMemoryStats(void);
 
 /*

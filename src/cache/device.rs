@@ -40,6 +40,10 @@ struct Live {
     raw: bool,
     /// The graph pool it belongs to (0: none; `graph_pool`).
     graph: u64,
+    /// The stream it was allocated in the order of (0: the legacy stream).
+    stream: usize,
+    /// Its allocation's number on its device (the device's allocation count then).
+    seq: u64,
 }
 
 impl Live {
@@ -245,11 +249,13 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
             unsafe { alloc_new(size, device, pool, stream, kept_here) }?
         }
     };
-    let live = Live {
+    let mut live = Live {
         size,
         device,
         raw,
         graph: 0,
+        stream: stream as usize,
+        seq: 0,
     };
     if stream.is_null() && pool.is_some() {
         if let Err(e) = cross::order_after_alloc(device) {
@@ -258,8 +264,9 @@ pub(crate) unsafe fn alloc_on(size: usize, stream: StreamHandle) -> Result<*mut 
             return Err(e);
         }
     }
+    live.seq = of(device)?.counters.allocated(size, hit);
     record(p, live);
-    of(device)?.counters.allocated(size, hit);
+    super::history::note(p as usize);
     Ok(p)
 }
 
@@ -350,6 +357,7 @@ fn alloc_for_graph(size: usize, capture: u64, pool: u64, device: i32) -> Result<
     refuse_beyond_device(size, device)?;
     let (p, hit) = graph_pool::alloc(capture, pool, device, size)?;
     let p = p as *mut c_void;
+    let seq = of(device)?.counters.allocated(size, hit);
     record(
         p,
         Live {
@@ -357,9 +365,11 @@ fn alloc_for_graph(size: usize, capture: u64, pool: u64, device: i32) -> Result<
             device,
             raw: true,
             graph: pool,
+            stream: 0,
+            seq,
         },
     );
-    of(device)?.counters.allocated(size, hit);
+    super::history::note(p as usize);
     Ok(p)
 }
 
@@ -441,6 +451,7 @@ pub(crate) unsafe fn free_on(p: *mut c_void, stream: StreamHandle) -> Result<()>
              pointer from malloc_host or elsewhere, or a double free); nothing was freed"
         )));
     };
+    super::history::forget(p as usize);
     if live.graph != 0 {
         graph_pool::free(live.graph, live.device, p as usize, live.size);
         of(live.device)?.counters.freed(live.size);
@@ -864,6 +875,49 @@ pub(crate) fn set_limit(device: i32, limit: Option<super::limit::Limit>) -> Resu
         release_to(device, 0)?;
     }
     Ok(())
+}
+
+/// A block in use, as a snapshot lists it.
+pub(crate) struct InUse {
+    pub(crate) ptr: usize,
+    pub(crate) size: usize,
+    pub(crate) device: i32,
+    /// From cudaMalloc (a large block, or the cache off), not the pool.
+    pub(crate) raw: bool,
+    /// Memory of a graph pool.
+    pub(crate) graph: bool,
+    pub(crate) stream: usize,
+    pub(crate) seq: u64,
+}
+
+/// Every block in use, of every device (for snapshots: each shard read under its lock).
+pub(crate) fn in_use_blocks() -> Vec<InUse> {
+    let mut all = Vec::new();
+    for shard in &LIVE {
+        if let Some(map) = lock(shard).as_ref() {
+            all.extend(map.iter().map(|(&ptr, l)| InUse {
+                ptr,
+                size: l.size,
+                device: l.device,
+                raw: l.raw,
+                graph: l.graph != 0,
+                stream: l.stream,
+                seq: l.seq,
+            }));
+        }
+    }
+    all
+}
+
+/// The device's pool's reserved bytes (0 without a pool).
+pub(crate) fn pool_reserved(device: i32) -> u64 {
+    match of(device)
+        .ok()
+        .and_then(|c| c.pool.get().copied().flatten())
+    {
+        Some(pool) => pool.reserved(),
+        None => 0,
+    }
 }
 
 /// Statistics of `device`, or of all devices summed when `device` is -1.

@@ -380,6 +380,28 @@ pub(crate) fn note_freed(device: i32, size: usize) {
     }
 }
 
+/// The blocks of `device`'s graph pools not handed out now: kept for later captures, freed
+/// during a capture, freed outside one, or waiting to be freed; (address, size) each.
+pub(crate) fn kept_blocks(device: i32) -> Vec<(usize, usize)> {
+    with_state(|s| {
+        let mut all = Vec::new();
+        for p in s.pools.values().filter(|p| p.device == device) {
+            for (&class, blocks) in &p.free {
+                all.extend(blocks.iter().map(|&b| (b, class)));
+            }
+            all.extend(p.freed_during.iter().map(|&(_, class, b)| (b, class)));
+            all.extend(p.retired.iter().copied());
+        }
+        all.extend(
+            s.to_free
+                .iter()
+                .filter(|t| t.0 == device)
+                .map(|&(_, b, c)| (b, c)),
+        );
+        all
+    })
+}
+
 /// Bytes of graph-pool blocks of `device` not yet freed (handed out or kept).
 pub(crate) fn held(device: i32) -> u64 {
     held_slot(device).map_or(0, |h| h.load(Relaxed))

@@ -139,6 +139,11 @@ fn flush_blocks(device: i32, blocks: Vec<Block>) -> Flushed {
     }
 }
 
+/// The parked blocks of `device` (what a snapshot lists).
+pub(crate) fn parked(device: i32) -> Vec<Block> {
+    of(device).map_or_else(Vec::new, |l| lock(&l.parked).clone())
+}
+
 /// Bytes of cudaMalloc blocks of `device` we hold (in use, kept or parked).
 pub(crate) fn held(device: i32) -> u64 {
     of(device).map_or(0, |l| l.held.load(Relaxed))

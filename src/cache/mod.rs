@@ -10,6 +10,7 @@
 //!   used the memory.
 //! - [`in_use`]: which devices are in use (one bit each).
 //! - [`graph_pool`]: memory of graphs captured through the library, kept for their replays.
+//! - [`history`]: the call site of each block in use, when asked for (snapshots).
 //! - [`deferred`]: frees that wait while a capture forbids the legacy stream.
 //! - [`large`]: blocks from 16 MiB up from cudaMalloc instead of the pool.
 //! - [`limit`]: a cap per device on what the library holds there.
@@ -30,6 +31,7 @@ pub(crate) mod cross;
 pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod graph_pool;
+pub(crate) mod history;
 pub(crate) mod host;
 pub(crate) mod in_use;
 pub(crate) mod large;
@@ -110,15 +112,17 @@ impl Counters {
         }
     }
 
-    pub(crate) fn allocated(&self, bytes: usize, hit: bool) {
+    /// Counts an allocation; returns the allocation count with it (its number).
+    pub(crate) fn allocated(&self, bytes: usize, hit: bool) -> u64 {
         let now = self.in_use.fetch_add(bytes as u64, Relaxed) + bytes as u64;
         self.peak.fetch_max(now, Relaxed);
-        self.allocs.fetch_add(1, Relaxed);
+        let seq = self.allocs.fetch_add(1, Relaxed) + 1;
         if hit {
             self.hits.fetch_add(1, Relaxed);
         } else {
             self.misses.fetch_add(1, Relaxed);
         }
+        seq
     }
 
     pub(crate) fn freed(&self, bytes: usize) {

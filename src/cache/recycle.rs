@@ -256,6 +256,19 @@ fn barrier(l: &mut Lists, device: i32) -> Result<()> {
     unsafe { marker.record_raw(std::ptr::null_mut()) }
 }
 
+/// Every kept block of `device` (pending and ready), left kept: what a snapshot lists.
+pub(crate) fn kept(device: i32) -> Vec<Block> {
+    let Some(lists) = lists(device) else {
+        return Vec::new();
+    };
+    let l = lock(lists);
+    l.pending
+        .iter()
+        .chain(l.ready.values().flatten())
+        .copied()
+        .collect()
+}
+
 /// Takes every kept block of `device` (pending and ready), to go back to the pool (or to CUDA).
 pub(crate) fn drain(device: i32) -> Vec<Block> {
     let Some(lists) = lists(device) else {

@@ -172,6 +172,25 @@ pub extern "C" fn llaisysNvidiaSetMemoryFraction(device: c_int, fraction: f64) -
     })
 }
 
+/// Writes the memory snapshot (docs/memory-snapshot.md) to the file `path`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn llaisysNvidiaMemorySnapshot(path: *const c_char) -> c_int {
+    super::api::status("llaisysNvidiaMemorySnapshot", || {
+        if path.is_null() {
+            return Err(crate::error::Error::invalid_argument(
+                "path=NULL: name the file to write the memory snapshot to",
+            ));
+        }
+        // SAFETY: not NULL, so a NUL-terminated string (this function's contract).
+        let bytes = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+        use std::os::unix::ffi::OsStrExt;
+        crate::ops::snapshot::write(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
+    })
+}
+
 /// Keeps at most `bytes` of freed memory cached on `device` (`UINT64_MAX`: all, the default).
 #[no_mangle]
 pub extern "C" fn llaisysNvidiaSetReleaseThreshold(device: c_int, bytes: u64) -> c_int {

@@ -13,6 +13,7 @@ pub mod graphs;
 pub mod memory;
 mod oom;
 pub mod runtime_library;
+pub mod snapshot;
 pub mod streams;
 pub(crate) mod validate;
 

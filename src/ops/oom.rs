@@ -9,6 +9,9 @@ use crate::error::{Error, OutOfMemory};
 use crate::safe::capture::Relaxed;
 use crate::safe::memory;
 
+/// The variable naming the file an out-of-memory failure writes a memory snapshot to.
+pub const SNAPSHOT_VAR: &str = "LLAISYS_NVIDIA_OOM_SNAPSHOT";
+
 /// The probe's step: allocations are tried in multiples of 2 MiB (the driver's own granularity
 /// for large blocks).
 const STEP: u64 = 2 << 20;
@@ -17,7 +20,14 @@ const STEP: u64 = 2 << 20;
 /// report: its figures attached and its words added to the detail.
 pub(crate) fn report(failed: Error, requested: usize) -> Error {
     let device = crate::safe::device::current_or_unknown();
-    let (figures, words) = gather(device, requested as u64);
+    let (figures, mut words) = gather(device, requested as u64);
+    if let Some(path) = std::env::var_os(SNAPSHOT_VAR).filter(|p| !p.is_empty()) {
+        let path = std::path::PathBuf::from(path);
+        match super::snapshot::write(&path) {
+            Ok(()) => words.push_str(&format!("; a memory snapshot is in {}", path.display())),
+            Err(e) => words.push_str(&format!("; no memory snapshot: {}", e.detail())),
+        }
+    }
     Error::cuda(
         failed.call(),
         failed.cuda_error(),

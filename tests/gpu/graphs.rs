@@ -495,3 +495,41 @@ fn a_capturing_thread_s_waits_are_refused_when_the_legacy_stream_stays_usable() 
     ok(llaisysNvidiaStreamDestroy(other), "stream destroy");
     ok(llaisysNvidiaStreamDestroy(s), "stream destroy");
 }
+
+/// A memory snapshot taken while a capture through the library holds a graph-pool block lists
+/// it as such; the capture stays valid.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_snapshot_during_a_capture_lists_its_graph_pool_block() {
+    require_gpu!();
+    let t = api();
+    unsafe { (t.set_device)(0) };
+    let s = new_stream();
+    let path =
+        std::env::temp_dir().join(format!("llaisys-gpu-snapshot-{}.json", std::process::id()));
+    let name = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("no NUL");
+    unsafe {
+        ok(
+            llaisysNvidiaStreamBeginCapture(s, CAPTURE_MODE_THREAD_LOCAL, 0),
+            "begin",
+        );
+        let p = (t.malloc_device)(3 << 20);
+        assert!(!p.is_null());
+        ok(llaisysNvidiaMemorySnapshot(name.as_ptr()), "snapshot");
+        let mut status = -1;
+        ok(llaisysNvidiaStreamCaptureStatus(s, &mut status), "status");
+        assert_eq!(status, CAPTURE_STATUS_ACTIVE, "the capture goes on");
+        (t.free_device)(p);
+        let graph = end_valid_capture(s);
+        ok(llaisysNvidiaGraphDestroy(graph), "destroy");
+        let doc = std::fs::read_to_string(&path).expect("the snapshot");
+        let block = format!(
+            "\"address\":\"{:#x}\",\"size\":{},\"state\":\"graph_pool\",\"origin\":\"graph\"",
+            p as usize,
+            3 << 20
+        );
+        assert!(doc.contains(&block), "{block} not in {doc}");
+        (t.destroy_stream)(s);
+    }
+    let _ = std::fs::remove_file(&path);
+}

@@ -1,0 +1,45 @@
+//! The call site of each device block in use, kept only with `LLAISYS_NVIDIA_MEMORY_HISTORY=1`
+//! (read once): a backtrace taken at the allocation, which a memory snapshot shows. Taking one
+//! costs far more than the allocation itself: for finding who holds memory, not for serving.
+
+use crate::util::sync::lock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// The variable that turns it on.
+pub const VAR: &str = "LLAISYS_NVIDIA_MEMORY_HISTORY";
+
+static SITES: Mutex<Option<HashMap<usize, String>>> = Mutex::new(None);
+
+/// True when call sites are kept.
+#[inline]
+pub(crate) fn on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| crate::util::env::flag_on(VAR))
+}
+
+/// Keeps the call site of the block at `p`, just handed out.
+#[inline]
+pub(crate) fn note(p: usize) {
+    if on() {
+        let site = std::backtrace::Backtrace::force_capture().to_string();
+        lock(&SITES)
+            .get_or_insert_with(HashMap::new)
+            .insert(p, site);
+    }
+}
+
+/// Forgets the block at `p`, freed.
+#[inline]
+pub(crate) fn forget(p: usize) {
+    if on() {
+        if let Some(sites) = lock(&SITES).as_mut() {
+            sites.remove(&p);
+        }
+    }
+}
+
+/// The call site of the block at `p`, when kept.
+pub(crate) fn site(p: usize) -> Option<String> {
+    lock(&SITES).as_ref().and_then(|s| s.get(&p).cloned())
+}
