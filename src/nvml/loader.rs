@@ -246,7 +246,8 @@ fn driver_version(lib: &Library) -> Option<String> {
     let bytes: Vec<u8> = buf
         .iter()
         .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
+        // `c_char` is i8 on x86-64 and u8 on aarch64: its one byte either way.
+        .map(|&c| c.to_ne_bytes()[0])
         .collect();
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
