@@ -45,6 +45,8 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+# doctor/tests/memory_cli.rs checks the memory page in a headless browser.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # The aarch64 lint (below) runs the build script's preprocessing with the target's C compiler.
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -59,7 +59,7 @@ const LIBRARY: Layout = Layout {
 const DOCTOR: Layout = Layout {
     src: "doctor/src",
     layers: &[
-        &["exit", "names", "options", "report"],
+        &["exit", "names", "options", "report", "snapshot"],
         &["backend"],
         &[
             "child", "env", "facts", "loader", "nodes", "smoke", "bench", "protocol",
@@ -68,7 +68,7 @@ const DOCTOR: Layout = Layout {
         &["gather"],
         &["evidence"],
         &["diagnose"],
-        &["text", "json", "display"],
+        &["text", "json", "display", "memory", "memory_html"],
         &["cli"],
     ],
     not_modules: &["main.rs"],

@@ -1,19 +1,20 @@
 //! The command line of `llaisys-nvidia` (clap): parsing, `--help`, and the run that prints the
-//! report and returns the exit status.
+//! report (or a memory snapshot's summary) and returns the exit status.
 
 use crate::backend::{build, version_string};
 use crate::diagnose::{diagnose, Diagnosis};
 use crate::display::StderrDisplay;
 use crate::evidence::Evidence;
 use crate::names::Group;
-use crate::options::{Options, DEFAULT_TIMEOUT_S, TIMEOUT_ENV};
+use crate::options::{MemoryOptions, Options, DEFAULT_TIMEOUT_S, TIMEOUT_ENV};
 use crate::report::Report;
 use crate::watchdog::Notice;
-use crate::{exit, gather, json, probes, text};
+use crate::{exit, gather, json, memory, memory_html, probes, snapshot, text};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What `--help` says after the options.
@@ -38,9 +39,22 @@ exit status:
   64  usage error
   1   the report could not be written";
 
+/// What `memory --help` says after the options.
+const MEMORY_AFTER_HELP: &str = "\
+The summary, per device: total, free and pool-reserved memory, the limit, and the blocks by
+state (in_use, cached, graph_pool), by size class (<= 64 KiB, <= 1 MiB, <= 16 MiB, <= 128 MiB,
+> 128 MiB) and in use by stream; with call sites recorded, the 5 holding the most bytes in use.
+The snapshot's format: docs/memory-snapshot.md.
+
+exit status:
+  0   the summary was printed (and the page written)
+  64  usage error, or the snapshot cannot be read or is not a memory snapshot of version 1
+  1   the summary or the page could not be written";
+
 /// The one-line usage shown with a usage error.
 pub const USAGE_LINE: &str =
-    "usage: llaisys-nvidia [doctor] [--json] [--bench] [--device N] [--timeout SECONDS]; see --help";
+    "usage: llaisys-nvidia [doctor] [--json] [--bench] [--device N] [--timeout SECONDS], \
+     or llaisys-nvidia memory SNAPSHOT.json [--html OUT.html]; see --help";
 
 /// `llaisys-nvidia`: explains this machine's CUDA setup for the llaisys NVIDIA backend, and
 /// measures it.
@@ -65,6 +79,21 @@ enum Command {
     /// Run the doctor (also what no command does).
     #[command(after_help = AFTER_HELP, disable_version_flag = true)]
     Doctor(DoctorArgs),
+    /// Sum up a memory snapshot (llaisysNvidiaMemorySnapshot's JSON), and draw it as a page.
+    #[command(after_help = MEMORY_AFTER_HELP, disable_version_flag = true)]
+    Memory(MemoryArgs),
+}
+
+/// The options of `memory`.
+#[derive(Args, Debug, Clone)]
+struct MemoryArgs {
+    /// The memory snapshot (JSON, docs/memory-snapshot.md).
+    #[arg(value_name = "SNAPSHOT.json")]
+    snapshot: PathBuf,
+    /// Also write the snapshot as a self-contained HTML page: each device's blocks drawn in
+    /// address order, coloured by state, and a summary table.
+    #[arg(long, value_name = "OUT.html")]
+    html: Option<PathBuf>,
 }
 
 /// The doctor's options (also accepted without the `doctor` command).
@@ -106,6 +135,8 @@ fn seconds(v: &str) -> Result<f64, String> {
 pub enum Request {
     /// Run the doctor.
     Doctor(Options),
+    /// Sum up a memory snapshot.
+    Memory(MemoryOptions),
     /// Be the probe process of `Group` (internal).
     Probes(Group, Options),
     /// Print this text (help, version) and exit 0.
@@ -126,12 +157,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, String
         }
         Err(e) => {
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("bad command line");
-            return Err(first.trim_start_matches("error: ").to_string());
+            let mut lines = text.lines();
+            let mut first = lines
+                .next()
+                .unwrap_or("bad command line")
+                .trim_start_matches("error: ")
+                .to_string();
+            // "the following required arguments were not provided:" names them on the next line.
+            if first.ends_with(':') {
+                if let Some(next) = lines.next() {
+                    first.push(' ');
+                    first.push_str(next.trim());
+                }
+            }
+            return Err(first);
         }
     };
     let a = match cli.command {
         Some(Command::Doctor(a)) => a,
+        Some(Command::Memory(m)) => {
+            return Ok(Request::Memory(MemoryOptions {
+                snapshot: m.snapshot,
+                html: m.html,
+            }))
+        }
         None => cli.args,
     };
     if a.version {
@@ -174,6 +223,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             );
             return exit::HEALTHY;
         }
+        Request::Memory(opts) => return memory_run(&opts),
         Request::Doctor(opts) => {
             let mut display = StderrDisplay::new(&opts);
             let (report, diagnosis) = doctor(&opts, &mut |e| display.show(e));
@@ -187,6 +237,40 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     };
     match write_out(&body) {
         Ok(()) => status,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "llaisys-nvidia: {e:#}");
+            exit::DOCTOR_FAILED
+        }
+    }
+}
+
+/// `llaisys-nvidia memory`: reads the snapshot, writes the page if asked, prints the summary.
+fn memory_run(opts: &MemoryOptions) -> i32 {
+    let snap = match snapshot::read(&opts.snapshot) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "llaisys-nvidia: {e}");
+            return exit::USAGE;
+        }
+    };
+    if let Some(out) = &opts.html {
+        let name = opts
+            .snapshot
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| opts.snapshot.display().to_string());
+        if let Err(e) = std::fs::write(out, memory_html::render(&snap, &name)) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "llaisys-nvidia: cannot write the page {}: {e}",
+                out.display()
+            );
+            return exit::DOCTOR_FAILED;
+        }
+    }
+    let body = memory::render(&snap, &opts.snapshot.display().to_string());
+    match write_out(&body) {
+        Ok(()) => exit::HEALTHY,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "llaisys-nvidia: {e:#}");
             exit::DOCTOR_FAILED

@@ -10,7 +10,8 @@
 //!
 //! 1. Data and names, which use nothing else here: [`report`] (the report as plain data),
 //!    [`names`] (the probes' and the probe process's phases' names), [`options`] (what a run
-//!    is asked to do, the time limit), [`exit`] (the exit statuses).
+//!    is asked to do, the time limit), [`exit`] (the exit statuses), [`snapshot`] (a memory
+//!    snapshot read from its file).
 //! 2. The door into the library: [`backend`].
 //! 3. Gathering the evidence, piece by piece. In the doctor's process, with no call into the
 //!    driver or the CUDA runtime: [`facts`] (build facts), [`loader`] (where libcudart comes
@@ -26,7 +27,8 @@
 //! 6. The evidence the diagnosis reads off a report: [`evidence`].
 //! 7. The diagnosis: [`diagnose`] (causes in plain words, fixes, the verdict).
 //! 8. Printing: [`text`], [`json`] (the report on stdout), [`display`] (what stderr shows while
-//!    the doctor runs: the bench's progress, the probe it waits for).
+//!    the doctor runs: the bench's progress, the probe it waits for); for `llaisys-nvidia
+//!    memory`: [`memory`] (a snapshot's figures and their text), [`memory_html`] (its page).
 //! 9. The command line: [`cli`] (parsing, the run, the exit status).
 //!
 //! Exit status ([`exit`]): 0 healthy, 2 no usable NVIDIA driver, 3 no usable CUDA device, 4 a
@@ -48,6 +50,8 @@ pub mod facts;
 pub mod gather;
 pub mod json;
 pub mod loader;
+pub mod memory;
+pub mod memory_html;
 pub mod names;
 pub mod nodes;
 pub mod options;
@@ -55,6 +59,7 @@ pub mod probes;
 pub mod protocol;
 pub mod report;
 pub mod smoke;
+pub mod snapshot;
 pub mod text;
 pub mod watchdog;
 

@@ -1,6 +1,7 @@
-//! What a run of the doctor is asked to do, and the watchdog's time limit (its default, the
-//! variable that sets it, and how seconds are written).
+//! What a run of the doctor, or of `llaisys-nvidia memory`, is asked to do, and the watchdog's
+//! time limit (its default, the variable that sets it, and how seconds are written).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The watchdog's time limit per probe when neither `--timeout` nor the variable sets one.
@@ -31,6 +32,15 @@ impl Default for Options {
             timeout: Some(Duration::from_secs_f64(DEFAULT_TIMEOUT_S)),
         }
     }
+}
+
+/// What `llaisys-nvidia memory` is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// The memory snapshot to read.
+    pub snapshot: PathBuf,
+    /// Where to write the HTML page too, if anywhere.
+    pub html: Option<PathBuf>,
 }
 
 /// Seconds as written on the command line: `20`, `0.5`.
