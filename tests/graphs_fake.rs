@@ -744,6 +744,28 @@ fn legacy_in_capture() -> libc::c_long {
     f()
 }
 
+/// What the stand-in pauses at (`fake_pause_at`).
+const AT_RECORD: libc::c_int = 0;
+const AT_COPY: libc::c_int = 1;
+const AT_LEGACY_QUERY: libc::c_int = 2;
+
+/// The stand-in's `fake_pause_at`, `fake_paused` and `fake_resume`.
+fn pauses() -> (
+    extern "C" fn(libc::c_int, libc::c_long),
+    extern "C" fn() -> libc::c_long,
+    extern "C" fn(),
+) {
+    // SAFETY: the fake is on the loader path (the parent's doing); the functions have these C
+    // types.
+    unsafe {
+        (
+            fake(c"fake_pause_at"),
+            fake(c"fake_paused"),
+            fake(c"fake_resume"),
+        )
+    }
+}
+
 /// The child of `a_capture_begun_mid_copy_by_another_thread_stays_valid`: a staged memcpy_sync
 /// (H2D, then D2H) stops after its second chunk's DMA and event while another thread begins a
 /// capture with cudart itself (in each mode) on a stream of ours; the copy goes on, never
@@ -754,13 +776,7 @@ fn child_capture_mid_copy() {
     support::child::require_child("child_capture_mid_copy");
     let raw = cudart();
     // SAFETY: the fake is on the loader path; the functions have these C types.
-    let (pause_at_record, paused, resume) = unsafe {
-        (
-            fake::<extern "C" fn(libc::c_long)>(c"fake_pause_at_record"),
-            fake::<extern "C" fn() -> libc::c_long>(c"fake_paused"),
-            fake::<extern "C" fn()>(c"fake_resume"),
-        )
-    };
+    let (pause_at, paused, resume) = pauses();
     let s = stream_on(0, 0);
     let n = (24 << 20) + 4097;
     let want: Vec<u8> = (0..n).map(|i| (i * 7 + i / 4093) as u8).collect();
@@ -777,7 +793,7 @@ fn child_capture_mid_copy() {
                 }
             }
             let refused = legacy_in_capture();
-            pause_at_record(2);
+            pause_at(AT_RECORD, 2);
             let copied = std::thread::scope(|t| {
                 let (stream, raw) = (s as usize, &raw);
                 let capturer = t.spawn(move || {
@@ -829,4 +845,66 @@ fn child_capture_mid_copy() {
 #[test]
 fn a_capture_begun_mid_copy_by_another_thread_stays_valid() {
     run_child("child_capture_mid_copy", &[], "capture-mid-copy");
+}
+
+/// The child of `a_capture_that_wins_the_race_costs_the_copy_nothing`: another thread begins a
+/// capture with cudart between the copy's answer and its use of the legacy stream. Caught before
+/// a chunk's DMA (the DMA refused), the copy moves to the side stream with it; caught between a
+/// DMA and its event (the event refused), the copy waits for the capture to end and records it.
+/// Either way it returns success with every byte in place; the stand-in counts the one refused
+/// call (which in CUDA invalidates the capture that won the race).
+#[test]
+#[ignore = "entry point of a child process: run by a_capture_that_wins_the_race_costs_the_copy_nothing"]
+fn child_capture_race_window() {
+    support::child::require_child("child_capture_race_window");
+    let raw = cudart();
+    let (pause_at, paused, resume) = pauses();
+    let s = stream_on(0, 0);
+    let n = (24 << 20) + 4097;
+    let want: Vec<u8> = (0..n).map(|i| (i * 13 + i / 4099) as u8).collect();
+    // (where the copy stops, the stop's index, whether the capture ends before the copy can go on)
+    for (at, nth, ends_first) in [(AT_LEGACY_QUERY, 3, false), (AT_COPY, 2, true)] {
+        let mut dev = null_mut();
+        // SAFETY: the status API with a block of `n` bytes of ours.
+        ok(unsafe { ffi::llaisysNvidiaMallocDevice(&mut dev, n) });
+        let refused = legacy_in_capture();
+        pause_at(at, nth);
+        let copied = std::thread::scope(|t| {
+            let (stream, raw) = (s as usize, &raw);
+            let capturer = t.spawn(move || {
+                while paused() == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                raw.begin(stream as *mut libc::c_void, 1);
+                resume();
+                if ends_first {
+                    // The copy waits for the capture to end before it records its event.
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    raw.end(stream as *mut libc::c_void);
+                }
+            });
+            // SAFETY: as above, and `want` holds `n` bytes.
+            let st = unsafe { ffi::llaisysNvidiaMemcpy(dev, want.as_ptr().cast(), n, 1) };
+            capturer.join().expect("the capturing thread");
+            st
+        });
+        let what = format!("stopped at {at} #{nth}");
+        assert_eq!(copied, 0, "{what}: {}", last_error_message());
+        assert_eq!(legacy_in_capture(), refused + 1, "{what}: one refused call");
+        if !ends_first {
+            raw.end(s);
+        }
+        let mut back = vec![0u8; n];
+        // SAFETY: as above.
+        ok(unsafe { ffi::llaisysNvidiaMemcpy(back.as_mut_ptr().cast(), dev, n, 2) });
+        assert!(back == want, "{what}: wrong data");
+        ok(ffi::llaisysNvidiaFreeDevice(dev));
+    }
+    ok(ffi::llaisysNvidiaStreamDestroy(s));
+    println!("graphs capture-race-window child: ok");
+}
+
+#[test]
+fn a_capture_that_wins_the_race_costs_the_copy_nothing() {
+    run_child("child_capture_race_window", &[], "capture-race-window");
 }

@@ -360,6 +360,14 @@ pub unsafe fn memcpy_sync(
         if unsafe { c.host_copy_without_gpu(&e) } {
             return Ok(());
         }
+        if e.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT {
+            // A capture another thread began since the answer above: nothing was copied, and
+            // the copy goes where a capture sends it.
+            crate::safe::runtime::take_last_cuda_error();
+            drop(_legacy);
+            // SAFETY: as this function's `# Safety` section requires.
+            return unsafe { side_copy(&mut c) };
+        }
         return Err(e);
     }
     if complete && matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {

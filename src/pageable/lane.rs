@@ -8,9 +8,14 @@
 
 use crate::cache::legacy_stream::{self, Usable};
 use crate::cudart::calls::{EventHandle, StreamHandle};
-use crate::error::Result;
+use crate::error::{CudaError, Error, Result};
 use crate::safe::capture::Relaxed;
 use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// How long a copy whose DMA a capture caught on the legacy stream waits for that capture to
+/// end before it gives up (`wait_usable`).
+const WAIT: Duration = Duration::from_secs(30);
 
 /// The stream of one staged copy, as its calling thread queues work.
 pub(super) struct Lane {
@@ -47,6 +52,12 @@ impl Lane {
         if let Some(permission) = legacy_stream::usable(self.device)? {
             return Ok((stream, Some(permission)));
         }
+        Ok((self.move_now()?, None))
+    }
+
+    /// Moves the copy to the side stream now, ordered after what it queued on the legacy
+    /// stream; the side stream.
+    pub(super) fn move_now(&self) -> Result<StreamHandle> {
         let side = legacy_stream::side_stream(self.device)?;
         if let Some(event) = self.last_on_legacy.take() {
             // SAFETY: the side stream is live and of `device`, as the event (recorded by this
@@ -55,7 +66,44 @@ impl Lane {
         }
         self.stream.set(side);
         self.moved.set(true);
-        Ok((side, None))
+        Ok(side)
+    }
+
+    /// True when `e` is the legacy stream refusing work because a capture began after the
+    /// lane's answer (a race that a capture the host begins itself can win): the call queued
+    /// nothing, and cudart's last error is cleared.
+    pub(super) fn lost_race(&self, e: &Error) -> bool {
+        let lost =
+            self.stream.get().is_null() && e.cuda_error() == CudaError::STREAM_CAPTURE_IMPLICIT;
+        if lost {
+            crate::safe::runtime::take_last_cuda_error();
+        }
+        lost
+    }
+
+    /// Waits until the legacy stream may be used again (the capture that caught the copy's last
+    /// DMA there has ended), at most `WAIT`.
+    pub(super) fn wait_usable(&self) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            if legacy_stream::usable(self.device)?.is_some() {
+                return Ok(());
+            }
+            if start.elapsed() > WAIT {
+                return Err(Error::capture(
+                    "cudaEventRecord",
+                    CudaError::STREAM_CAPTURE_IMPLICIT,
+                    format!(
+                        "a chunk's DMA was queued on the legacy stream of device {} just before \
+                         another thread began a capture there, which has not ended in {} s: its \
+                         staging buffer cannot be known free (it stays allocated)",
+                        self.device,
+                        WAIT.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     /// Notes an event just recorded on `stream` (as `next` gave it).

@@ -433,10 +433,17 @@ unsafe fn drive(c: &Request<'_>, job: &Job, helpers: &mut Helpers) -> Result<()>
                 // earlier copy's use of it is ordered on the stream, not waited for here.
                 while queued < n && (queued < k || job.chunk_done(queued - k)) {
                     let mut slot = c.slot(queued);
-                    let (stream, _legacy) = c.lane.next()?;
+                    let (mut stream, _legacy) = c.lane.next()?;
                     // SAFETY: the lane's stream is NULL or a live stream of `device` (`run`'s
                     // contract).
-                    unsafe { slot.order_before_dma(stream, c.device) }?;
+                    if let Err(e) = unsafe { slot.order_before_dma(stream, c.device) } {
+                        if !c.lane.lost_race(&e) {
+                            return Err(e);
+                        }
+                        stream = c.lane.move_now()?;
+                        // SAFETY: the side stream is live, of `device`.
+                        unsafe { slot.order_before_dma(stream, c.device) }?;
+                    }
                     slot.prepare(c.device)?;
                     // SAFETY: `dev` is device memory valid for the chunk's bytes (`run`'s
                     // contract); the slot's last use is complete (its chunk of this copy was
@@ -556,23 +563,45 @@ unsafe fn queue(
         Direction::HostToDevice => (dev, staged.cast_const(), MemcpyKind::H2D),
         Direction::DeviceToHost => (staged, dev.cast_const(), MemcpyKind::D2H),
     };
-    // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len, or the room
-    // behind its pending use that `Set::room_behind` found) and stay valid until the DMA has
-    // run (the slot's event, recorded next, says when); `stream` is NULL or a live stream (this
-    // function's contract, as `run`'s).
-    let queued = unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, stream) };
-    queued.map_err(|e| {
+    let chunk = |e: Error| {
         Error::cuda(
             e.call(),
             e.cuda_error(),
             format!("{} (chunk at {off})", e.detail()),
         )
-    })?;
+    };
+    let mut stream = stream;
+    // SAFETY: both sides hold `len` bytes (a staging buffer holds CHUNK_MAX >= len, or the room
+    // behind its pending use that `Set::room_behind` found) and stay valid until the DMA has
+    // run (the slot's event, recorded next, says when); `stream` is NULL or a live stream (this
+    // function's contract, as `run`'s).
+    if let Err(e) = unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, stream) } {
+        if !c.lane.lost_race(&e) {
+            return Err(chunk(e));
+        }
+        // Nothing was queued: the rest of the copy goes to the side stream, this DMA first.
+        stream = c.lane.move_now()?;
+        // SAFETY: as above; the side stream is live, of `c.device`, and waits for the slot's
+        // last use (a DMA behind which this chunk was written).
+        unsafe { slot.order_before_dma(stream, c.device) }?;
+        // SAFETY: as the first try.
+        unsafe { cuda_copy::memcpy_async(dst.cast(), src.cast(), len, kind, stream) }
+            .map_err(chunk)?;
+    }
     let end = c.behind_at.unwrap_or(0) + len;
     // SAFETY: `stream` is NULL or a live stream of the device the slot's event was made on
     // (`c.device`: prepared for it, or found on it by `Set::room_behind`; this function's
     // contract, as `run`'s).
-    unsafe { slot.record(stream, end) }?;
+    if let Err(e) = unsafe { slot.record(stream, end) } {
+        if !c.lane.lost_race(&e) {
+            return Err(e);
+        }
+        // The DMA is queued on the legacy stream, which a capture begun since forbids: its
+        // event is recorded there once the capture has ended.
+        c.lane.wait_usable()?;
+        // SAFETY: as above.
+        unsafe { slot.record(stream, end) }?;
+    }
     c.lane.recorded(stream, slot.event_raw());
     Ok(())
 }
