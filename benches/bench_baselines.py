@@ -2,7 +2,8 @@
 """Two baselines side by side (scripts/gpu-bench.sh --baselines): from the samples CSV of one
 table_bench run whose "ours static" column measured one baseline and whose "reference" column
 measured another (table_bench --getters), each row's medians and their ratio, and whether every
-row is within the tolerance (our baseline should be within 3% of seed_runtime.cu, the earlier
+row is within the tolerance; where the "ours dynamic" column measured a second copy of the first
+baseline, that pair's ratio too (the run's A/A: how far two equal backends drift apart) (our baseline should be within 3% of seed_runtime.cu, the earlier
 reference, so that figures measured against either stay comparable).
 
 Exit 0 every row within the tolerance, 1 some row not, 2 no row with both columns."""
@@ -13,11 +14,12 @@ import sys
 from bench_common import fmt_gbs, fmt_ratio, fmt_time, median
 from bench_merge import read_samples
 
-FIRST, SECOND = "ours static", "reference"
+FIRST, SECOND, COPY = "ours static", "reference", "ours dynamic"
 
 
 def compare(rows, tolerance):
-    """[(workload, first cell, second cell, first time / second time, within)] of rows in both columns."""
+    """[(workload, first cell, second cell, first time / second time, within, A/A ratio or None)] of
+    rows in both columns."""
     out = []
     for (name, backend), (unit, nbytes, samples) in rows.items():
         if backend != FIRST or (name, SECOND) not in rows:
@@ -30,21 +32,26 @@ def compare(rows, tolerance):
             return fmt_gbs(nbytes / s / 1e9) if unit == "bandwidth" and nbytes else fmt_time(s)
 
         ratio = a / b
-        out.append((name, cell(a), cell(b), ratio, abs(ratio - 1) <= tolerance))
+        copy = rows.get((name, COPY))
+        aa = a / median(copy[2]) if copy and median(copy[2]) > 0 else None
+        out.append((name, cell(a), cell(b), ratio, abs(ratio - 1) <= tolerance, aa))
     return out
 
 
 def table(compared, first, second, tolerance):
-    lines = ["| workload | %s | %s | time ratio (%s / %s) | within %g%% |" % (first, second, first, second,
-                                                                              tolerance * 100),
-             "|---|--:|--:|--:|---|"]
-    for name, a, b, ratio, within in compared:
-        lines.append("| %s | %s | %s | %s | %s |" % (name, a, b, fmt_ratio(ratio), "yes" if within else "NO"))
+    lines = ["| workload | %s | %s | time ratio (%s / %s) | within %g%% | A/A (%s / its copy) |" % (
+        first, second, first, second, tolerance * 100, first), "|---|--:|--:|--:|---|--:|"]
+    for name, a, b, ratio, within, aa in compared:
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (name, a, b, fmt_ratio(ratio), "yes" if within else "NO",
+                                                      "-" if aa is None else fmt_ratio(aa)))
     outside = [c for c in compared if not c[4]]
     lines.append("")
     lines.append("%s within %g%% of %s on %d of %d rows%s" % (
         first, tolerance * 100, second, len(compared) - len(outside), len(compared),
         "" if not outside else "; outside: " + ", ".join("`%s` (%s)" % (c[0], fmt_ratio(c[3])) for c in outside)))
+    aas = [c[5] for c in compared if c[5] is not None]
+    if aas:
+        lines.append("A/A over the same rows: %s to %s" % (fmt_ratio(min(aas)), fmt_ratio(max(aas))))
     return "\n".join(lines) + "\n"
 
 

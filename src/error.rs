@@ -182,6 +182,8 @@ pub struct Error {
     location: &'static Location<'static>,
     /// For a device allocation out of memory: the figures (`with_out_of_memory`).
     out_of_memory: Option<Box<OutOfMemory>>,
+    /// Answered by CUDA (not refused by the library before the call).
+    from_cuda: bool,
 }
 
 /// `Result` with this crate's `Error`.
@@ -198,6 +200,7 @@ impl Error {
             detail,
             location,
             out_of_memory: None,
+            from_cuda: false,
         }
     }
 
@@ -217,10 +220,18 @@ impl Error {
     pub fn cuda(call: &'static str, cuda: CudaError, detail: impl Into<String>) -> Error {
         let kind = if cuda.is_sticky() {
             ErrorKind::DeferredCuda
+        } else if cuda == CudaError::STREAM_CAPTURE_UNSUPPORTED
+            || cuda == CudaError::STREAM_CAPTURE_IMPLICIT
+        {
+            // CUDA itself refused the call because of a capture (one the host began after the
+            // library last looked): a capture error like the library's own refusals.
+            ErrorKind::Capture
         } else {
             ErrorKind::Cuda
         };
-        Error::new(kind, cuda, call, detail.into())
+        let mut error = Error::new(kind, cuda, call, detail.into());
+        error.from_cuda = true;
+        error
     }
 
     /// Bad input, refused before CUDA saw it.
@@ -254,6 +265,12 @@ impl Error {
     /// The kind.
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// True when CUDA answered this error (a failed call), false when the library refused or
+    /// failed before any CUDA call.
+    pub fn from_cuda(&self) -> bool {
+        self.from_cuda
     }
 
     /// The CUDA error (`cudaSuccess` when none was involved).
@@ -296,6 +313,12 @@ impl fmt::Display for Error {
             )?,
             ErrorKind::InvalidArgument => write!(f, "invalid argument")?,
             ErrorKind::Internal => write!(f, "internal error")?,
+            ErrorKind::Capture if self.from_cuda => write!(
+                f,
+                "{} failed: {}, a stream capture began after the library last checked (one the \
+                 host began itself); CUDA may have invalidated that capture",
+                self.call, self.cuda
+            )?,
             ErrorKind::Capture => write!(
                 f,
                 "{} refused: a stream capture is in progress and the call would have joined or \

@@ -878,8 +878,12 @@ fn child_capture_race_window() {
                 raw.begin(stream as *mut libc::c_void, 1);
                 resume();
                 if ends_first {
-                    // The copy waits for the capture to end before it records its event.
-                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    // The copy waits for the capture to end before it records its event: ended
+                    // once the copy has met the refusal (at most 10 s, however loaded the host).
+                    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while legacy_in_capture() == refused && std::time::Instant::now() < until {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
                     raw.end(stream as *mut libc::c_void);
                 }
             });

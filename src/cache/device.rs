@@ -296,7 +296,7 @@ fn discard(p: *mut c_void, live: Live) {
 /// its own.
 pub(crate) fn set_aside(r: Result<()>) {
     use crate::error::ErrorKind;
-    if r.is_err_and(|e| matches!(e.kind(), ErrorKind::Cuda | ErrorKind::DeferredCuda)) {
+    if r.is_err_and(|e| e.from_cuda() || e.kind() == ErrorKind::DeferredCuda) {
         crate::safe::runtime::take_last_cuda_error();
     }
 }
@@ -337,9 +337,20 @@ unsafe fn alloc_new(
     };
     if !stream.is_null() || legacy.is_some() || pool.is_none() {
         // SAFETY: `stream` is NULL or a live stream of `device` (this function's contract).
-        let (p, hit) = unsafe { try_alloc(size, device, pool, stream) }?;
-        return Ok((p, hit, false));
+        match unsafe { try_alloc(size, device, pool, stream) } {
+            // A capture the host began itself after the check refused the legacy stream:
+            // nothing was allocated, the side stream serves the request.
+            Err(e)
+                if stream.is_null()
+                    && pool.is_some()
+                    && e.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT =>
+            {
+                crate::safe::runtime::take_last_cuda_error();
+            }
+            r => return r.map(|(p, hit)| (p, hit, false)),
+        }
     }
+    drop(legacy);
     let side = crate::cache::legacy_stream::side_stream(device)?;
     // SAFETY: the side stream is a live stream of `device`.
     let (p, hit) = unsafe { try_alloc(size, device, pool, side) }?;
@@ -545,7 +556,16 @@ unsafe fn release(p: *mut c_void, live: Live, stream: StreamHandle) -> Ran<Relea
             // SAFETY: a live allocation of ours freed once (this function's contract), ordered
             // after its users on the legacy stream (or freed with cudaFree, which waits for the
             // device); `stream` is NULL.
-            unsafe { free_block(block, live.device, how, stream) }
+            match unsafe { free_block(block, live.device, how, stream) } {
+                // A capture the host began itself after the check refused the legacy stream:
+                // nothing was freed; the free waits for the capture's end like any other.
+                Err(e) if e.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT => {
+                    crate::safe::runtime::take_last_cuda_error();
+                    deferred::push(live.device, block, how);
+                    Ok(Released::Deferred)
+                }
+                r => r,
+            }
         } else if how == How::Pool {
             // SAFETY: a live allocation of ours freed once, on a live stream (`stream` is not
             // NULL here; this function's contract), ordered after its users on `stream`.

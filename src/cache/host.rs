@@ -422,7 +422,12 @@ fn record_event_into((stream, noted_device): Stream, spares: &mut Vec<Event>) ->
     // that device.
     let recorded = crate::safe::device::for_stream(s, device, || unsafe { ev.event.record_raw(s) });
     if let Err(e) = recorded {
-        spares.push(ev);
+        if e.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT {
+            // Refused by a capture begun since: never recorded again (`Event::abandon`).
+            ev.event.abandon();
+        } else {
+            spares.push(ev);
+        }
         return Err(e);
     }
     Ok(ev)

@@ -253,7 +253,17 @@ fn barrier(l: &mut Lists, device: i32) -> Result<()> {
         return Ok(());
     };
     // SAFETY: NULL is the legacy stream of the current device, the event's device.
-    unsafe { marker.record_raw(std::ptr::null_mut()) }
+    let recorded = unsafe { marker.record_raw(std::ptr::null_mut()) };
+    if recorded
+        .as_ref()
+        .is_err_and(|e| e.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT)
+    {
+        // Refused by a capture begun since (`Event::abandon`): the next barrier gets a new one.
+        if let Some(old) = l.marker.take() {
+            old.abandon();
+        }
+    }
+    recorded
 }
 
 /// Every kept block of `device` (pending and ready), left kept: what a snapshot lists.

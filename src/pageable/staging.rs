@@ -74,7 +74,16 @@ impl Slot {
         if let Some(e) = &self.event {
             // SAFETY: `stream` is NULL or a live stream of the device the event was made on
             // (this function's contract; `prepare` made the event on that device).
-            unsafe { e.record_raw(stream) }?;
+            if let Err(err) = unsafe { e.record_raw(stream) } {
+                if err.cuda_error() == crate::error::CudaError::STREAM_CAPTURE_IMPLICIT {
+                    // Refused by a capture begun since: a fresh event for the next record.
+                    let fresh = Event::on_device(self.device)?;
+                    if let Some(old) = self.event.replace(fresh) {
+                        old.abandon();
+                    }
+                }
+                return Err(err);
+            }
             self.busy = true;
         }
         Ok(())

@@ -56,6 +56,14 @@ impl Event {
             .detail(|| format!("event={:p} stream={s:p}", self.0))
     }
 
+    /// Gives up an event whose record CUDA refused because a stream capture had begun
+    /// (cudaErrorStreamCaptureImplicit): with driver 580 a staged copy that recorded such an
+    /// event again crashed inside cuEventRecord, so it is neither recorded again nor destroyed
+    /// (one handle, left to the context's teardown).
+    pub(crate) fn abandon(self) {
+        std::mem::forget(self);
+    }
+
     /// True when the event has completed, or was never recorded (`cudaEventQuery`).
     pub fn query(&self) -> Result<bool> {
         // SAFETY: a live event of ours.
