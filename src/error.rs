@@ -172,9 +172,14 @@ pub struct OutOfMemory {
     pub limit_bytes: u64,
 }
 
-/// A failure with its context: which CUDA call, from where, with which arguments.
+/// A failure with its context: which CUDA call, from where, with which arguments. One pointer
+/// wide: every `Result` of the hot paths (allocation, free, copy) stays small, the context is
+/// allocated only when something fails.
 #[derive(Clone)]
-pub struct Error {
+pub struct Error(Box<Repr>);
+
+#[derive(Clone)]
+struct Repr {
     kind: ErrorKind,
     cuda: CudaError,
     call: &'static str,
@@ -193,7 +198,7 @@ impl Error {
     #[track_caller]
     fn new(kind: ErrorKind, cuda: CudaError, call: &'static str, detail: String) -> Error {
         let location = Location::caller();
-        Error {
+        Error(Box::new(Repr {
             kind,
             cuda,
             call,
@@ -201,18 +206,18 @@ impl Error {
             location,
             out_of_memory: None,
             from_cuda: false,
-        }
+        }))
     }
 
     /// The error with the figures of an out-of-memory failure attached.
     pub fn with_out_of_memory(mut self, figures: OutOfMemory) -> Error {
-        self.out_of_memory = Some(Box::new(figures));
+        self.0.out_of_memory = Some(Box::new(figures));
         self
     }
 
     /// The figures of an out-of-memory failure of a device allocation, when this is one.
     pub fn out_of_memory(&self) -> Option<&OutOfMemory> {
-        self.out_of_memory.as_deref()
+        self.0.out_of_memory.as_deref()
     }
 
     /// A failed CUDA call. `detail` names the arguments that matter (`size=1048576`).
@@ -230,7 +235,7 @@ impl Error {
             ErrorKind::Cuda
         };
         let mut error = Error::new(kind, cuda, call, detail.into());
-        error.from_cuda = true;
+        error.0.from_cuda = true;
         error
     }
 
@@ -256,52 +261,52 @@ impl Error {
 
     /// Marks the error as surfaced now but caused by earlier asynchronous work.
     pub fn deferred(mut self) -> Error {
-        if self.kind == ErrorKind::Cuda {
-            self.kind = ErrorKind::DeferredCuda;
+        if self.0.kind == ErrorKind::Cuda {
+            self.0.kind = ErrorKind::DeferredCuda;
         }
         self
     }
 
     /// The kind.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// True when CUDA answered this error (a failed call), false when the library refused or
     /// failed before any CUDA call.
     pub fn from_cuda(&self) -> bool {
-        self.from_cuda
+        self.0.from_cuda
     }
 
     /// The CUDA error (`cudaSuccess` when none was involved).
     pub fn cuda_error(&self) -> CudaError {
-        self.cuda
+        self.0.cuda
     }
 
     /// The CUDA call that failed (`""` when none).
     pub fn call(&self) -> &'static str {
-        self.call
+        self.0.call
     }
 
     /// The arguments that matter, in words.
     pub fn detail(&self) -> &str {
-        &self.detail
+        &self.0.detail
     }
 
     /// Where in this crate the error was raised.
     pub fn location(&self) -> &'static Location<'static> {
-        self.location
+        self.0.location
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
+        match self.0.kind {
             ErrorKind::Cuda => {
-                write!(f, "{} failed: {}", self.call, self.cuda)?;
+                write!(f, "{} failed: {}", self.0.call, self.0.cuda)?;
                 // The `loaded` mode: a function the loaded runtime lacks, named with the library.
                 #[cfg(llaisys_loaded)]
-                if let Some(note) = raw::loaded_note(self.call) {
+                if let Some(note) = raw::loaded_note(self.0.call) {
                     write!(f, " ({note})")?;
                 }
             }
@@ -309,25 +314,25 @@ impl fmt::Display for Error {
                 f,
                 "{} reported {}, an error left by earlier asynchronous work (a kernel or copy \
                  queued before), not caused by this call; the CUDA context is unusable",
-                self.call, self.cuda
+                self.0.call, self.0.cuda
             )?,
             ErrorKind::InvalidArgument => write!(f, "invalid argument")?,
             ErrorKind::Internal => write!(f, "internal error")?,
-            ErrorKind::Capture if self.from_cuda => write!(
+            ErrorKind::Capture if self.0.from_cuda => write!(
                 f,
                 "{} failed: {}, a stream capture began after the library last checked (one the \
                  host began itself); CUDA may have invalidated that capture",
-                self.call, self.cuda
+                self.0.call, self.0.cuda
             )?,
             ErrorKind::Capture => write!(
                 f,
                 "{} refused: a stream capture is in progress and the call would have joined or \
                  invalidated it ({}); the capture is unchanged",
-                self.call, self.cuda
+                self.0.call, self.0.cuda
             )?,
         }
-        if !self.detail.is_empty() {
-            write!(f, " [{}]", self.detail)?;
+        if !self.0.detail.is_empty() {
+            write!(f, " [{}]", self.0.detail)?;
         }
         Ok(())
     }
@@ -335,12 +340,12 @@ impl fmt::Display for Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self} (at {})", self.location)
+        write!(f, "{self} (at {})", self.0.location)
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        (!self.cuda.is_success()).then_some(&self.cuda as _)
+        (!self.0.cuda.is_success()).then_some(&self.0.cuda as _)
     }
 }

@@ -302,7 +302,7 @@ pub(crate) fn set_aside(r: Result<()>) {
 }
 
 /// Records a block handed out.
-#[inline]
+#[inline(always)]
 fn record(p: *mut c_void, live: Live) {
     lock(shard(p as usize))
         .get_or_insert_with(AddrMap::default)
@@ -432,11 +432,18 @@ pub(crate) fn free(p: *mut c_void) -> Result<()> {
 
 /// `free`, then the block's device kept within its release threshold (a failure there is the
 /// device's, not this free's).
-#[inline]
+#[inline(always)]
 pub(crate) fn free_within_threshold(p: *mut c_void) -> Result<()> {
     if !super::threshold::any() {
         return free(p);
     }
+    free_then_trim(p)
+}
+
+// Out of line: without a threshold, free_device pays one test.
+#[cold]
+#[inline(never)]
+fn free_then_trim(p: *mut c_void) -> Result<()> {
     let device = owner(p).map(|(_, d)| d);
     free(p)?;
     if let Some(d) = device {

@@ -19,23 +19,36 @@ pub(crate) fn on() -> bool {
 }
 
 /// Keeps the call site of the block at `p`, just handed out.
-#[inline]
+#[inline(always)]
 pub(crate) fn note(p: usize) {
     if on() {
-        let site = std::backtrace::Backtrace::force_capture().to_string();
-        lock(&SITES)
-            .get_or_insert_with(HashMap::new)
-            .insert(p, site);
+        keep(p);
     }
 }
 
 /// Forgets the block at `p`, freed.
-#[inline]
+#[inline(always)]
 pub(crate) fn forget(p: usize) {
     if on() {
-        if let Some(sites) = lock(&SITES).as_mut() {
-            sites.remove(&p);
-        }
+        drop_site(p);
+    }
+}
+
+// The work itself out of line: the allocation's fast path keeps only the flag's test.
+#[cold]
+#[inline(never)]
+fn keep(p: usize) {
+    let site = std::backtrace::Backtrace::force_capture().to_string();
+    lock(&SITES)
+        .get_or_insert_with(HashMap::new)
+        .insert(p, site);
+}
+
+#[cold]
+#[inline(never)]
+fn drop_site(p: usize) {
+    if let Some(sites) = lock(&SITES).as_mut() {
+        sites.remove(&p);
     }
 }
 

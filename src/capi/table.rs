@@ -115,7 +115,7 @@ unsafe extern "C-unwind" fn get_device_count() -> c_int {
     let counted = policy::catch_panic("get_device_count", || {
         let (n, reason) = ops::device_count();
         if let Some(e) = reason {
-            policy::set_last(Some(count_reason(e)));
+            policy::set_last(Some(count_reason(&e)));
         }
         Ok(n)
     });

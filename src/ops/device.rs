@@ -3,26 +3,30 @@
 
 use super::Redetail;
 use crate::cache;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, Error, Result};
 use crate::safe::device;
 use std::sync::OnceLock;
 
 /// The device count of this process, read once (CUDA fixes it at init too), and when it is 0
-/// because of an error, that error.
-pub fn device_count() -> (i32, Option<&'static Error>) {
-    static COUNT: OnceLock<(i32, Option<Error>)> = OnceLock::new();
+/// because of an error, that error. Only the code is kept (no heap memory in a static: a
+/// library loaded and unloaded again and again leaves nothing behind).
+pub fn device_count() -> (i32, Option<Error>) {
+    static COUNT: OnceLock<(i32, Option<(&'static str, CudaError)>)> = OnceLock::new();
     let (n, e) = COUNT.get_or_init(|| match crate::safe::runtime::device_count() {
         Ok(n) => (n, None),
-        Err(e) => (0, Some(e)),
+        Err(e) => (0, Some((e.call(), e.cuda_error()))),
     });
-    (*n, e.as_ref())
+    (
+        *n,
+        e.map(|(call, code)| Error::cuda(call, code, String::new())),
+    )
 }
 
 /// The device count with the reason when there are none: `Err` for no driver (35), no device
 /// (100) or a broken setup (the status API's `llaisysNvidiaDeviceCount`).
 pub fn device_count_checked() -> Result<i32> {
     match device_count() {
-        (_, Some(e)) => Err(e.clone()),
+        (_, Some(e)) => Err(e),
         (n, None) => Ok(n),
     }
 }
