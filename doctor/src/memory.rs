@@ -60,9 +60,8 @@ impl Summary {
         let mut streams: BTreeMap<String, Count> = BTreeMap::new();
         let mut sites: BTreeMap<String, Count> = BTreeMap::new();
         for b in &d.blocks {
-            states[State::ALL.iter().position(|&s| s == b.state).unwrap_or(0)]
-                .1
-                .add(b.size);
+            // `State::ALL` lists the states in their declaration order.
+            states[b.state as usize].1.add(b.size);
             classes[class_of(b.size)].1.add(b.size);
             if b.state == State::InUse {
                 let stream = b.stream.clone().unwrap_or_else(|| "(none)".to_string());
@@ -81,15 +80,6 @@ impl Summary {
             streams: streams.into_iter().collect(),
             sites,
         }
-    }
-
-    /// The blocks in use and their bytes.
-    pub fn in_use(&self) -> Count {
-        self.states
-            .iter()
-            .find(|(s, _)| *s == State::InUse)
-            .map(|&(_, c)| c)
-            .unwrap_or_default()
     }
 }
 
@@ -126,6 +116,20 @@ pub fn count(c: Count) -> String {
 /// `1.5 MiB (1572864 bytes)`.
 pub fn bytes(b: u64) -> String {
     format!("{} ({b} bytes)", size(b))
+}
+
+/// A device's memory limit, in words.
+pub fn limit(d: &Device) -> String {
+    match d.limit_bytes {
+        0 => "none".to_string(),
+        l => bytes(l),
+    }
+}
+
+/// A device's release threshold, in words.
+pub fn threshold(d: &Device) -> String {
+    d.release_threshold_bytes
+        .map_or("none (all freed memory stays cached)".to_string(), bytes)
 }
 
 /// The first line of a call site (its innermost frame), trimmed.
@@ -179,16 +183,8 @@ fn device(o: &mut String, d: &Device, history: bool) {
     };
     line(o, 2, "memory", &memory);
     line(o, 2, "pool reserved", &bytes(d.pool_reserved_bytes));
-    let limit = match d.limit_bytes {
-        0 => "none".to_string(),
-        l => bytes(l),
-    };
-    line(o, 2, "limit", &limit);
-    let threshold = match d.release_threshold_bytes {
-        None => "none (all freed memory stays cached)".to_string(),
-        Some(t) => bytes(t),
-    };
-    line(o, 2, "release threshold", &threshold);
+    line(o, 2, "limit", &limit(d));
+    line(o, 2, "release threshold", &threshold(d));
     line(o, 2, "blocks", &count(sum_of(&sum.states)));
     let _ = writeln!(o, "  by state");
     for (state, c) in &sum.states {

@@ -206,14 +206,8 @@ fn table(o: &mut String, d: &Device, sum: &Summary, history: bool) {
         opt(d.total_bytes),
         opt(d.free_bytes),
         memory::bytes(d.pool_reserved_bytes),
-        match d.limit_bytes {
-            0 => "none".to_string(),
-            l => memory::bytes(l),
-        },
-        d.release_threshold_bytes.map_or(
-            "none (all freed memory stays cached)".to_string(),
-            memory::bytes
-        )
+        memory::limit(d),
+        memory::threshold(d)
     );
     o.push_str("<tr><th></th><th>blocks</th><th>bytes</th><th></th></tr>\n");
     heading(o, "by state");

@@ -51,13 +51,12 @@ fn fixture_blocks() -> Vec<(i64, u64, String)> {
     out
 }
 
-/// The bytes in use on `device`, summed from the fixture.
-fn in_use_bytes(device: i64) -> u64 {
-    fixture_blocks()
+/// The blocks in use on `device` among `blocks` (`fixture_blocks`) and their bytes.
+fn in_use(blocks: &[(i64, u64, String)], device: i64) -> (usize, u64) {
+    blocks
         .iter()
         .filter(|(d, _, s)| *d == device && s == "in_use")
-        .map(|(_, size, _)| size)
-        .sum()
+        .fold((0, 0), |(n, bytes), (_, size, _)| (n + 1, bytes + size))
 }
 
 /// Writes the page of the fixture and returns its path and the run's output.
@@ -137,8 +136,15 @@ fn the_summary_shows_every_figure_of_the_fixture() {
     );
     assert_eq!(body, expected);
     // The figures agree with the fixture summed here.
-    assert!(body.contains(&format!("4 blocks, 3.1 MiB ({} bytes)", in_use_bytes(0))));
-    assert!(body.contains(&format!("6 blocks, 16.0 MiB ({} bytes)", in_use_bytes(1))));
+    let blocks = fixture_blocks();
+    assert!(body.contains(&format!(
+        "4 blocks, 3.1 MiB ({} bytes)",
+        in_use(&blocks, 0).1
+    )));
+    assert!(body.contains(&format!(
+        "6 blocks, 16.0 MiB ({} bytes)",
+        in_use(&blocks, 1).1
+    )));
     // The sixth site, the smallest, is left out.
     assert!(!body.contains("s100"), "{body}");
 }
@@ -328,13 +334,10 @@ fn in_a_headless_browser_the_script_fills_in_the_bytes_in_use() {
     );
     let blocks = fixture_blocks();
     for device in [0, 1] {
-        let count = blocks
-            .iter()
-            .filter(|(d, _, s)| *d == device && s == "in_use")
-            .count();
+        let (count, bytes) = in_use(&blocks, device);
         assert_eq!(
             span(&dom, "in-use-bytes", device),
-            in_use_bytes(device).to_string(),
+            bytes.to_string(),
             "device {device}"
         );
         assert_eq!(
@@ -343,7 +346,10 @@ fn in_a_headless_browser_the_script_fills_in_the_bytes_in_use() {
             "device {device}"
         );
     }
-    assert_eq!((in_use_bytes(0), in_use_bytes(1)), (3215360, 16778716));
+    assert_eq!(
+        (in_use(&blocks, 0).1, in_use(&blocks, 1).1),
+        (3215360, 16778716)
+    );
     assert_eq!(dom.matches("<rect").count(), blocks.len(), "{dom}");
     // The site's script did not run: the page's title is its own.
     assert!(

@@ -856,10 +856,7 @@ fn within_limit_slow(device: i32, size: usize, limit: super::limit::Limit) -> Re
 /// kept).
 fn release_to(device: i32, keep: usize) -> Result<()> {
     let cache = of(device)?;
-    let pool = match cache.pool.get() {
-        Some(Some(pool)) => Some(*pool),
-        _ => None,
-    };
+    let pool = cache.pool.get().copied().flatten();
     let _relaxed = RelaxedMode::new();
     let mut kept_back = flush_kept();
     release_device(device, cache, pool, keep, &mut kept_back)?;

@@ -2,14 +2,16 @@
 //! (read once): a backtrace taken at the allocation, which a memory snapshot shows. Taking one
 //! costs far more than the allocation itself: for finding who holds memory, not for serving.
 
+use crate::util::hash::AddrMap;
 use crate::util::sync::lock;
-use std::collections::HashMap;
+use std::backtrace::Backtrace;
 use std::sync::{Mutex, OnceLock};
 
 /// The variable that turns it on.
 pub const VAR: &str = "LLAISYS_NVIDIA_MEMORY_HISTORY";
 
-static SITES: Mutex<Option<HashMap<usize, String>>> = Mutex::new(None);
+/// Each block's backtrace, its symbols resolved only when a snapshot asks for it.
+static SITES: Mutex<Option<AddrMap<Backtrace>>> = Mutex::new(None);
 
 /// True when call sites are kept.
 #[inline]
@@ -38,9 +40,9 @@ pub(crate) fn forget(p: usize) {
 #[cold]
 #[inline(never)]
 fn keep(p: usize) {
-    let site = std::backtrace::Backtrace::force_capture().to_string();
+    let site = Backtrace::force_capture();
     lock(&SITES)
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(AddrMap::default)
         .insert(p, site);
 }
 
@@ -54,5 +56,7 @@ fn drop_site(p: usize) {
 
 /// The call site of the block at `p`, when kept.
 pub(crate) fn site(p: usize) -> Option<String> {
-    lock(&SITES).as_ref().and_then(|s| s.get(&p).cloned())
+    lock(&SITES)
+        .as_ref()
+        .and_then(|s| s.get(&p).map(Backtrace::to_string))
 }

@@ -360,11 +360,20 @@ impl Handle {
 pub fn dlerror() -> Option<String> {
     // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call.
     let p = unsafe { libc::dlerror() };
-    if p.is_null() {
-        return None;
-    }
     // SAFETY: as above; copied at once.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    (!p.is_null()).then(|| unsafe { c_text(p) })
+}
+
+/// A C string as text ("" for NULL), copied.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+pub unsafe fn c_text(p: *const libc::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: `p` is not NULL (checked), so a NUL-terminated string (this function's contract).
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// A CUDA version number as text: "12.9" for 12090 (cudaRuntimeGetVersion's and

@@ -11,8 +11,7 @@
 use super::error::{Error, Result};
 use super::sys;
 use crate::libsearch::{self, Handle, Search};
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
 /// The variable naming the library (or its folder).
@@ -159,7 +158,7 @@ impl Library {
     pub fn error_string(&self, code: super::NcclResult) -> String {
         match self.fns.get_error_string {
             // SAFETY: takes any value; returns a static string or NULL.
-            Some(f) => unsafe { text(f(code.raw())) },
+            Some(f) => unsafe { libsearch::c_text(f(code.raw())) },
             None => code.name().to_string(),
         }
     }
@@ -168,22 +167,10 @@ impl Library {
     pub fn last_error(&self, comm: sys::ncclComm_t) -> String {
         match self.fns.get_last_error {
             // SAFETY: NCCL documents the comm argument as unused; NULL is accepted.
-            Some(f) => unsafe { text(f(comm)) },
+            Some(f) => unsafe { libsearch::c_text(f(comm)) },
             None => String::new(),
         }
     }
-}
-
-/// A C string as text ("" for NULL).
-///
-/// # Safety
-/// `p` is NULL or a NUL-terminated string.
-unsafe fn text(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: `p` is not NULL (checked), so a NUL-terminated string (this function's contract).
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 static LIBRARY: OnceLock<std::result::Result<Library, String>> = OnceLock::new();

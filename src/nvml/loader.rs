@@ -116,7 +116,7 @@ impl Library {
     pub fn error_string(&self, code: sys::Return) -> String {
         match self.fns.error_string {
             // SAFETY: takes any value; returns a static string or NULL.
-            Some(f) => unsafe { text(f(code)) },
+            Some(f) => unsafe { libsearch::c_text(f(code)) },
             None => String::new(),
         }
     }
@@ -130,18 +130,6 @@ impl Library {
             sys::return_name(code)
         )
     }
-}
-
-/// A C string as text ("" for NULL).
-///
-/// # Safety
-/// `p` is NULL or a NUL-terminated string.
-unsafe fn text(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: `p` is not NULL (checked), so a NUL-terminated string (this function's contract).
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 static LIBRARY: OnceLock<Result<Library, String>> = OnceLock::new();

@@ -134,8 +134,9 @@ fn largest_allocation(device: i32, free: u64) -> Option<u64> {
         }
         match memory::alloc_device(n as usize) {
             Ok(p) => {
-                // SAFETY: just allocated here, never handed out, freed once.
-                let _ = unsafe { memory::free_device(p) };
+                // SAFETY: just allocated here, never handed out, freed once. A failure is the
+                // device's, cleared from cudart's last error like any set aside.
+                cache::device::set_aside(unsafe { memory::free_device(p) });
                 true
             }
             Err(_) => {
