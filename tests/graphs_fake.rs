@@ -17,6 +17,8 @@
 //! - A capture another thread begins with cudart in the middle of a staged `memcpy_sync`: the
 //!   copy's later chunks never touch the legacy stream (which would invalidate the capture), and
 //!   the copy completes with its data.
+//! - A copy that a capture sends to the side stream waits for the earlier copies still pending
+//!   on the legacy stream (a staged H2D's DMAs, a D2D).
 #![cfg(feature = "dynamic")]
 
 use llaisys_nvidia::ffi;
@@ -911,4 +913,92 @@ fn child_capture_race_window() {
 #[test]
 fn a_capture_that_wins_the_race_costs_the_copy_nothing() {
     run_child("child_capture_race_window", &[], "capture-race-window");
+}
+
+/// The stand-in's `fake_side_waited` (how far in its queue a stream other than the legacy one
+/// was made to wait) and `fake_queue_tail` (how many operations were queued so far).
+fn queue_marks() -> (extern "C" fn() -> u64, extern "C" fn() -> u64) {
+    // SAFETY: the fake is on the loader path (the parent's doing); the functions have these C
+    // types.
+    unsafe { (fake(c"fake_side_waited"), fake(c"fake_queue_tail")) }
+}
+
+/// The child of `a_copy_during_a_capture_waits_for_the_copies_before_it`: a staged H2D
+/// memcpy_sync returns with its DMAs queued on the legacy stream, a D2D memcpy_sync queues its
+/// copy there; then another thread begins a capture with cudart (relaxed) and each later copy,
+/// sent to the side stream, must wait for everything queued before the capture. The data
+/// arrives whole and the legacy stream is not touched during the capture.
+#[test]
+#[ignore = "entry point of a child process: run by a_copy_during_a_capture_waits_for_the_copies_before_it"]
+fn child_side_copy_after_pending_work() {
+    support::child::require_child("child_side_copy_after_pending_work");
+    let raw = cudart();
+    let (side_waited, queue_tail) = queue_marks();
+    let s = stream_on(0, 0);
+    let n = (24 << 20) + 4097;
+    let want: Vec<u8> = (0..n).map(|i| (i * 11 + i / 4091) as u8).collect();
+    let mut back = vec![0u8; n];
+    let (mut a, mut b, mut c) = (null_mut(), null_mut(), null_mut());
+    // SAFETY: the status API's functions with blocks of `n` bytes of ours and host buffers of
+    // `n` bytes.
+    unsafe {
+        ok(ffi::llaisysNvidiaMallocDevice(&mut a, n));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut b, n));
+        ok(ffi::llaisysNvidiaMallocDevice(&mut c, n));
+        ok(ffi::llaisysNvidiaMemcpy(a, want.as_ptr().cast(), n, 1));
+    }
+    let staged = queue_tail();
+    // SAFETY: as above.
+    ok(unsafe { ffi::llaisysNvidiaMemcpy(b, a, 4096, 3) });
+    let d2d = queue_tail();
+    assert!(d2d > staged, "the D2D was queued");
+    let refused = legacy_in_capture();
+    let stream = s as usize;
+    std::thread::scope(|t| {
+        let raw = &raw;
+        t.spawn(move || raw.begin(stream as *mut libc::c_void, 2));
+    });
+    assert_eq!(status(s), 1, "capturing");
+    // SAFETY: as above.
+    unsafe {
+        ok(ffi::llaisysNvidiaMemcpy(c, a, n, 3));
+    }
+    assert!(
+        side_waited() >= d2d,
+        "the side stream waited up to {} of the queue, the copies before the capture reach {d2d}",
+        side_waited()
+    );
+    // SAFETY: as above.
+    unsafe {
+        ok(ffi::llaisysNvidiaMemcpy(back.as_mut_ptr().cast(), c, n, 2));
+    }
+    assert_eq!(
+        legacy_in_capture(),
+        refused,
+        "legacy stream used mid-capture"
+    );
+    assert_eq!(status(s), 1, "the capture goes on");
+    raw.end(s);
+    assert!(back == want, "wrong data");
+    let mut head = vec![0u8; 4096];
+    // SAFETY: as above; `head` holds 4096 bytes.
+    unsafe {
+        ok(ffi::llaisysNvidiaMemcpy(
+            head.as_mut_ptr().cast(),
+            b,
+            4096,
+            2,
+        ))
+    };
+    assert!(head[..] == want[..4096], "the D2D's data");
+    for p in [a, b, c] {
+        ok(ffi::llaisysNvidiaFreeDevice(p));
+    }
+    ok(ffi::llaisysNvidiaStreamDestroy(s));
+    println!("graphs side-copy child: ok");
+}
+
+#[test]
+fn a_copy_during_a_capture_waits_for_the_copies_before_it() {
+    run_child("child_side_copy_after_pending_work", &[], "side-copy");
 }

@@ -11,15 +11,26 @@
 //! every use of the legacy stream holds it for reading ([`Usable`]): such a capture never begins
 //! between a check and the use it allowed. A capture the host begins directly can still race
 //! with a use, as with any legacy-stream call of any library.
+//!
+//! Work on the side stream is ordered after the library's own work still pending on the legacy
+//! stream ([`side_stream_ordered`]): a copy that returns with its work pending there (an H2D or
+//! D2D `memcpy_sync`) records the device's fence after it ([`fence_after`]), and the caches'
+//! recycling barrier is noted ([`note_barrier`]). The side stream waits for both.
 
 use super::MAX_DEVICES;
-use crate::cudart::calls::StreamHandle;
-use crate::error::{Error, Result};
+use crate::cudart::calls::{EventHandle, StreamHandle};
+use crate::error::{CudaError, Error, Result};
 use crate::safe::capture;
+use crate::safe::event::{self, Event};
 use crate::util::sync::{lock, read, write};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+/// How long a copy whose fence a capture begun just after its work refused waits for that
+/// capture to end ([`fence_after`] without an event of its own).
+const FENCE_WAIT: Duration = Duration::from_secs(30);
 
 static GATE: RwLock<()> = RwLock::new(());
 
@@ -29,12 +40,27 @@ struct Legacy {
     captures: AtomicU32,
     /// The device's side stream: 0 until made on first use, then kept for the process.
     side: Mutex<usize>,
+    /// The fence of the library's work on the legacy stream ([`fence_after`]).
+    fence: Mutex<Fence>,
+    /// The caches' recycling barrier event, last recorded there ([`note_barrier`]); 0 before.
+    barrier: AtomicUsize,
+}
+
+/// Events recorded on the legacy stream after the library's work there, kept for the process
+/// (raw handles, 0: none). `now` is recorded after each such work; when a capture refused its
+/// record, it is set aside as `before` (the last one recorded, until `now` is recorded again)
+/// and a new `now` is made: an event whose record a capture refused is not recorded again.
+struct Fence {
+    now: usize,
+    before: usize,
 }
 
 static DEVICES: [Legacy; MAX_DEVICES] = [const {
     Legacy {
         captures: AtomicU32::new(0),
         side: Mutex::new(0),
+        fence: Mutex::new(Fence { now: 0, before: 0 }),
+        barrier: AtomicUsize::new(0),
     }
 }; MAX_DEVICES];
 
@@ -180,4 +206,84 @@ pub(crate) fn side_stream(device: i32) -> Result<StreamHandle> {
         *side = crate::safe::stream::Stream::with_flags(true, 0)?.into_raw() as usize;
     }
     Ok(*side as StreamHandle)
+}
+
+/// The side stream of `device` (current), ordered after the library's work on the device's
+/// legacy stream that may still be pending: the fence and the recycling barrier. Work queued on
+/// it then reads what earlier copies wrote and writes only memory their users have left.
+pub(crate) fn side_stream_ordered(device: i32) -> Result<StreamHandle> {
+    let side = side_stream(device)?;
+    let legacy = of(device)?;
+    let fence = lock(&legacy.fence);
+    for e in [fence.now, fence.before, legacy.barrier.load(Relaxed)] {
+        if e != 0 {
+            // SAFETY: the side stream is live and of `device`, as the events (made there and
+            // kept for the process; one never recorded is no wait).
+            unsafe { crate::safe::stream::wait_event(side, e as EventHandle) }?;
+        }
+    }
+    Ok(side)
+}
+
+/// Notes `marker`, just recorded on the legacy stream of `device` as the recycling barrier:
+/// side-stream work waits for it. The event must live for the process.
+pub(crate) fn note_barrier(device: i32, marker: EventHandle) {
+    if let Some(legacy) = super::entry(&DEVICES, device) {
+        legacy.barrier.store(marker as usize, Relaxed);
+    }
+}
+
+/// After the library's own work on the legacy stream of `device` (current) that may still be
+/// pending when its call returns (an H2D or D2D `memcpy_sync`): records the device's fence
+/// there, so that work a capture sends to the side stream later is ordered after it. When a
+/// capture begun since forbids the legacy stream: waits for `covering` (an event recorded after
+/// that work) instead; without one, until the capture ends (at most 30 s).
+///
+/// # Safety
+/// `covering` is None or a live event of `device`.
+pub(crate) unsafe fn fence_after(device: i32, covering: Option<EventHandle>) -> Result<()> {
+    let legacy = of(device)?;
+    let start = Instant::now();
+    loop {
+        if let Some(_permission) = usable(device)? {
+            let mut fence = lock(&legacy.fence);
+            if fence.now == 0 {
+                fence.now = Event::on_device(device)?.into_raw() as usize;
+            }
+            // SAFETY: a live event of `device` (kept for the process); NULL is the legacy stream
+            // of `device`, the current device.
+            match unsafe { event::record(fence.now as EventHandle, std::ptr::null_mut()) } {
+                Ok(()) => {
+                    fence.before = 0;
+                    return Ok(());
+                }
+                Err(e) if e.cuda_error() == CudaError::STREAM_CAPTURE_IMPLICIT => {
+                    crate::safe::runtime::take_last_cuda_error();
+                    if fence.before == 0 {
+                        fence.before = fence.now;
+                    }
+                    fence.now = 0;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(e) = covering {
+            let _relaxed = capture::Relaxed::new();
+            // SAFETY: `covering` is a live event (this function's contract).
+            return unsafe { event::synchronize(e) };
+        }
+        if start.elapsed() > FENCE_WAIT {
+            return Err(Error::capture(
+                "cudaEventRecord",
+                CudaError::STREAM_CAPTURE_IMPLICIT,
+                format!(
+                    "a copy was queued on the legacy stream of device {device} just before \
+                     another thread began a capture there, which has not ended in {} s: later \
+                     copies during captures cannot be ordered after it",
+                    FENCE_WAIT.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
 }

@@ -262,6 +262,9 @@ fn barrier(l: &mut Lists, device: i32) -> Result<()> {
         if let Some(old) = l.marker.take() {
             old.abandon();
         }
+    } else if recorded.is_ok() {
+        // The marker lives for the process (only ever abandoned, never destroyed).
+        crate::cache::legacy_stream::note_barrier(device, marker.as_raw());
     }
     recorded
 }

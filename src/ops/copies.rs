@@ -370,18 +370,27 @@ pub unsafe fn memcpy_sync(
         }
         return Err(e);
     }
-    if complete && matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
-        // SAFETY: NULL is the legacy stream.
-        unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }
-            .redetail(|_| format!("dst={dst:p} src={src:p} size={size} kind={:?}", c.kind))?;
+    if matches!(c.kind, MemcpyKind::H2D | MemcpyKind::D2D) {
+        if complete {
+            // SAFETY: NULL is the legacy stream.
+            unsafe { crate::safe::stream::synchronize(std::ptr::null_mut()) }
+                .redetail(|_| format!("dst={dst:p} src={src:p} size={size} kind={:?}", c.kind))?;
+        } else {
+            // The copy may still be in flight: a copy that a capture sends to the side stream
+            // later waits for it.
+            // SAFETY: no event is given.
+            unsafe { caches::fence_after(crate::safe::device::current()?, None) }?;
+        }
     }
     Ok(())
 }
 
 /// memcpy_sync while a capture forbids the legacy stream: queued on the device's private side
-/// stream and waited for in relaxed mode. Nothing orders it after other streams' work (the caller
-/// synchronizes that). Refused with several devices in use (their ordering needs the legacy
-/// stream); `memcpy_sync` has already refused a thread that itself captures.
+/// stream, after the library's own work still pending on the legacy stream (earlier copies'
+/// fence, the caches' barrier), and waited for in relaxed mode. Nothing orders it after other
+/// streams' work (the caller synchronizes that). Refused with several devices in use (their
+/// ordering needs the legacy stream); `memcpy_sync` has already refused a thread that itself
+/// captures.
 ///
 /// # Safety
 /// As `memcpy_sync`.
@@ -393,7 +402,7 @@ unsafe fn side_copy(c: &mut Copy) -> Result<()> {
         return Err(caches::refused("cudaMemcpy", why));
     }
     let device = crate::safe::device::current()?;
-    let side = caches::side_stream(device)?;
+    let side = caches::side_stream_ordered(device)?;
     let _relaxed = crate::safe::capture::Relaxed::new();
     if let Some(direction) = c.staged()? {
         // SAFETY: the pointers as this function's contract says; the side stream is live.

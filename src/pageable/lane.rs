@@ -56,9 +56,9 @@ impl Lane {
     }
 
     /// Moves the copy to the side stream now, ordered after what it queued on the legacy
-    /// stream; the side stream.
+    /// stream and after the library's work pending there before it; the side stream.
     pub(super) fn move_now(&self) -> Result<StreamHandle> {
-        let side = legacy_stream::side_stream(self.device)?;
+        let side = legacy_stream::side_stream_ordered(self.device)?;
         if let Some(event) = self.last_on_legacy.take() {
             // SAFETY: the side stream is live and of `device`, as the event (recorded by this
             // copy on that device's legacy stream, not destroyed while the copy runs).
@@ -111,6 +111,11 @@ impl Lane {
         if stream.is_null() && event.is_some() {
             self.last_on_legacy.set(event);
         }
+    }
+
+    /// The event this copy last recorded on the legacy stream, if any.
+    pub(super) fn last_on_legacy(&self) -> Option<EventHandle> {
+        self.last_on_legacy.get()
     }
 
     /// True once the copy left the legacy stream: it must be complete on return.

@@ -274,8 +274,18 @@ unsafe fn run(
             crate::safe::runtime::take_last_cuda_error();
         }
     } else {
+        let pending = !wait && direction == Direction::HostToDevice && stream.is_null();
+        if pending {
+            // Its DMAs may still be in flight on the legacy stream: a copy that a capture sends
+            // to the side stream later waits for them.
+            // SAFETY: the lane's last event is live (a slot's, of `stream_device`) while the set
+            // is this copy's.
+            result = unsafe {
+                crate::cache::legacy_stream::fence_after(stream_device, lane.last_on_legacy())
+            };
+        }
         staging::give_back(set);
-        if !wait && direction == Direction::HostToDevice && stream.is_null() {
+        if pending {
             staging::h2d_queued(stream_device);
         }
     }

@@ -57,9 +57,8 @@ impl Event {
     }
 
     /// Gives up an event whose record CUDA refused because a stream capture had begun
-    /// (cudaErrorStreamCaptureImplicit): with driver 580 a staged copy that recorded such an
-    /// event again crashed inside cuEventRecord, so it is neither recorded again nor destroyed
-    /// (one handle, left to the context's teardown).
+    /// (cudaErrorStreamCaptureImplicit): CUDA does not say what such an event's state is, so it
+    /// is neither recorded again nor destroyed (one handle, left to the context's teardown).
     pub(crate) fn abandon(self) {
         std::mem::forget(self);
     }
