@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-/// How long a copy whose fence a capture begun just after its work refused waits for that
-/// capture to end ([`fence_after`] without an event of its own).
-const FENCE_WAIT: Duration = Duration::from_secs(30);
+/// How long work caught on the legacy stream by a capture begun just after it waits for that
+/// capture to end ([`wait_usable`]).
+const CAPTURE_WAIT: Duration = Duration::from_secs(30);
 
 static GATE: RwLock<()> = RwLock::new(());
 
@@ -233,6 +233,30 @@ pub(crate) fn note_barrier(device: i32, marker: EventHandle) {
     }
 }
 
+/// Waits until the legacy stream of `device` (current) may be used again, at most 30 s; the
+/// permission to hold while using it. Past that, the refusal of `call` with the detail `why`
+/// gives (passed the seconds waited).
+pub(crate) fn wait_usable(
+    device: i32,
+    call: &'static str,
+    why: impl FnOnce(u64) -> String,
+) -> Result<Usable> {
+    let start = Instant::now();
+    loop {
+        if let Some(permission) = usable(device)? {
+            return Ok(permission);
+        }
+        if start.elapsed() > CAPTURE_WAIT {
+            return Err(Error::capture(
+                call,
+                CudaError::STREAM_CAPTURE_IMPLICIT,
+                why(CAPTURE_WAIT.as_secs()),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
 /// After the library's own work on the legacy stream of `device` (current) that may still be
 /// pending when its call returns (an H2D or D2D `memcpy_sync`): records the device's fence
 /// there, so that work a capture sends to the side stream later is ordered after it. When a
@@ -243,28 +267,11 @@ pub(crate) fn note_barrier(device: i32, marker: EventHandle) {
 /// `covering` is None or a live event of `device`.
 pub(crate) unsafe fn fence_after(device: i32, covering: Option<EventHandle>) -> Result<()> {
     let legacy = of(device)?;
-    let start = Instant::now();
+    let mut permission = usable(device)?;
     loop {
-        if let Some(_permission) = usable(device)? {
-            let mut fence = lock(&legacy.fence);
-            if fence.now == 0 {
-                fence.now = Event::on_device(device)?.into_raw() as usize;
-            }
-            // SAFETY: a live event of `device` (kept for the process); NULL is the legacy stream
-            // of `device`, the current device.
-            match unsafe { event::record(fence.now as EventHandle, std::ptr::null_mut()) } {
-                Ok(()) => {
-                    fence.before = 0;
-                    return Ok(());
-                }
-                Err(e) if e.cuda_error() == CudaError::STREAM_CAPTURE_IMPLICIT => {
-                    crate::safe::runtime::take_last_cuda_error();
-                    if fence.before == 0 {
-                        fence.before = fence.now;
-                    }
-                    fence.now = 0;
-                }
-                Err(e) => return Err(e),
+        if let Some(_held) = permission.take() {
+            if record_fence(legacy, device)? {
+                return Ok(());
             }
         }
         if let Some(e) = covering {
@@ -272,18 +279,38 @@ pub(crate) unsafe fn fence_after(device: i32, covering: Option<EventHandle>) -> 
             // SAFETY: `covering` is a live event (this function's contract).
             return unsafe { event::synchronize(e) };
         }
-        if start.elapsed() > FENCE_WAIT {
-            return Err(Error::capture(
-                "cudaEventRecord",
-                CudaError::STREAM_CAPTURE_IMPLICIT,
-                format!(
-                    "a copy was queued on the legacy stream of device {device} just before \
-                     another thread began a capture there, which has not ended in {} s: later \
-                     copies during captures cannot be ordered after it",
-                    FENCE_WAIT.as_secs()
-                ),
-            ));
+        permission = Some(wait_usable(device, "cudaEventRecord", |secs| {
+            format!(
+                "a copy was queued on the legacy stream of device {device} just before another \
+                 thread began a capture there, which has not ended in {secs} s: later copies \
+                 during captures cannot be ordered after it"
+            )
+        })?);
+    }
+}
+
+/// Records the fence of `legacy` (of `device`, current) on the legacy stream, with the
+/// permission held; false when a capture begun since refused it (a new fence is made next).
+fn record_fence(legacy: &Legacy, device: i32) -> Result<bool> {
+    let mut fence = lock(&legacy.fence);
+    if fence.now == 0 {
+        fence.now = Event::on_device(device)?.into_raw() as usize;
+    }
+    // SAFETY: a live event of `device` (kept for the process); NULL is the legacy stream of
+    // `device`, the current device.
+    match unsafe { event::record(fence.now as EventHandle, std::ptr::null_mut()) } {
+        Ok(()) => {
+            fence.before = 0;
+            Ok(true)
         }
-        std::thread::sleep(Duration::from_micros(50));
+        Err(e) if e.cuda_error() == CudaError::STREAM_CAPTURE_IMPLICIT => {
+            crate::safe::runtime::take_last_cuda_error();
+            if fence.before == 0 {
+                fence.before = fence.now;
+            }
+            fence.now = 0;
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }

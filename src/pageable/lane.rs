@@ -11,11 +11,6 @@ use crate::cudart::calls::{EventHandle, StreamHandle};
 use crate::error::{CudaError, Error, Result};
 use crate::safe::capture::Relaxed;
 use std::cell::Cell;
-use std::time::{Duration, Instant};
-
-/// How long a copy whose DMA a capture caught on the legacy stream waits for that capture to
-/// end before it gives up (`wait_usable`).
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The stream of one staged copy, as its calling thread queues work.
 pub(super) struct Lane {
@@ -82,28 +77,17 @@ impl Lane {
     }
 
     /// Waits until the legacy stream may be used again (the capture that caught the copy's last
-    /// DMA there has ended), at most `WAIT`.
+    /// DMA there has ended), at most 30 s.
     pub(super) fn wait_usable(&self) -> Result<()> {
-        let start = Instant::now();
-        loop {
-            if legacy_stream::usable(self.device)?.is_some() {
-                return Ok(());
-            }
-            if start.elapsed() > WAIT {
-                return Err(Error::capture(
-                    "cudaEventRecord",
-                    CudaError::STREAM_CAPTURE_IMPLICIT,
-                    format!(
-                        "a chunk's DMA was queued on the legacy stream of device {} just before \
-                         another thread began a capture there, which has not ended in {} s: its \
-                         staging buffer cannot be known free (it stays allocated)",
-                        self.device,
-                        WAIT.as_secs()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        let device = self.device;
+        legacy_stream::wait_usable(device, "cudaEventRecord", |secs| {
+            format!(
+                "a chunk's DMA was queued on the legacy stream of device {device} just before \
+                 another thread began a capture there, which has not ended in {secs} s: its \
+                 staging buffer cannot be known free (it stays allocated)"
+            )
+        })
+        .map(drop)
     }
 
     /// Notes an event just recorded on `stream` (as `next` gave it).
